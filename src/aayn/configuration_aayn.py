@@ -1,0 +1,168 @@
+"""Configuration of the "Attention Is All You Need" encoder-decoder (Vaswani et al., 2017).
+
+This file travels with saved checkpoints as Hub remote code: it imports only transformers.
+"""
+
+from transformers import PretrainedConfig  # the 4.57 name; 5.x keeps it as an alias of PreTrainedConfig
+from transformers.activations import ACT2FN
+
+
+class AaynConfig(PretrainedConfig):
+    r"""Hyperparameters of the AAYN Transformer. The defaults are the paper's base model (Table 3, row "base").
+
+    The big model is `AaynConfig(d_model=1024, encoder_ffn_dim=4096, decoder_ffn_dim=4096,
+    encoder_attention_heads=16, decoder_attention_heads=16, dropout=0.3)`.
+
+    Args:
+        vocab_size: size of the shared source-target vocabulary (§5.1: about 37000 BPE tokens for EN-DE), or of
+            the source vocabulary when `share_encoder_decoder_embeddings=False`.
+        decoder_vocab_size: size of the target vocabulary; defaults to `vocab_size`. Only differs from it when
+            source and target vocabularies are separate.
+        d_model: width of every sub-layer output and embedding (§3.1).
+        encoder_layers / decoder_layers: N, the number of identical layers in each stack (§3.1).
+        encoder_attention_heads / decoder_attention_heads: h, the number of attention heads (§3.2.2).
+        encoder_ffn_dim / decoder_ffn_dim: d_ff, the inner width of the position-wise feed-forward network (§3.3).
+        dropout: P_drop, applied to each sub-layer output before the residual addition and to the sums of
+            embeddings and positional encodings (§5.4).
+        attention_dropout: dropout on the attention probabilities (not in the paper; 0 keeps it faithful).
+        activation_dropout: dropout after the feed-forward activation (not in the paper; 0 keeps it faithful).
+        activation_function: the feed-forward non-linearity, "relu" in the paper (§3.3).
+        norm_first: False is the paper's post-norm `LayerNorm(x + Sublayer(x))` (§3.1); True is the pre-norm
+            variant `x + Sublayer(LayerNorm(x))` with a final LayerNorm on each stack.
+        layer_norm_eps: epsilon of every LayerNorm (torch's default).
+        scale_embedding: multiply embeddings by sqrt(d_model) (§3.4).
+        share_encoder_decoder_embeddings: one embedding matrix for source and target tokens (§3.4); needs
+            `decoder_vocab_size == vocab_size`. Turn off for separate source and target vocabularies.
+        tie_word_embeddings: the pre-softmax projection reuses the decoder's embedding matrix (§3.4).
+        max_position_embeddings: the longest sequence the model is meant for. Positional encodings are
+            sinusoids computed on the fly (§3.5), so longer inputs still work; a warning says when they occur.
+        pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: special token ids; the decoder
+            starts from `decoder_start_token_id` (bos by default).
+    """
+
+    model_type = "aayn"
+    keys_to_ignore_at_inference = ["past_key_values"]
+    attribute_map = {
+        "hidden_size": "d_model",
+        "num_attention_heads": "encoder_attention_heads",
+        "num_hidden_layers": "encoder_layers",
+    }
+
+    def __init__(
+        self,
+        vocab_size: int = 37000,
+        decoder_vocab_size: int | None = None,
+        d_model: int = 512,
+        encoder_layers: int = 6,
+        decoder_layers: int = 6,
+        encoder_attention_heads: int = 8,
+        decoder_attention_heads: int = 8,
+        encoder_ffn_dim: int = 2048,
+        decoder_ffn_dim: int = 2048,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
+        activation_function: str = "relu",
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+        scale_embedding: bool = True,
+        share_encoder_decoder_embeddings: bool = True,
+        tie_word_embeddings: bool = True,
+        max_position_embeddings: int = 1024,
+        use_cache: bool = True,
+        pad_token_id: int = 0,
+        bos_token_id: int = 1,
+        eos_token_id: int = 2,
+        decoder_start_token_id: int = 1,
+        is_encoder_decoder: bool = True,
+        **kwargs,
+    ):
+        self.vocab_size = vocab_size
+        self.decoder_vocab_size = vocab_size if decoder_vocab_size is None else decoder_vocab_size
+        self.d_model = d_model
+        self.encoder_layers = encoder_layers
+        self.decoder_layers = decoder_layers
+        self.encoder_attention_heads = encoder_attention_heads
+        self.decoder_attention_heads = decoder_attention_heads
+        self.encoder_ffn_dim = encoder_ffn_dim
+        self.decoder_ffn_dim = decoder_ffn_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
+        self.activation_function = activation_function
+        self.norm_first = norm_first
+        self.layer_norm_eps = layer_norm_eps
+        self.scale_embedding = scale_embedding
+        self.share_encoder_decoder_embeddings = share_encoder_decoder_embeddings
+        self.max_position_embeddings = max_position_embeddings
+        self.use_cache = use_cache
+        self.decoder_start_token_id = decoder_start_token_id
+        self._validate()
+        super().__init__(
+            pad_token_id=pad_token_id,
+            bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id,
+            decoder_start_token_id=decoder_start_token_id,
+            is_encoder_decoder=is_encoder_decoder,
+            tie_word_embeddings=tie_word_embeddings,
+            **kwargs,
+        )
+        self._validate_token_ids(
+            pad_token_id=pad_token_id,
+            bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id,
+            decoder_start_token_id=decoder_start_token_id,
+        )
+
+    def _validate(self) -> None:
+        """Reject impossible hyperparameters here, where they enter, rather than deep inside a forward pass."""
+        for name in (
+            "vocab_size", "decoder_vocab_size", "d_model", "encoder_layers", "decoder_layers",
+            "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim",
+            "max_position_embeddings",
+        ):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"AaynConfig.{name} must be a positive integer, got {value!r}")
+        for name in ("encoder_attention_heads", "decoder_attention_heads"):
+            heads = getattr(self, name)
+            if self.d_model % heads:
+                raise ValueError(
+                    f"AaynConfig.d_model={self.d_model} must be divisible by {name}={heads}: "
+                    f"each of the {heads} heads gets d_model / {name} dimensions (§3.2.2)"
+                )
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ValueError(f"AaynConfig.{name} must be a probability in [0, 1), got {value!r}")
+        if not isinstance(self.layer_norm_eps, (int, float)) or not self.layer_norm_eps > 0:
+            raise ValueError(f"AaynConfig.layer_norm_eps must be a positive number, got {self.layer_norm_eps!r}")
+        if self.activation_function not in ACT2FN:
+            raise ValueError(
+                f"AaynConfig.activation_function={self.activation_function!r} is unknown; "
+                f"allowed: {', '.join(sorted(ACT2FN))}"
+            )
+        if self.share_encoder_decoder_embeddings and self.decoder_vocab_size != self.vocab_size:
+            raise ValueError(
+                f"AaynConfig.decoder_vocab_size={self.decoder_vocab_size} differs from vocab_size={self.vocab_size}, "
+                "but share_encoder_decoder_embeddings=True needs one shared vocabulary; "
+                "set share_encoder_decoder_embeddings=False for separate source and target vocabularies"
+            )
+
+    def _validate_token_ids(self, **token_ids: int | None) -> None:
+        for name, value in token_ids.items():
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.decoder_vocab_size:
+                raise ValueError(
+                    f"AaynConfig.{name} must be a token id in [0, {self.decoder_vocab_size}) "
+                    f"(the target vocabulary), got {value!r}"
+                )
+        if self.pad_token_id is not None and self.pad_token_id >= self.vocab_size:
+            raise ValueError(
+                f"AaynConfig.pad_token_id must be a token id in [0, {self.vocab_size}) "
+                f"(the source vocabulary), got {self.pad_token_id!r}"
+            )
+
+
+__all__ = ["AaynConfig"]

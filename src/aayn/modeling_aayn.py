@@ -1,0 +1,638 @@
+"""The "Attention Is All You Need" encoder-decoder Transformer (Vaswani et al., 2017) as a transformers model.
+
+Read top to bottom, each piece names the paper section it implements. This file travels with saved checkpoints
+as Hub remote code: it imports only torch, transformers and `configuration_aayn`.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+import transformers
+from torch import nn
+from torch.nn import functional as F
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import logging
+
+from .configuration_aayn import AaynConfig
+
+
+logger = logging.get_logger(__name__)
+
+
+
+def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str] | list[str]:
+    """§3.4: which parameters are one matrix, as `_tied_weights_keys` for `AaynForConditionalGeneration`
+    (`lm_head=True`) or the bare `AaynModel`.
+
+    transformers 5.x declares tied parameters as {tied: source}; 4.57 as the list of tied names. This is the
+    only difference between the two lines that this file has to know about.
+    """
+    prefix = "model." if lm_head else ""
+    tied = {}
+    if config.share_encoder_decoder_embeddings:
+        for stack in ("encoder", "decoder"):
+            tied[f"{prefix}{stack}.embed.embed_tokens.weight"] = f"{prefix}shared.weight"
+    if lm_head and config.tie_word_embeddings:
+        tied["lm_head.weight"] = tied.get("model.decoder.embed.embed_tokens.weight", "model.decoder.embed.embed_tokens.weight")
+    return tied if int(transformers.__version__.split(".")[0]) >= 5 else list(tied)
+
+
+def sinusoidal_positions(start: int, length: int, d_model: int, device: torch.device) -> torch.Tensor:
+    """§3.5 Positional Encoding: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
+
+    Computed, not learned and not stored, for any positions: the paper chose sinusoids because they "may allow
+    the model to extrapolate to sequence lengths longer than the ones encountered during training".
+    """
+    position = torch.arange(start, start + length, dtype=torch.float32, device=device)
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / d_model))
+    angles = position[:, None] * inv_freq[None, :]
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)[:, :d_model]  # interleave sin, cos
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Teacher forcing: the decoder sees the target shifted right by one, starting from the start token (§3.1)."""
+    shifted = labels.new_full(labels.shape, decoder_start_token_id)
+    shifted[:, 1:] = labels[:, :-1]
+    return shifted.masked_fill_(shifted == -100, pad_token_id)
+
+
+def attention_mask_for(
+    implementation: str,
+    padding_mask: torch.Tensor | None,
+    query_length: int,
+    key_length: int,
+    causal: bool,
+    dtype: torch.dtype,
+) -> torch.Tensor | None:
+    """The mask in the form `implementation` expects, or None where the kernel needs none.
+
+    `padding_mask` is (batch, key_length) with 1 for tokens and 0 for padding. Decoder self-attention is causal
+    (§3.2.3: "prevent leftward information flow"); where queries and keys are the same positions, SDPA and flash
+    attention apply causality themselves (`AaynAttention.is_causal`) and no mask is built.
+    """
+    if padding_mask is not None and bool(padding_mask.all()):
+        padding_mask = None
+    if implementation.startswith("flash"):
+        return padding_mask
+    needs_causal_mask = causal and query_length > 1 and not (implementation == "sdpa" and query_length == key_length)
+    if padding_mask is None and not needs_causal_mask:
+        return None
+    device = padding_mask.device if padding_mask is not None else None
+    mask = torch.ones(1, 1, query_length, key_length, dtype=torch.bool, device=device)
+    if causal:  # query i (the last of query_length after key_length - query_length cached ones) sees keys <= its own
+        mask = mask.tril(diagonal=key_length - query_length)
+    if padding_mask is not None:
+        mask = mask & padding_mask[:, None, None, :].bool()
+    if implementation == "sdpa":
+        return mask
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, torch.finfo(dtype).min)
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """§3.2.1 Scaled Dot-Product Attention, softmax(Q K^T / sqrt(d_k)) V, returning the weights too."""
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    output = torch.matmul(F.dropout(weights, p=dropout, training=module.training), value)
+    return output.transpose(1, 2).contiguous(), weights
+
+
+class AaynAttention(nn.Module):
+    """§3.2.2 Multi-Head Attention: h scaled dot-product attentions over learned projections, concatenated.
+
+    Self-attention projects queries, keys and values with one fused matrix; encoder-decoder attention (§3.2.3)
+    projects queries from the decoder and keys/values from the encoder output, the latter once per sentence:
+    during generation they are computed at the first step and kept in the cache.
+    """
+
+    def __init__(self, config: AaynConfig, num_heads: int, layer_idx: int, *, causal: bool, cross: bool):
+        super().__init__()
+        self.config = config
+        self.num_heads = num_heads
+        self.head_dim = config.d_model // num_heads
+        self.scaling = self.head_dim**-0.5
+        self.dropout = config.attention_dropout
+        self.layer_idx = layer_idx
+        self.is_causal = causal  # read by transformers' SDPA and flash-attention functions
+        self.is_cross_attention = cross
+        d_model = config.d_model
+        if cross:
+            self.q_proj = nn.Linear(d_model, d_model)
+            self.kv_proj = nn.Linear(d_model, 2 * d_model)
+        else:
+            self.qkv_proj = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, length, d_model) -> (batch, heads, length, head_dim)"""
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        key_value_states: torch.Tensor | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if self.is_cross_attention:
+            query = self._heads(self.q_proj(hidden_states))
+            cache = past_key_values.cross_attention_cache if past_key_values is not None else None
+            if cache is not None and past_key_values.is_updated.get(self.layer_idx):
+                key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+            else:
+                key, value = (self._heads(x) for x in self.kv_proj(key_value_states).chunk(2, dim=-1))
+                if cache is not None:
+                    key, value = cache.update(key, value, self.layer_idx)
+                    past_key_values.is_updated[self.layer_idx] = True
+        else:
+            query, key, value = (self._heads(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
+            if past_key_values is not None:
+                key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)
+
+        implementation = self.config._attn_implementation
+        if output_attentions or implementation == "eager":  # only the eager path materializes the weights
+            attention = eager_attention_forward
+        else:
+            attention = ALL_ATTENTION_FUNCTIONS[implementation]
+        output, weights = attention(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout if self.training else 0.0,
+            scaling=self.scaling,
+        )
+        return self.out_proj(output.reshape(*hidden_states.shape[:-1], -1)), weights
+
+
+class AaynFeedForward(nn.Module):
+    """§3.3 Position-wise Feed-Forward Network: FFN(x) = max(0, x W1 + b1) W2 + b2."""
+
+    def __init__(self, config: AaynConfig, ffn_dim: int):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.activation = ACT2FN[config.activation_function]
+        self.activation_dropout = nn.Dropout(config.activation_dropout)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.activation_dropout(self.activation(self.fc1(hidden_states))))
+
+
+class AaynSublayerConnection(nn.LayerNorm):
+    """§3.1 + §5.4 residual connection around a sub-layer: LayerNorm(x + Dropout(Sublayer(x))).
+
+    With `config.norm_first` it is the pre-norm variant x + Dropout(Sublayer(LayerNorm(x))).
+    """
+
+    def __init__(self, config: AaynConfig):
+        super().__init__(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+        self.norm_first = config.norm_first
+
+    def forward(
+        self, hidden_states: torch.Tensor, sublayer: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Returns the new hidden states and the sub-layer's attention weights (None if it has none)."""
+        output, weights = sublayer(super().forward(hidden_states) if self.norm_first else hidden_states)
+        hidden_states = hidden_states + self.dropout(output)
+        return (hidden_states if self.norm_first else super().forward(hidden_states)), weights
+
+
+class AaynEncoderLayer(GradientCheckpointingLayer):
+    """§3.1 Encoder layer: multi-head self-attention, then the feed-forward network."""
+
+    def __init__(self, config: AaynConfig, layer_idx: int):
+        super().__init__()
+        self.self_attn = AaynAttention(config, config.encoder_attention_heads, layer_idx, causal=False, cross=False)
+        self.self_attn_norm = AaynSublayerConnection(config)
+        self.feed_forward = AaynFeedForward(config, config.encoder_ffn_dim)
+        self.feed_forward_norm = AaynSublayerConnection(config)
+
+    def forward(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, output_attentions: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        hidden_states, self_weights = self.self_attn_norm(
+            hidden_states, lambda x: self.self_attn(x, attention_mask, output_attentions=output_attentions)
+        )
+        hidden_states, _ = self.feed_forward_norm(hidden_states, lambda x: (self.feed_forward(x), None))
+        return hidden_states, self_weights
+
+
+class AaynDecoderLayer(GradientCheckpointingLayer):
+    """§3.1 Decoder layer: masked self-attention, attention over the encoder output, then the feed-forward network."""
+
+    def __init__(self, config: AaynConfig, layer_idx: int):
+        super().__init__()
+        heads = config.decoder_attention_heads
+        self.self_attn = AaynAttention(config, heads, layer_idx, causal=True, cross=False)
+        self.self_attn_norm = AaynSublayerConnection(config)
+        self.encoder_attn = AaynAttention(config, heads, layer_idx, causal=False, cross=True)
+        self.encoder_attn_norm = AaynSublayerConnection(config)
+        self.feed_forward = AaynFeedForward(config, config.decoder_ffn_dim)
+        self.feed_forward_norm = AaynSublayerConnection(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        hidden_states, self_weights = self.self_attn_norm(
+            hidden_states,
+            lambda x: self.self_attn(
+                x, attention_mask, past_key_values=past_key_values, output_attentions=output_attentions
+            ),
+        )
+        hidden_states, cross_weights = self.encoder_attn_norm(
+            hidden_states,
+            lambda x: self.encoder_attn(
+                x,
+                encoder_attention_mask,
+                key_value_states=encoder_hidden_states,
+                past_key_values=past_key_values,
+                output_attentions=output_attentions,
+            ),
+        )
+        hidden_states, _ = self.feed_forward_norm(hidden_states, lambda x: (self.feed_forward(x), None))
+        return hidden_states, self_weights, cross_weights
+
+
+class AaynEmbeddings(nn.Module):
+    """§3.4 Embeddings (scaled by sqrt(d_model)) plus §3.5 positional encodings, then dropout (§5.4)."""
+
+    def __init__(self, config: AaynConfig, embed_tokens: nn.Embedding):
+        super().__init__()
+        self.embed_tokens = embed_tokens
+        self.scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.dropout = nn.Dropout(config.dropout)
+        self.d_model = config.d_model
+        self.max_positions = config.max_position_embeddings
+
+    def forward(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, past_length: int = 0
+    ) -> torch.Tensor:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids and inputs_embeds")
+        if inputs_embeds is None:
+            vocab_size = self.embed_tokens.num_embeddings
+            if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= vocab_size):
+                raise ValueError(
+                    f"token ids must lie in [0, {vocab_size}) (the embedding's vocabulary), "
+                    f"got values from {int(input_ids.min())} to {int(input_ids.max())}"
+                )
+            inputs_embeds = self.embed_tokens(input_ids)
+        length = inputs_embeds.shape[1]
+        if past_length + length > self.max_positions:
+            logger.warning_once(
+                f"A sequence of {past_length + length} positions exceeds max_position_embeddings="
+                f"{self.max_positions}; the sinusoids extend to it (§3.5) but the model was not trained on such lengths."
+            )
+        positions = sinusoidal_positions(past_length, length, self.d_model, inputs_embeds.device)
+        return self.dropout(inputs_embeds * self.scale + positions.to(inputs_embeds.dtype))
+
+
+class AaynPreTrainedModel(PreTrainedModel):
+    config_class = AaynConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["AaynEncoderLayer", "AaynDecoderLayer"]
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """Initialization of the paper's codebases (tensor2tensor, fairseq) and the Annotated Transformer:
+        Xavier-uniform projections with zero biases, embeddings from N(0, d_model^-0.5), LayerNorm at identity."""
+        if isinstance(module, nn.Linear):
+            if module is getattr(self, "lm_head", None):  # an output embedding: initialized like the input ones
+                nn.init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+            else:
+                nn.init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+            # transformers 5.x marks weights loaded from a checkpoint; a slice of one would lose the mark
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+
+class AaynEncoder(nn.Module):
+    """§3.1 Encoder: a stack of N identical layers over the embedded source."""
+
+    def __init__(self, config: AaynConfig, embed_tokens: nn.Embedding):
+        super().__init__()
+        self.config = config
+        self.embed = AaynEmbeddings(config, embed_tokens)
+        self.layers = nn.ModuleList(AaynEncoderLayer(config, i) for i in range(config.encoder_layers))
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+        self.gradient_checkpointing = False
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed.embed_tokens
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> BaseModelOutput:
+        hidden_states = self.embed(input_ids, inputs_embeds)
+        length = hidden_states.shape[1]
+        mask = attention_mask_for(
+            self.config._attn_implementation, attention_mask, length, length, False, hidden_states.dtype
+        )
+        all_hidden_states = () if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            hidden_states, weights = layer(hidden_states, mask, output_attentions=bool(output_attentions))
+            if output_attentions:
+                all_attentions += (weights,)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
+        return BaseModelOutput(
+            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
+        )
+
+
+class AaynDecoder(nn.Module):
+    """§3.1 Decoder: a stack of N identical layers over the embedded, right-shifted target."""
+
+    def __init__(self, config: AaynConfig, embed_tokens: nn.Embedding):
+        super().__init__()
+        self.config = config
+        self.embed = AaynEmbeddings(config, embed_tokens)
+        self.layers = nn.ModuleList(AaynDecoderLayer(config, i) for i in range(config.decoder_layers))
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+        self.gradient_checkpointing = False
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed.embed_tokens
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None,
+        encoder_hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> tuple[torch.Tensor, tuple | None, tuple | None, tuple | None]:
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        hidden_states = self.embed(input_ids, inputs_embeds, past_length)
+        length = hidden_states.shape[1]
+        implementation = self.config._attn_implementation
+        self_mask = attention_mask_for(
+            implementation, attention_mask, length, past_length + length, True, hidden_states.dtype
+        )
+        cross_mask = attention_mask_for(
+            implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states.dtype
+        )
+        all_hidden_states = () if output_hidden_states else None
+        self_attentions = () if output_attentions else None
+        cross_attentions = () if output_attentions else None
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            hidden_states, self_weights, cross_weights = layer(
+                hidden_states,
+                encoder_hidden_states,  # positional, so that gradient checkpointing passes its gradient
+                self_mask,
+                cross_mask,
+                past_key_values=past_key_values,
+                output_attentions=output_attentions,
+            )
+            if output_attentions:
+                self_attentions += (self_weights,)
+                cross_attentions += (cross_weights,)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
+        return hidden_states, all_hidden_states, self_attentions, cross_attentions
+
+
+class AaynModel(AaynPreTrainedModel):
+    """The bare encoder-decoder (§3.1, Figure 1), returning the decoder's last hidden states."""
+
+    def __init__(self, config: AaynConfig):
+        super().__init__(config)
+        if config.share_encoder_decoder_embeddings:  # §3.4: one matrix for both embedding layers
+            self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+            source_embeddings = target_embeddings = self.shared
+        else:
+            source_embeddings = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+            target_embeddings = nn.Embedding(config.decoder_vocab_size, config.d_model, config.pad_token_id)
+        self._tied_weights_keys = tied_parameters(config, lm_head=False)
+        self.encoder = AaynEncoder(config, source_embeddings)
+        self.decoder = AaynDecoder(config, target_embeddings)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.embed.embed_tokens = value
+        if self.config.share_encoder_decoder_embeddings:
+            self.shared = self.decoder.embed.embed_tokens = value
+
+    def get_encoder(self) -> AaynEncoder:
+        return self.encoder
+
+    def get_decoder(self) -> AaynDecoder:
+        return self.decoder
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,  # what generate() passes on either transformers line (cache_position, ...), unused
+    ) -> Seq2SeqModelOutput | tuple:
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = (
+            self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+        )
+        use_cache = self.config.use_cache if use_cache is None else use_cache
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids,
+                attention_mask,
+                inputs_embeds,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
+            raise TypeError(f"past_key_values must be an EncoderDecoderCache, got {type(past_key_values).__name__}")
+        if not use_cache:
+            past_key_values = None
+
+        hidden_states, decoder_hidden_states, decoder_attentions, cross_attentions = self.decoder(
+            decoder_input_ids,
+            encoder_outputs.last_hidden_state,
+            attention_mask=decoder_attention_mask,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            inputs_embeds=decoder_inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        output = Seq2SeqModelOutput(
+            last_hidden_state=hidden_states,
+            past_key_values=past_key_values,
+            decoder_hidden_states=decoder_hidden_states,
+            decoder_attentions=decoder_attentions,
+            cross_attentions=cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
+    """The encoder-decoder with its pre-softmax projection (§3.4): a translation model for `generate()`."""
+
+    def __init__(self, config: AaynConfig):
+        super().__init__(config)
+        self.model = AaynModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
+        self._tied_weights_keys = tied_parameters(config, lm_head=True)
+        self.post_init()
+
+    def _tie_weights(self) -> None:
+        # transformers 4.57 ties the output projection to get_input_embeddings(), the encoder's; with separate
+        # vocabularies it must be the decoder's. 5.x ties by `_tied_weights_keys` and never calls this.
+        if self.config.tie_word_embeddings:
+            self.lm_head.weight = self.model.decoder.get_input_embeddings().weight
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.set_input_embeddings(value)
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def get_encoder(self) -> AaynEncoder:
+        return self.model.encoder
+
+    def get_decoder(self) -> AaynDecoder:
+        return self.model.decoder
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput | tuple:
+        """With `labels` (-100 where ignored), returns the cross-entropy loss; the decoder input is then the labels
+        shifted right unless given. Label smoothing (§5.4) is the Trainer's `label_smoothing_factor`."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        if labels is not None:
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        outputs = self.model(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.float().flatten(0, 1), labels.to(logits.device).flatten(), ignore_index=-100)
+        output = Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+
+__all__ = ["AaynPreTrainedModel", "AaynModel", "AaynForConditionalGeneration"]
