@@ -62,36 +62,52 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill_(shifted == -100, pad_token_id)
 
 
+def attention_implementation(config: AaynConfig, output_attentions: bool) -> str:
+    """The attention function a forward pass uses: the configured one, or eager where weights are asked for
+    (only the eager path materializes them). Masks are built for it, so both sides must agree."""
+    return "eager" if output_attentions else config._attn_implementation
+
+
 def attention_mask_for(
     implementation: str,
     padding_mask: torch.Tensor | None,
     query_length: int,
     key_length: int,
     causal: bool,
-    dtype: torch.dtype,
-) -> torch.Tensor | None:
+    like: torch.Tensor,
+):
     """The mask in the form `implementation` expects, or None where the kernel needs none.
 
-    `padding_mask` is (batch, key_length) with 1 for tokens and 0 for padding. Decoder self-attention is causal
-    (§3.2.3: "prevent leftward information flow"); where queries and keys are the same positions, SDPA and flash
-    attention apply causality themselves (`AaynAttention.is_causal`) and no mask is built.
+    `padding_mask` is (batch, key_length), 1 for tokens and 0 for padding. Decoder self-attention is causal
+    (§3.2.3: "prevent leftward information flow"); the queries are the last `query_length` of the keys. Where
+    queries and keys are the same positions, SDPA and flash attention apply causality themselves (they read
+    `AaynAttention.is_causal`), so no mask is built. `like` gives the dtype and device.
     """
     if padding_mask is not None and bool(padding_mask.all()):
         padding_mask = None
     if implementation.startswith("flash"):
         return padding_mask
-    needs_causal_mask = causal and query_length > 1 and not (implementation == "sdpa" and query_length == key_length)
-    if padding_mask is None and not needs_causal_mask:
+    offset = key_length - query_length  # cached positions before the first query
+    causal = causal and query_length > 1
+    if padding_mask is None and not (causal and (offset > 0 or implementation != "sdpa")):
         return None
-    device = padding_mask.device if padding_mask is not None else None
-    mask = torch.ones(1, 1, query_length, key_length, dtype=torch.bool, device=device)
-    if causal:  # query i (the last of query_length after key_length - query_length cached ones) sees keys <= its own
-        mask = mask.tril(diagonal=key_length - query_length)
+    if implementation == "flex_attention":
+        from torch.nn.attention.flex_attention import create_block_mask
+
+        def mask_mod(batch, head, query, key):
+            keep = key <= query + offset if causal else key >= 0
+            return keep & padding_mask[batch, key].bool() if padding_mask is not None else keep
+
+        batch = padding_mask.shape[0] if padding_mask is not None else None
+        return create_block_mask(mask_mod, batch, None, query_length, key_length, device=like.device)
+    mask = torch.ones(1, 1, query_length, key_length, dtype=torch.bool, device=like.device)
+    if causal:
+        mask = mask.tril(diagonal=offset)
     if padding_mask is not None:
         mask = mask & padding_mask[:, None, None, :].bool()
     if implementation == "sdpa":
         return mask
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, torch.finfo(dtype).min)
+    return torch.zeros(mask.shape, dtype=like.dtype, device=like.device).masked_fill_(~mask, torch.finfo(like.dtype).min)
 
 
 def eager_attention_forward(
@@ -166,11 +182,8 @@ class AaynAttention(nn.Module):
             if past_key_values is not None:
                 key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)
 
-        implementation = self.config._attn_implementation
-        if output_attentions or implementation == "eager":  # only the eager path materializes the weights
-            attention = eager_attention_forward
-        else:
-            attention = ALL_ATTENTION_FUNCTIONS[implementation]
+        implementation = attention_implementation(self.config, output_attentions)
+        attention = eager_attention_forward if implementation == "eager" else ALL_ATTENTION_FUNCTIONS[implementation]
         output, weights = attention(
             self,
             query,
@@ -369,9 +382,8 @@ class AaynEncoder(nn.Module):
     ) -> BaseModelOutput:
         hidden_states = self.embed(input_ids, inputs_embeds)
         length = hidden_states.shape[1]
-        mask = attention_mask_for(
-            self.config._attn_implementation, attention_mask, length, length, False, hidden_states.dtype
-        )
+        implementation = attention_implementation(self.config, output_attentions)
+        mask = attention_mask_for(implementation, attention_mask, length, length, False, hidden_states)
         all_hidden_states = () if output_hidden_states else None
         all_attentions = () if output_attentions else None
         for layer in self.layers:
@@ -417,12 +429,10 @@ class AaynDecoder(nn.Module):
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, past_length)
         length = hidden_states.shape[1]
-        implementation = self.config._attn_implementation
-        self_mask = attention_mask_for(
-            implementation, attention_mask, length, past_length + length, True, hidden_states.dtype
-        )
+        implementation = attention_implementation(self.config, output_attentions)
+        self_mask = attention_mask_for(implementation, attention_mask, length, past_length + length, True, hidden_states)
         cross_mask = attention_mask_for(
-            implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states.dtype
+            implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states
         )
         all_hidden_states = () if output_hidden_states else None
         self_attentions = () if output_attentions else None
