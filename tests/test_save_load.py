@@ -1,0 +1,105 @@
+"""Checkpoints: Auto classes, tied weights stored once, Hub remote code loaded by a process without aayn."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors import safe_open
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+
+from aayn import AaynForConditionalGeneration, AaynModel
+
+from conftest import random_batch, tiny_config
+
+
+def logits_of(model, source, mask, target):
+    with torch.no_grad():
+        return model(input_ids=source, attention_mask=mask, decoder_input_ids=target).logits
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"norm_first": True},
+        {"share_encoder_decoder_embeddings": False, "decoder_vocab_size": 30},
+        {"share_encoder_decoder_embeddings": False, "decoder_vocab_size": 30, "tie_word_embeddings": False},
+        {"tie_word_embeddings": False},
+    ],
+    ids=["paper", "pre-norm", "separate-vocabularies", "nothing-tied", "shared-embeddings-own-projection"],
+)
+def test_auto_round_trip_gives_identical_logits(tmp_path, overrides):
+    model = AaynForConditionalGeneration(tiny_config(**overrides)).eval()
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert type(loaded) is AaynForConditionalGeneration
+    source, mask = random_batch(2, 6, 30, [6, 4])
+    target, _ = random_batch(2, 5, 30)
+    assert torch.equal(logits_of(loaded, source, mask, target), logits_of(model, source, mask, target))
+    config = loaded.config
+    decoder_embeddings = loaded.model.decoder.get_input_embeddings().weight
+    assert (loaded.lm_head.weight is decoder_embeddings) == config.tie_word_embeddings
+    assert (loaded.model.encoder.get_input_embeddings().weight is decoder_embeddings) == (
+        config.share_encoder_decoder_embeddings
+    )
+
+
+def test_the_tied_matrix_is_stored_once_and_positions_not_at_all(tmp_path):
+    AaynForConditionalGeneration(tiny_config()).save_pretrained(tmp_path)
+    with safe_open(tmp_path / "model.safetensors", "pt") as weights:
+        keys = set(weights.keys())
+    assert [key for key in keys if "embed" in key or "lm_head" in key or "shared" in key] == ["model.shared.weight"]
+    assert not [key for key in keys if "position" in key]
+
+
+def test_save_writes_the_code_and_auto_map(tmp_path):
+    AaynForConditionalGeneration(tiny_config()).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["model_type"] == "aayn"
+    assert config["auto_map"] == {
+        "AutoConfig": "configuration_aayn.AaynConfig",
+        "AutoModelForSeq2SeqLM": "modeling_aayn.AaynForConditionalGeneration",
+    }
+    assert (tmp_path / "modeling_aayn.py").exists() and (tmp_path / "configuration_aayn.py").exists()
+
+
+def test_bare_model_round_trip(tmp_path):
+    model = AaynModel(tiny_config()).eval()
+    model.save_pretrained(tmp_path)
+    loaded = AutoModel.from_pretrained(tmp_path).eval()
+    source, mask = random_batch(2, 6, 40, [6, 3])
+    with torch.no_grad():
+        expected = model(input_ids=source, attention_mask=mask, decoder_input_ids=source).last_hidden_state
+        actual = loaded(input_ids=source, attention_mask=mask, decoder_input_ids=source).last_hidden_state
+    assert torch.equal(actual, expected)
+    assert AutoConfig.from_pretrained(tmp_path).model_type == "aayn"
+
+
+def test_a_process_that_never_imports_aayn_loads_the_folder_as_remote_code(tmp_path):
+    model = AaynForConditionalGeneration(tiny_config()).eval()
+    model.save_pretrained(tmp_path / "model")
+    source, mask = random_batch(2, 6, 40, [6, 4])
+    target, _ = random_batch(2, 5, 40)
+    torch.save({"source": source, "mask": mask, "target": target}, tmp_path / "inputs.pt")
+    script = f"""
+import sys, torch
+from transformers import AutoModelForSeq2SeqLM
+model = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path / "model")!r}, trust_remote_code=True).eval()
+assert "aayn" not in sys.modules, "aayn was imported"
+assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+inputs = torch.load({str(tmp_path / "inputs.pt")!r})
+with torch.no_grad():
+    logits = model(input_ids=inputs["source"], attention_mask=inputs["mask"], decoder_input_ids=inputs["target"]).logits
+generated = model.generate(inputs["source"], attention_mask=inputs["mask"], num_beams=2, max_new_tokens=4)
+torch.save({{"logits": logits, "generated": generated}}, {str(tmp_path / "outputs.pt")!r})
+"""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    # run from an empty folder so that the source checkout is not importable by accident
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=tmp_path, env=env, timeout=300)
+    outputs = torch.load(tmp_path / "outputs.pt")
+    assert torch.equal(outputs["logits"], logits_of(model, source, mask, target))
+    expected = model.generate(source, attention_mask=mask, num_beams=2, max_new_tokens=4)
+    assert torch.equal(outputs["generated"], expected)
