@@ -12,9 +12,14 @@ def test_copy_task_command_trains_saves_and_reloads(tmp_path, capsys):
     assert json.loads((tmp_path / "out" / "config.json").read_text())["model_type"] == "aayn"
 
 
-@pytest.mark.parametrize("argv, message", [(["copy-task", "--steps", "0"], "--steps must be a positive integer, got 0"),
-                                           (["copy-task", "--steps", "x"], "invalid int value: 'x'"),
-                                           (["nonsense"], "invalid choice: 'nonsense'")])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["copy-task", "--steps", "0"], "--steps must be a positive integer, got 0"),
+        (["copy-task", "--steps", "x"], "invalid int value: 'x'"),
+        (["nonsense"], "invalid choice: 'nonsense'"),
+    ],
+)
 def test_bad_arguments_are_clear_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(argv)

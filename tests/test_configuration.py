@@ -27,7 +27,9 @@ def test_big_model_is_reachable_by_arguments():
 
 
 def test_round_trip_through_json(tmp_path):
-    config = AaynConfig(vocab_size=100, d_model=64, encoder_attention_heads=4, decoder_attention_heads=4, norm_first=True)
+    config = AaynConfig(
+        vocab_size=100, d_model=64, encoder_attention_heads=4, decoder_attention_heads=4, norm_first=True
+    )
     config.save_pretrained(tmp_path)
     loaded = AaynConfig.from_pretrained(tmp_path)
     assert loaded.to_dict() == config.to_dict()

@@ -38,7 +38,9 @@ def test_cached_step_by_step_logits_equal_the_full_forward(norm_first, attn_impl
             cache = out.past_key_values
             steps.append(out.logits)
         # a multi-token continuation over a cache (as in assisted decoding) needs the explicit causal mask
-        out = model(encoder_outputs=encoder_outputs, attention_mask=source_mask, decoder_input_ids=target[:, :3], use_cache=True)
+        out = model(
+            encoder_outputs=encoder_outputs, attention_mask=source_mask, decoder_input_ids=target[:, :3], use_cache=True
+        )
         rest = model(
             encoder_outputs=encoder_outputs,
             attention_mask=source_mask,
@@ -140,8 +142,12 @@ def test_attention_implementations_agree(attn_implementation, monkeypatch):
     source, mask = random_batch(3, 9, 40, [9, 4, 6])
     target, target_mask = random_batch(3, 6, 40, [6, 6, 3])
     with torch.no_grad():
-        expected = reference(input_ids=source, attention_mask=mask, decoder_input_ids=target, decoder_attention_mask=target_mask).logits
-        actual = model(input_ids=source, attention_mask=mask, decoder_input_ids=target, decoder_attention_mask=target_mask).logits
+        expected = reference(
+            input_ids=source, attention_mask=mask, decoder_input_ids=target, decoder_attention_mask=target_mask
+        ).logits
+        actual = model(
+            input_ids=source, attention_mask=mask, decoder_input_ids=target, decoder_attention_mask=target_mask
+        ).logits
     torch.testing.assert_close(actual[0], expected[0], atol=1e-5, rtol=0)
     torch.testing.assert_close(actual[1], expected[1], atol=1e-5, rtol=0)
     torch.testing.assert_close(actual[2, :3], expected[2, :3], atol=1e-5, rtol=0)
@@ -153,7 +159,11 @@ def test_output_attentions_returns_weights_that_respect_the_masks():
     target, _ = random_batch(2, 5, 40)
     with torch.no_grad():
         out = model(
-            input_ids=source, attention_mask=mask, decoder_input_ids=target, output_attentions=True, output_hidden_states=True
+            input_ids=source,
+            attention_mask=mask,
+            decoder_input_ids=target,
+            output_attentions=True,
+            output_hidden_states=True,
         )
     layers, heads = model.config.decoder_layers, model.config.decoder_attention_heads
     assert len(out.encoder_attentions) == len(out.decoder_attentions) == len(out.cross_attentions) == layers

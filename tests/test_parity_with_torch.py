@@ -74,7 +74,9 @@ def reference_positions(length: int, d_model: int) -> torch.Tensor:
 
 def test_sinusoidal_positions_match_the_paper_formula():
     assert torch.allclose(sinusoidal_positions(0, 50, 16, torch.device("cpu")), reference_positions(50, 16), atol=1e-5)
-    assert torch.allclose(sinusoidal_positions(7, 3, 16, torch.device("cpu")), reference_positions(10, 16)[7:], atol=1e-5)
+    assert torch.allclose(
+        sinusoidal_positions(7, 3, 16, torch.device("cpu")), reference_positions(10, 16)[7:], atol=1e-5
+    )
 
 
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
@@ -114,8 +116,12 @@ def test_single_layers_match_torch(norm_first, attn_implementation):
             attention_mask_for(impl, source_mask, 7, 9, False, target),
         )
     for row in range(3):
-        torch.testing.assert_close(memory[row, : source_lengths[row]], expected_memory[row, : source_lengths[row]], atol=ATOL, rtol=0)
-        torch.testing.assert_close(output[row, : target_lengths[row]], expected[row, : target_lengths[row]], atol=ATOL, rtol=0)
+        torch.testing.assert_close(
+            memory[row, : source_lengths[row]], expected_memory[row, : source_lengths[row]], atol=ATOL, rtol=0
+        )
+        torch.testing.assert_close(
+            output[row, : target_lengths[row]], expected[row, : target_lengths[row]], atol=ATOL, rtol=0
+        )
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -155,7 +161,9 @@ def test_whole_stacks_match_torch(norm_first):
         outputs = model.model(input_ids=source_ids, attention_mask=source_mask, decoder_input_ids=target_ids)
         logits = model(input_ids=source_ids, attention_mask=source_mask, decoder_input_ids=target_ids).logits
     for row, n in enumerate(source_lengths):
-        torch.testing.assert_close(outputs.encoder_last_hidden_state[row, :n], expected_memory[row, :n], atol=ATOL, rtol=0)
+        torch.testing.assert_close(
+            outputs.encoder_last_hidden_state[row, :n], expected_memory[row, :n], atol=ATOL, rtol=0
+        )
     torch.testing.assert_close(outputs.last_hidden_state, expected, atol=ATOL, rtol=0)
     # §3.4: the pre-softmax projection is the embedding matrix
     torch.testing.assert_close(logits, expected @ embedding.T, atol=ATOL, rtol=0)

@@ -25,7 +25,6 @@ from .configuration_aayn import AaynConfig
 logger = logging.get_logger(__name__)
 
 
-
 def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str] | list[str]:
     """§3.4: which parameters are one matrix, as `_tied_weights_keys` for `AaynForConditionalGeneration`
     (`lm_head=True`) or the bare `AaynModel`.
@@ -39,7 +38,9 @@ def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str] | list[
         for stack in ("encoder", "decoder"):
             tied[f"{prefix}{stack}.embed.embed_tokens.weight"] = f"{prefix}shared.weight"
     if lm_head and config.tie_word_embeddings:
-        tied["lm_head.weight"] = tied.get("model.decoder.embed.embed_tokens.weight", "model.decoder.embed.embed_tokens.weight")
+        tied["lm_head.weight"] = tied.get(
+            "model.decoder.embed.embed_tokens.weight", "model.decoder.embed.embed_tokens.weight"
+        )
     return tied if int(transformers.__version__.split(".")[0]) >= 5 else list(tied)
 
 
@@ -50,7 +51,9 @@ def sinusoidal_positions(start: int, length: int, d_model: int, device: torch.de
     the model to extrapolate to sequence lengths longer than the ones encountered during training".
     """
     position = torch.arange(start, start + length, dtype=torch.float32, device=device)
-    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / d_model))
+    inv_freq = torch.exp(
+        torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / d_model)
+    )
     angles = position[:, None] * inv_freq[None, :]
     return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)[:, :d_model]  # interleave sin, cos
 
@@ -107,7 +110,9 @@ def attention_mask_for(
         mask = mask & padding_mask[:, None, None, :].bool()
     if implementation == "sdpa":
         return mask
-    return torch.zeros(mask.shape, dtype=like.dtype, device=like.device).masked_fill_(~mask, torch.finfo(like.dtype).min)
+    return torch.zeros(mask.shape, dtype=like.dtype, device=like.device).masked_fill_(
+        ~mask, torch.finfo(like.dtype).min
+    )
 
 
 def eager_attention_forward(
@@ -357,19 +362,25 @@ class AaynPreTrainedModel(PreTrainedModel):
             nn.init.zeros_(module.bias)
 
 
-class AaynEncoder(nn.Module):
-    """§3.1 Encoder: a stack of N identical layers over the embedded source."""
+class AaynStack(nn.Module):
+    """§3.1 A stack of N identical layers over embedded tokens, with a final LayerNorm in the pre-norm variant."""
 
-    def __init__(self, config: AaynConfig, embed_tokens: nn.Embedding):
+    def __init__(self, config: AaynConfig, embed_tokens: nn.Embedding, layer_class: type[nn.Module], num_layers: int):
         super().__init__()
         self.config = config
         self.embed = AaynEmbeddings(config, embed_tokens)
-        self.layers = nn.ModuleList(AaynEncoderLayer(config, i) for i in range(config.encoder_layers))
+        self.layers = nn.ModuleList(layer_class(config, i) for i in range(num_layers))
         self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
-        self.gradient_checkpointing = False
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embed.embed_tokens
+
+
+class AaynEncoder(AaynStack):
+    """§3.1 Encoder: N layers of self-attention and feed-forward over the embedded source."""
+
+    def __init__(self, config: AaynConfig, embed_tokens: nn.Embedding):
+        super().__init__(config, embed_tokens, AaynEncoderLayer, config.encoder_layers)
 
     def forward(
         self,
@@ -401,19 +412,12 @@ class AaynEncoder(nn.Module):
         )
 
 
-class AaynDecoder(nn.Module):
-    """§3.1 Decoder: a stack of N identical layers over the embedded, right-shifted target."""
+class AaynDecoder(AaynStack):
+    """§3.1 Decoder: N layers of masked self-attention, encoder-decoder attention and feed-forward over the
+    embedded, right-shifted target."""
 
     def __init__(self, config: AaynConfig, embed_tokens: nn.Embedding):
-        super().__init__()
-        self.config = config
-        self.embed = AaynEmbeddings(config, embed_tokens)
-        self.layers = nn.ModuleList(AaynDecoderLayer(config, i) for i in range(config.decoder_layers))
-        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
-        self.gradient_checkpointing = False
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.embed.embed_tokens
+        super().__init__(config, embed_tokens, AaynDecoderLayer, config.decoder_layers)
 
     def forward(
         self,
@@ -430,7 +434,9 @@ class AaynDecoder(nn.Module):
         hidden_states = self.embed(input_ids, inputs_embeds, past_length)
         length = hidden_states.shape[1]
         implementation = attention_implementation(self.config, output_attentions)
-        self_mask = attention_mask_for(implementation, attention_mask, length, past_length + length, True, hidden_states)
+        self_mask = attention_mask_for(
+            implementation, attention_mask, length, past_length + length, True, hidden_states
+        )
         cross_mask = attention_mask_for(
             implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states
         )
