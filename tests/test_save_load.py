@@ -103,3 +103,15 @@ torch.save({{"logits": logits, "generated": generated}}, {str(tmp_path / "output
     assert torch.equal(outputs["logits"], logits_of(model, source, mask, target))
     expected = model.generate(source, attention_mask=mask, num_beams=2, max_new_tokens=4)
     assert torch.equal(outputs["generated"], expected)
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_attention_implementation_is_chosen_at_load_time(tmp_path, attn_implementation):
+    model = AaynForConditionalGeneration(tiny_config()).eval()
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, attn_implementation=attn_implementation).eval()
+    assert loaded.config._attn_implementation == attn_implementation
+    assert loaded.model.decoder.layers[0].self_attn.config._attn_implementation == attn_implementation
+    source, mask = random_batch(2, 6, 40, [6, 4])
+    target, _ = random_batch(2, 5, 40)
+    torch.testing.assert_close(logits_of(loaded, source, mask, target), logits_of(model, source, mask, target))
