@@ -29,8 +29,8 @@ def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str] | list[
     """§3.4: which parameters are one matrix, as `_tied_weights_keys` for `AaynForConditionalGeneration`
     (`lm_head=True`) or the bare `AaynModel`.
 
-    transformers 5.x declares tied parameters as {tied: source}; 4.57 as the list of tied names. This is the
-    only difference between the two lines that this file has to know about.
+    transformers 5.x declares tied parameters as {tied: source}; 4.57 as the list of tied names. This and the
+    `_tie_weights` hook of `AaynForConditionalGeneration` are all this file knows of the two lines' differences.
     """
     prefix = "model." if lm_head else ""
     tied = {}
@@ -38,9 +38,8 @@ def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str] | list[
         for stack in ("encoder", "decoder"):
             tied[f"{prefix}{stack}.embed.embed_tokens.weight"] = f"{prefix}shared.weight"
     if lm_head and config.tie_word_embeddings:
-        tied["lm_head.weight"] = tied.get(
-            "model.decoder.embed.embed_tokens.weight", "model.decoder.embed.embed_tokens.weight"
-        )
+        shared = config.share_encoder_decoder_embeddings
+        tied["lm_head.weight"] = "model.shared.weight" if shared else "model.decoder.embed.embed_tokens.weight"
     return tied if int(transformers.__version__.split(".")[0]) >= 5 else list(tied)
 
 
