@@ -314,11 +314,13 @@ class AaynEmbeddings(nn.Module):
             raise ValueError("Pass exactly one of input_ids and inputs_embeds")
         if inputs_embeds is None:
             vocab_size = self.embed_tokens.num_embeddings
-            if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= vocab_size):
-                raise ValueError(
-                    f"token ids must lie in [0, {vocab_size}) (the embedding's vocabulary), "
-                    f"got values from {int(input_ids.min())} to {int(input_ids.max())}"
-                )
+            if input_ids.numel():  # one host read per call: this runs at every decoding step
+                low, high = torch.stack(torch.aminmax(input_ids)).tolist()
+                if low < 0 or high >= vocab_size:
+                    raise ValueError(
+                        f"token ids must lie in [0, {vocab_size}) (the embedding's vocabulary), "
+                        f"got values from {low} to {high}"
+                    )
             inputs_embeds = self.embed_tokens(input_ids)
         length = inputs_embeds.shape[1]
         if past_length + length > self.max_positions:
