@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -35,3 +37,14 @@ def random_batch(batch: int, length: int, vocab_size: int, lengths: list[int] | 
         ids[row, n:] = 0
         mask[row, n:] = 0
     return ids, mask
+
+
+WMT14_MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "wmt14-mini"
+
+
+@pytest.fixture
+def wmt14_mini() -> Path:
+    """The offline stand-in for the Hub's wmt/wmt14 that CI has beside the checkout; users may not."""
+    if not WMT14_MINI.is_dir():
+        pytest.skip(f"{WMT14_MINI} is absent")
+    return WMT14_MINI

@@ -1,0 +1,18 @@
+"""Data for translation: loading parallel corpora, a shared BPE tokenizer, tokenization, token-based batching."""
+
+from .batching import MaxTokensBatchSampler, example_lengths, padding_fraction
+from .bible import BIBLE_VERSIONS
+from .loading import load_translation_dataset
+from .preprocess import tokenize_dataset
+from .tokenizer import SPECIAL_TOKENS, train_tokenizer
+
+__all__ = [
+    "BIBLE_VERSIONS",
+    "MaxTokensBatchSampler",
+    "SPECIAL_TOKENS",
+    "example_lengths",
+    "load_translation_dataset",
+    "padding_fraction",
+    "tokenize_dataset",
+    "train_tokenizer",
+]

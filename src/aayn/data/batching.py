@@ -1,0 +1,115 @@
+"""Token-based batching (§5.1: "sentence pairs were batched together by approximate sequence length. Each training
+batch contained a set of sentence pairs containing approximately 25000 source tokens and 25000 target tokens").
+
+transformers has `group_by_length` (a `LengthGroupedSampler` with a fixed number of sentences per batch) but no
+batching by a token budget; this is fairseq's `--max-tokens` as a torch `Sampler` of index lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+from torch.utils.data import Sampler
+
+
+def example_lengths(dataset) -> list[int]:
+    """max(source tokens, target tokens) per example of a tokenized dataset: what a padded batch pays per row."""
+    lengths = []
+    for batch in dataset.select_columns(["input_ids", "labels"]).iter(batch_size=10_000):
+        lengths.extend(max(len(s), len(t)) for s, t in zip(batch["input_ids"], batch["labels"]))
+    return lengths
+
+
+class MaxTokensBatchSampler(Sampler[list[int]]):
+    """Batches of similar-length examples whose padded size `len(batch) * max(length)` stays <= `max_tokens`.
+
+    Examples are sorted by length (ties broken by a seeded shuffle) and cut greedily into batches once; each epoch
+    shuffles the order of those batches by `seed + epoch` (call `set_epoch`, as the Trainer does). Every example is
+    in exactly one batch. With `num_replicas` > 1, batches are dealt round-robin to the replicas after the shuffle,
+    and when their number does not divide evenly the largest batches are split in two, so every replica gets the
+    same number of batches (data-parallel steps stay in lock-step) and no example is repeated or dropped.
+    """
+
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        max_tokens: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ):
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if lengths.ndim != 1 or len(lengths) == 0:
+            raise ValueError("lengths must be a non-empty sequence of example lengths")
+        if max_tokens <= 0:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        if lengths.max() > max_tokens:
+            longest = int(lengths.argmax())
+            raise ValueError(
+                f"example {longest} is {lengths[longest]} tokens long, more than max_tokens={max_tokens}; "
+                "raise max_tokens or lower max_source_length / max_target_length"
+            )
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank must be in [0, num_replicas={num_replicas}), got {rank}")
+        if len(lengths) < num_replicas:
+            raise ValueError(f"{len(lengths)} examples cannot feed num_replicas={num_replicas} replicas")
+        self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
+        self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
+        tie_break = np.random.default_rng(seed).permutation(len(lengths))
+        order = tie_break[np.argsort(lengths[tie_break], kind="stable")]
+        self.batches = self._even(self._cut(order, lengths))
+
+    def _cut(self, order: np.ndarray, lengths: np.ndarray) -> list[list[int]]:
+        batches, batch, longest = [], [], 0
+        for index in order.tolist():
+            length = int(lengths[index])
+            if batch and (len(batch) + 1) * max(longest, length) > self.max_tokens:
+                batches.append(batch)
+                batch, longest = [], 0
+            batch.append(index)
+            longest = max(longest, length)
+        batches.append(batch)
+        return batches
+
+    def _even(self, batches: list[list[int]]) -> list[list[int]]:
+        while len(batches) % self.num_replicas:
+            largest = max(range(len(batches)), key=lambda i: (len(batches[i]), -i))
+            if len(batches[largest]) < 2:
+                raise ValueError(
+                    f"{len(batches)} single-example batches cannot be dealt evenly to {self.num_replicas} replicas"
+                )
+            batch = batches.pop(largest)
+            half = len(batch) // 2
+            batches[largest:largest] = [batch[:half], batch[half:]]
+        return batches
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _epoch_order(self) -> list[list[int]]:
+        if not self.shuffle:
+            return self.batches
+        permutation = np.random.default_rng(self.seed + self.epoch).permutation(len(self.batches))
+        return [self.batches[i] for i in permutation]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self._epoch_order()[self.rank :: self.num_replicas]
+
+    def __len__(self) -> int:
+        return len(self.batches) // self.num_replicas
+
+
+def padding_fraction(
+    batches: Sequence[Sequence[int]], source_lengths: Sequence[int], target_lengths: Sequence[int]
+) -> float:
+    """Share of padding among all token slots when each side of each batch is padded to its longest sentence."""
+    padded = real = 0
+    for batch in batches:
+        for lengths in (source_lengths, target_lengths):
+            batch_lengths = [lengths[i] for i in batch]
+            padded += len(batch) * max(batch_lengths)
+            real += sum(batch_lengths)
+    return 1 - real / padded

@@ -1,0 +1,95 @@
+"""§5.1: one BPE vocabulary shared by source and target, trained with the `tokenizers` library."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from datasets import Dataset, IterableDataset
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+# The ids AaynConfig expects (pad_token_id=0, bos_token_id=1 = decoder_start_token_id, eos_token_id=2); unk follows.
+SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+
+
+def _sentences(
+    dataset: Dataset | IterableDataset, languages: tuple[str, ...], batch_size: int, stats: dict
+) -> Iterator[list[str]]:
+    """Batches of sentences of both languages, read from Arrow batch by batch: no copy of the corpus in Python."""
+    for batch in dataset.iter(batch_size=batch_size):
+        texts = [row[lang] for row in batch["translation"] for lang in languages]
+        stats["sentences"] += len(texts)
+        stats["characters"] += sum(map(len, texts))
+        yield texts
+
+
+def _languages(dataset: Dataset | IterableDataset) -> list[str]:
+    features = dataset.features
+    if features is None and isinstance(dataset, IterableDataset):  # a generator's schema is known once it yields
+        first = next(iter(dataset), None)
+        return sorted(first["translation"]) if first and isinstance(first.get("translation"), dict) else []
+    if features is None or "translation" not in features:
+        raise ValueError("train_tokenizer needs a split with a `translation` column (the WMT schema)")
+    feature = features["translation"]
+    return list(feature.languages) if hasattr(feature, "languages") else list(feature)
+
+
+def train_tokenizer(
+    dataset: Dataset | IterableDataset,
+    *,
+    source_lang: str,
+    target_lang: str,
+    vocab_size: int = 37000,
+    min_frequency: int = 2,
+    model_max_length: int = 1024,
+    batch_size: int = 1000,
+    show_progress: bool = True,
+) -> PreTrainedTokenizerFast:
+    """Train a shared byte-level BPE on both sides of `dataset` (a split in the WMT schema) and wrap it for transformers.
+
+    NFKC normalizes; the byte-level pre-tokenizer keeps every space, so `decode(encode(text)) == NFKC(text)` and
+    no character is ever unknown. `</s>` is appended to every sequence, labels included (`text_target=`). The
+    tokenizer saves as a plain `tokenizer.json`, which `AutoTokenizer.from_pretrained` loads without aayn.
+    """
+    if vocab_size < 300:
+        raise ValueError(f"vocab_size={vocab_size} is too small for byte-level BPE (256 bytes + special tokens)")
+    for lang in (source_lang, target_lang):
+        if lang not in (languages := _languages(dataset)):
+            raise ValueError(f"{lang!r} is not a language of the corpus; its languages: {', '.join(languages)}")
+    tokenizer = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"]))
+    tokenizer.normalizer = normalizers.NFKC()
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS.values()),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=show_progress,
+    )
+    stats = {"sentences": 0, "characters": 0}
+    start = time.perf_counter()
+    length = 2 * len(dataset) if isinstance(dataset, Dataset) else None
+    tokenizer.train_from_iterator(
+        _sentences(dataset, (source_lang, target_lang), batch_size, stats), trainer, length=length
+    )
+    seconds = time.perf_counter() - start
+    eos = SPECIAL_TOKENS["eos_token"]
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, tokenizer.token_to_id(eos))]
+    )
+    logger.info(
+        f"trained a {tokenizer.get_vocab_size():,}-token BPE on {stats['sentences']:,} sentences "
+        f"({stats['characters'] / 1e6:.1f}M characters) in {seconds:.1f}s: "
+        f"{stats['sentences'] / seconds:,.0f} sentences/s, {stats['characters'] / seconds / 1e6:.2f}M characters/s"
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        model_max_length=model_max_length,
+        model_input_names=["input_ids", "attention_mask"],
+        **SPECIAL_TOKENS,
+    )

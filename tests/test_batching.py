@@ -1,0 +1,75 @@
+"""MaxTokensBatchSampler: the invariants a trainer relies on, checked directly on many random corpora."""
+
+import numpy as np
+import pytest
+
+from aayn.data import MaxTokensBatchSampler, padding_fraction
+
+
+def corpus(seed: int, size: int) -> list[int]:
+    """Sentence lengths shaped like real text: log-normal, 1 to 200 tokens."""
+    return np.clip(np.random.default_rng(seed).lognormal(3.2, 0.6, size).astype(int), 1, 200).tolist()
+
+
+@pytest.mark.parametrize(
+    "seed, size, max_tokens, replicas",
+    [(0, 1000, 2000, 1), (1, 777, 500, 2), (2, 50, 400, 3), (3, 5000, 25000, 4), (4, 9, 200, 2)],
+)
+def test_budget_exactly_once_and_disjoint_equal_shards(seed, size, max_tokens, replicas):
+    lengths = corpus(seed, size)
+    for epoch in range(3):
+        shards = []
+        for rank in range(replicas):
+            sampler = MaxTokensBatchSampler(lengths, max_tokens, seed=seed, num_replicas=replicas, rank=rank)
+            sampler.set_epoch(epoch)
+            shards.append(list(sampler))
+            assert len(shards[-1]) == len(sampler)
+        assert len({len(shard) for shard in shards}) == 1  # lock-step data parallelism
+        batches = [batch for shard in shards for batch in shard]
+        assert all(len(batch) * max(lengths[i] for i in batch) <= max_tokens for batch in batches)
+        seen = sorted(i for batch in batches for i in batch)
+        assert seen == list(range(size))  # every example once: shards are disjoint and cover the corpus
+
+
+def test_deterministic_under_a_seed_and_shuffled_per_epoch():
+    lengths = corpus(0, 2000)
+
+    def epoch_batches(seed, epoch):
+        sampler = MaxTokensBatchSampler(lengths, 3000, seed=seed)
+        sampler.set_epoch(epoch)
+        return list(sampler)
+
+    assert epoch_batches(7, 0) == epoch_batches(7, 0)
+    assert epoch_batches(7, 0) != epoch_batches(7, 1)  # a new order each epoch...
+    assert sorted(map(sorted, epoch_batches(7, 0))) == sorted(map(sorted, epoch_batches(7, 1)))  # ...same batches
+    assert epoch_batches(7, 0) != epoch_batches(8, 0)
+    unshuffled = MaxTokensBatchSampler(lengths, 3000, shuffle=False)
+    firsts = [lengths[batch[0]] for batch in unshuffled]
+    assert firsts == sorted(firsts)
+
+
+def test_length_grouping_beats_random_batches_of_the_same_size():
+    lengths = corpus(5, 5000)
+    batches = list(MaxTokensBatchSampler(lengths, 4000, seed=0))
+    size = round(len(lengths) / len(batches))
+    order = np.random.default_rng(0).permutation(len(lengths)).tolist()
+    random_batches = [order[i : i + size] for i in range(0, len(order), size)]
+    assert padding_fraction(batches, lengths, lengths) < 0.05 < padding_fraction(random_batches, lengths, lengths)
+
+
+def test_padding_fraction_by_hand():
+    # batch [0, 1]: source 2 + 4 in 2 x 4 slots, target 3 + 3 in 2 x 3; batch [2]: no padding (1 + 1 in 1 + 1)
+    assert padding_fraction([[0, 1], [2]], [2, 4, 1], [3, 3, 1]) == pytest.approx(1 - 14 / 16)
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match=r"example 1 is 300 tokens long, more than max_tokens=256"):
+        MaxTokensBatchSampler([10, 300, 20], 256)
+    with pytest.raises(ValueError, match="max_tokens must be positive"):
+        MaxTokensBatchSampler([10], 0)
+    with pytest.raises(ValueError, match=r"rank must be in \[0, num_replicas=2\), got 2"):
+        MaxTokensBatchSampler([10, 10], 100, num_replicas=2, rank=2)
+    with pytest.raises(ValueError, match="3 examples cannot feed num_replicas=4"):
+        MaxTokensBatchSampler([10, 10, 10], 100, num_replicas=4)
+    with pytest.raises(ValueError, match="cannot be dealt evenly to 2 replicas"):
+        MaxTokensBatchSampler([10, 10, 10], 10, num_replicas=2)
