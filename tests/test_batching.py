@@ -73,3 +73,16 @@ def test_bad_arguments_are_named():
         MaxTokensBatchSampler([10, 10, 10], 100, num_replicas=4)
     with pytest.raises(ValueError, match="cannot be dealt evenly to 2 replicas"):
         MaxTokensBatchSampler([10, 10, 10], 10, num_replicas=2)
+
+
+def test_rank_none_interleaves_the_shards_for_a_dealing_loader():
+    """Accelerate's BatchSamplerShard deals batch i to process i % world: that must reproduce each rank's shard."""
+    lengths = corpus(9, 500)
+    everything = MaxTokensBatchSampler(lengths, 800, seed=3, num_replicas=3, rank=None)
+    everything.set_epoch(2)
+    dealt = list(everything)
+    assert len(dealt) == len(everything) and len(dealt) % 3 == 0
+    for rank in range(3):
+        shard = MaxTokensBatchSampler(lengths, 800, seed=3, num_replicas=3, rank=rank)
+        shard.set_epoch(2)
+        assert dealt[rank::3] == list(shard)

@@ -29,6 +29,8 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
     in exactly one batch. With `num_replicas` > 1, batches are dealt round-robin to the replicas after the shuffle,
     and when their number does not divide evenly the largest batches are split in two, so every replica gets the
     same number of batches (data-parallel steps stay in lock-step) and no example is repeated or dropped.
+    `rank=None` yields every replica's batches interleaved, for a loader that deals them itself (Accelerate's
+    `BatchSamplerShard` gives batch i to process i % num_replicas, which is exactly the shard of that rank).
     """
 
     def __init__(
@@ -39,7 +41,7 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
         shuffle: bool = True,
         seed: int = 0,
         num_replicas: int = 1,
-        rank: int = 0,
+        rank: int | None = 0,
     ):
         lengths = np.asarray(lengths, dtype=np.int64)
         if lengths.ndim != 1 or len(lengths) == 0:
@@ -52,7 +54,7 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
                 f"example {longest} is {lengths[longest]} tokens long, more than max_tokens={max_tokens}; "
                 "raise max_tokens or lower max_source_length / max_target_length"
             )
-        if not 0 <= rank < num_replicas:
+        if rank is not None and not 0 <= rank < num_replicas:
             raise ValueError(f"rank must be in [0, num_replicas={num_replicas}), got {rank}")
         if len(lengths) < num_replicas:
             raise ValueError(f"{len(lengths)} examples cannot feed num_replicas={num_replicas} replicas")
@@ -89,6 +91,11 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
+    @property
+    def sampler(self) -> MaxTokensBatchSampler:
+        """Accelerate forwards `set_epoch` to `batch_sampler.batch_sampler.sampler` of a sharded loader: this."""
+        return self
+
     def _epoch_order(self) -> list[list[int]]:
         if not self.shuffle:
             return self.batches
@@ -96,10 +103,13 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
         return [self.batches[i] for i in permutation]
 
     def __iter__(self) -> Iterator[list[int]]:
-        yield from self._epoch_order()[self.rank :: self.num_replicas]
+        if self.rank is None:
+            yield from self._epoch_order()
+        else:
+            yield from self._epoch_order()[self.rank :: self.num_replicas]
 
     def __len__(self) -> int:
-        return len(self.batches) // self.num_replicas
+        return len(self.batches) if self.rank is None else len(self.batches) // self.num_replicas
 
 
 def padding_fraction(

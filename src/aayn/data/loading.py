@@ -27,6 +27,7 @@ def load_translation_dataset(
     splits: Mapping[str, str] | None = None,
     max_train_samples: int | None = None,
     max_eval_samples: int | None = None,
+    max_predict_samples: int | None = None,
     streaming: bool = False,
     cache_dir: str | None = None,
 ) -> DatasetDict | IterableDatasetDict:
@@ -37,7 +38,8 @@ def load_translation_dataset(
     `translation` column, or `"bible"` (the embedded corpus, `aayn[bible]`). `config` names the Hub config
     (`de-en`); left out, the one holding both languages is chosen. `splits` maps our split names to the corpus'
     split expressions, with slicing (`{"train": "train[:10%]", "validation": "newstest2013"}`).
-    `max_train_samples` / `max_eval_samples` keep the first N examples as in transformers' `run_translation.py`.
+    `max_train_samples` / `max_eval_samples` (validation) / `max_predict_samples` (test) keep the first N examples,
+    as in transformers' `run_translation.py`.
     `streaming` (Hub-like sources only) reads the full-size WMT sets without downloading them first.
     """
     if source_lang == target_lang:
@@ -68,10 +70,11 @@ def load_translation_dataset(
         }
     for split, dataset in loaded.items():
         _check(dataset, f"{name} ({split} split {specs[split]!r})", source_lang, target_lang)
-        limit = max_train_samples if split == "train" else max_eval_samples
+        option = {"train": "max_train_samples", "validation": "max_eval_samples", "test": "max_predict_samples"}[split]
+        limit = {"train": max_train_samples, "validation": max_eval_samples, "test": max_predict_samples}[split]
         if limit is not None:
             if limit <= 0:
-                raise ValueError(f"max_{'train' if split == 'train' else 'eval'}_samples must be positive, got {limit}")
+                raise ValueError(f"{option} must be positive, got {limit}")
             loaded[split] = dataset.take(limit) if streaming else dataset.select(range(min(limit, len(dataset))))
     return IterableDatasetDict(loaded) if streaming else DatasetDict(loaded)
 

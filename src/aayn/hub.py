@@ -1,0 +1,80 @@
+"""What a saved folder needs for the Hub besides weights, config and code: the model card rendered from model_card.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from transformers import PreTrainedModel
+
+TEMPLATE = Path(__file__).parent / "model_card.md"
+
+
+def render_model_card(
+    model: PreTrainedModel,
+    *,
+    source_lang: str,
+    target_lang: str,
+    dataset: str,
+    repo_id: str,
+    example: str,
+    training: str,
+    results: dict[str, float] | None = None,
+    license: str = "apache-2.0",
+) -> str:
+    """`model_card.md` filled in: Hub YAML metadata (languages, license, dataset, metrics with their values) and body."""
+    config = model.config
+    results = results or {}
+    metrics = sorted(name for name in ("bleu", "chrf") if name in results)
+    model_index = [
+        {
+            "name": repo_id.split("/")[-1],
+            "results": [
+                {
+                    "task": {"type": "translation", "name": f"Translation {source_lang}-{target_lang}"},
+                    "dataset": {"name": dataset, "type": dataset},
+                    "metrics": [{"type": name, "value": round(results[name], 2), "name": name.upper()} for name in metrics],
+                }
+            ],
+        }
+    ] if metrics else []
+    evaluation = (
+        "\n".join(f"- {name.upper()}: {results[name]:.2f} (sacreBLEU, detokenized)" for name in metrics)
+        if metrics
+        else "Not evaluated yet."
+    )
+    if metrics:
+        import sacrebleu
+
+        signatures = []
+        for scorer in (sacrebleu.BLEU(), sacrebleu.CHRF()):
+            scorer.corpus_score(["a"], [["a"]])  # a signature names the reference count, known after one score
+            signatures.append(f"`{scorer.get_signature()}`")
+        evaluation += f"\n\nsacreBLEU signatures: {', '.join(signatures)}"
+    values = {
+        "languages": json.dumps([source_lang, target_lang]),
+        "license": license,
+        "datasets": json.dumps([dataset]),
+        "metrics": json.dumps(metrics),
+        "model_index": json.dumps(model_index, ensure_ascii=False),
+        "model_name": repo_id.split("/")[-1],
+        "d_model": config.d_model,
+        "encoder_layers": config.encoder_layers,
+        "decoder_layers": config.decoder_layers,
+        "attention_heads": config.encoder_attention_heads,
+        "ffn_dim": config.encoder_ffn_dim,
+        "parameters": f"{model.num_parameters():,}",
+        "norm": "pre" if config.norm_first else "post",
+        "vocab_size": config.vocab_size,
+        "repo_id": repo_id,
+        "example": example.replace('"', '\\"'),
+        "training": training,
+        "evaluation": evaluation,
+    }
+    return TEMPLATE.read_text(encoding="utf-8").format(**values)
+
+
+def write_model_card(folder: str | Path, model: PreTrainedModel, **card) -> Path:
+    path = Path(folder) / "README.md"
+    path.write_text(render_model_card(model, **card), encoding="utf-8")
+    return path

@@ -1,0 +1,139 @@
+"""Checkpoint averaging (§6.1: "we used a single model obtained by averaging the last 5 checkpoints"; 20 for big).
+
+transformers has no checkpoint averaging; this is fairseq's `average_checkpoints.py` for saved HF folders.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from transformers import PreTrainedModel
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+WEIGHTS = "model.safetensors"
+
+
+def checkpoint_step(path: Path) -> int:
+    match = re.fullmatch(r"checkpoint-(\d+)", path.name)
+    return int(match.group(1)) if match else -1
+
+
+def last_checkpoints(output_dir: str | Path, count: int) -> list[Path]:
+    """The `count` most recent `checkpoint-N` folders of a training run, oldest first."""
+    checkpoints = sorted((p for p in Path(output_dir).glob("checkpoint-*") if checkpoint_step(p) >= 0), key=checkpoint_step)
+    if len(checkpoints) < count:
+        raise ValueError(
+            f"average_last_checkpoints={count} but {output_dir} holds {len(checkpoints)} checkpoints; "
+            f"save more often or set save_total_limit >= {count}"
+        )
+    return checkpoints[-count:]
+
+
+def averaged_state_dict(checkpoints: list[str | Path]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of the checkpoints' weights, accumulated in float64, cast back to each tensor's dtype."""
+    if not checkpoints:
+        raise ValueError("no checkpoints to average")
+    total: dict[str, torch.Tensor] = {}
+    dtypes: dict[str, torch.dtype] = {}
+    for number, checkpoint in enumerate(checkpoints):
+        path = Path(checkpoint) / WEIGHTS
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint {checkpoint} has no {WEIGHTS}")
+        with safe_open(str(path), framework="pt") as weights:
+            names = set(weights.keys())
+            if number and names != set(total):
+                raise ValueError(f"checkpoint {checkpoint} holds other tensors than {checkpoints[0]}: {sorted(names ^ set(total))[:5]}")
+            for name in names:
+                tensor = weights.get_tensor(name)
+                if number and tensor.shape != total[name].shape:
+                    raise ValueError(f"{name} is {tuple(tensor.shape)} in {checkpoint} but {tuple(total[name].shape)} in {checkpoints[0]}")
+                dtypes[name] = tensor.dtype
+                total[name] = total[name] + tensor.double() if number else tensor.double()
+    return {name: (value / len(checkpoints)).to(dtypes[name]) for name, value in total.items()}
+
+
+def load_average(model: PreTrainedModel, checkpoints: list[str | Path]) -> PreTrainedModel:
+    """Put the average of the checkpoints' weights into `model` (same architecture), in place."""
+    averaged = averaged_state_dict(checkpoints)
+    parameters = model.state_dict()
+    with torch.no_grad():
+        for name, value in averaged.items():
+            if name not in parameters:
+                raise ValueError(f"checkpoint tensor {name} is not a parameter of the model")
+            parameters[name].copy_(value)
+    logger.info(f"averaged the weights of {len(checkpoints)} checkpoints: {', '.join(Path(c).name for c in checkpoints)}")
+    return model
+
+
+def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -> Path:
+    """A complete model folder (weights, config, code, tokenizer, generation config, card) holding the average.
+
+    Everything else is taken from the last checkpoint. The folder is written next to `output_dir` and moved into
+    place at the end, so a failure leaves nothing half-written.
+    """
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from ..hub import write_model_card
+
+    checkpoints = [Path(c) for c in checkpoints]
+    for checkpoint in checkpoints:
+        if not (checkpoint / WEIGHTS).is_file():
+            raise FileNotFoundError(f"checkpoint {checkpoint} has no {WEIGHTS}")
+    output = Path(output_dir)
+    if output.exists() and any(output.iterdir()):
+        raise FileExistsError(f"output_dir {output} exists and is not empty")
+    last = checkpoints[-1]
+    model = load_average(AutoModelForSeq2SeqLM.from_pretrained(last), checkpoints)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
+    try:
+        model.save_pretrained(staging)
+        if (last / "tokenizer.json").is_file() or (last / "tokenizer_config.json").is_file():
+            AutoTokenizer.from_pretrained(last).save_pretrained(staging)
+        card = read_card_metadata(last)
+        if card:
+            write_model_card(
+                staging,
+                model,
+                **card,
+                repo_id=output.name,
+                training=f"Average of the weights of {len(checkpoints)} checkpoints ({', '.join(c.name for c in checkpoints)}).",
+                results=None,
+            )
+        if output.exists():
+            output.rmdir()
+        staging.rename(output)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return output
+
+
+def read_card_metadata(folder: Path) -> dict | None:
+    """What a checkpoint's model card says about the languages, dataset and license, to carry over."""
+    import yaml
+
+    readme = folder / "README.md"
+    if not readme.is_file():
+        return None
+    text = readme.read_text(encoding="utf-8")
+    if not text.startswith("---"):
+        return None
+    meta = yaml.safe_load(text.split("---")[1]) or {}
+    languages = meta.get("language") or []
+    if len(languages) != 2:
+        return None
+    usage = re.search(r'tokenizer\(\["(.*)"\]', text)
+    return {
+        "source_lang": languages[0],
+        "target_lang": languages[1],
+        "dataset": (meta.get("datasets") or ["unknown"])[0],
+        "license": meta.get("license", "apache-2.0"),
+        "example": usage.group(1) if usage else "",
+    }

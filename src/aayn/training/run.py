@@ -1,0 +1,173 @@
+"""The `aayn train` job: dataset -> tokenizer -> model -> Seq2SeqTrainer -> BLEU -> a hub-ready folder."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    DataCollatorForSeq2Seq,
+    Seq2SeqTrainingArguments,
+    TrainerCallback,
+    set_seed,
+)
+from transformers.utils import logging
+
+from ..configuration_aayn import AaynConfig
+from ..data import load_translation_dataset, tokenize_dataset, train_tokenizer
+from ..hub import write_model_card
+from ..modeling_aayn import AaynForConditionalGeneration
+from .arguments import DataTrainingArguments, ModelArguments
+from .average import last_checkpoints, load_average
+from .trainer import AaynTrainer, plot_history, translation_metrics
+
+logger = logging.get_logger("aayn.training")
+
+
+def load_tokenizer(model_args: ModelArguments, data_args: DataTrainingArguments, args: Seq2SeqTrainingArguments, train):
+    """The given tokenizer, the fine-tuned model's, or a new shared BPE (trained once, by the main process)."""
+    source = model_args.tokenizer_name or model_args.model_name_or_path
+    if source:
+        return AutoTokenizer.from_pretrained(source)
+    folder = Path(args.output_dir) / "tokenizer"
+    with args.main_process_first(desc="training the tokenizer"):
+        if (folder / "tokenizer.json").is_file():
+            logger.info(f"reusing the tokenizer in {folder} (delete it to train a new one)")
+            return AutoTokenizer.from_pretrained(folder)
+        tokenizer = train_tokenizer(
+            train, source_lang=data_args.source_lang, target_lang=data_args.target_lang, vocab_size=model_args.vocab_size
+        )
+        if args.process_index == 0:
+            tokenizer.save_pretrained(folder)
+        return tokenizer
+
+
+def build_model(model_args: ModelArguments, tokenizer) -> AaynForConditionalGeneration:
+    if model_args.model_name_or_path:
+        return AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+    config = AaynConfig(
+        vocab_size=len(tokenizer),
+        d_model=model_args.d_model,
+        encoder_layers=model_args.encoder_layers,
+        decoder_layers=model_args.decoder_layers,
+        encoder_attention_heads=model_args.attention_heads,
+        decoder_attention_heads=model_args.attention_heads,
+        encoder_ffn_dim=model_args.ffn_dim,
+        decoder_ffn_dim=model_args.ffn_dim,
+        dropout=model_args.dropout,
+        attention_dropout=model_args.attention_dropout,
+        activation_dropout=model_args.activation_dropout,
+        norm_first=model_args.norm_first,
+        max_position_embeddings=model_args.max_position_embeddings,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.bos_token_id,
+    )
+    return AaynForConditionalGeneration(config)
+
+
+def training_summary(model_args, data_args, args, seconds: float | None = None) -> str:
+    shape = "fine-tuned from " + model_args.model_name_or_path if model_args.model_name_or_path else "trained from scratch"
+    batch = (
+        f"batches of at most {data_args.max_tokens} padded tokens per device"
+        if data_args.max_tokens
+        else f"{args.per_device_train_batch_size} sentence pairs per device"
+    )
+    lines = [
+        f"{shape} with `aayn train` on `{data_args.dataset_name}` ({data_args.source_lang} to {data_args.target_lang}):",
+        f"{args.max_steps if args.max_steps > 0 else args.num_train_epochs} {'steps' if args.max_steps > 0 else 'epochs'}, "
+        f"{batch} x {args.gradient_accumulation_steps} accumulation x {args.world_size} processes, "
+        f"Adam (beta2 {args.adam_beta2}, eps {args.adam_epsilon}), learning rate {args.learning_rate:g} with "
+        f"{args.lr_scheduler_type} schedule and {args.warmup_steps} warmup steps, label smoothing {args.label_smoothing_factor}.",
+    ]
+    if data_args.average_last_checkpoints:
+        lines.append(f"The weights are the average of the last {data_args.average_last_checkpoints} checkpoints.")
+    if seconds is not None:
+        lines.append(f"Training took {seconds / 60:.1f} minutes.")
+    return " ".join(lines)
+
+
+def run(
+    model_args: ModelArguments,
+    data_args: DataTrainingArguments,
+    args: Seq2SeqTrainingArguments,
+    callbacks: list[TrainerCallback] | None = None,
+) -> dict:
+    """Train, evaluate on the test split, save the final hub-ready folder in `output_dir`; return the test metrics."""
+    set_seed(args.seed)
+    if args.ddp_find_unused_parameters is None:
+        args.ddp_find_unused_parameters = False  # every parameter takes part in every step
+    start = time.perf_counter()
+    data = load_translation_dataset(
+        data_args.dataset_name,
+        data_args.dataset_config_name,
+        source_lang=data_args.source_lang,
+        target_lang=data_args.target_lang,
+        splits={"train": data_args.train_split, "validation": data_args.validation_split, "test": data_args.test_split},
+        max_train_samples=data_args.max_train_samples,
+        max_eval_samples=data_args.max_eval_samples,
+        max_predict_samples=data_args.max_predict_samples,
+    )
+    tokenizer = load_tokenizer(model_args, data_args, args, data["train"])
+    model = build_model(model_args, tokenizer)
+    if data_args.num_beams:
+        args.generation_num_beams = data_args.num_beams
+    args.generation_max_length = args.generation_max_length or data_args.max_target_length
+    if data_args.length_penalty is not None:
+        model.generation_config.length_penalty = data_args.length_penalty
+    model.generation_config.num_beams = args.generation_num_beams or model.generation_config.num_beams
+    model.generation_config.max_length = args.generation_max_length
+    lengths = dict(source_lang=data_args.source_lang, target_lang=data_args.target_lang,
+                   max_source_length=data_args.max_source_length, max_target_length=data_args.max_target_length,
+                   num_proc=data_args.preprocessing_num_workers)
+    with args.main_process_first(desc="tokenizing"):
+        train = tokenize_dataset(data["train"], tokenizer, overlong=data_args.overlong, **lengths)
+        validation = tokenize_dataset(data["validation"], tokenizer, overlong="truncate", **lengths)
+        test = tokenize_dataset(data["test"], tokenizer, overlong="truncate", **lengths)
+    card = dict(
+        source_lang=data_args.source_lang,
+        target_lang=data_args.target_lang,
+        dataset=data_args.dataset_name,
+        repo_id=args.hub_model_id or Path(args.output_dir).name,
+        example=data["test"][0]["translation"][data_args.source_lang],
+        license=data_args.license,
+    )
+    trainer = AaynTrainer(
+        model=model,
+        args=args,
+        train_dataset=train,
+        eval_dataset=validation,
+        processing_class=tokenizer,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, pad_to_multiple_of=8 if args.bf16 or args.fp16 else None),
+        compute_metrics=translation_metrics(tokenizer) if args.predict_with_generate else None,
+        callbacks=callbacks,
+        max_tokens=data_args.max_tokens,
+        model_card={**card, "training": training_summary(model_args, data_args, args)},
+    )
+    result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
+    trainer.log_metrics("train", result.metrics)
+    trainer.save_metrics("train", result.metrics)
+    if data_args.average_last_checkpoints:
+        load_average(trainer.model, last_checkpoints(args.output_dir, data_args.average_last_checkpoints))
+    prediction = trainer.predict(test, metric_key_prefix="test")
+    trainer.log_metrics("test", prediction.metrics)
+    trainer.save_metrics("test", prediction.metrics)
+    seconds = time.perf_counter() - start
+    trainer.model_card = {**card, "training": training_summary(model_args, data_args, args, seconds)}
+    trainer.results = {name.removeprefix("test_"): value for name, value in prediction.metrics.items()}
+    trainer.save_model()  # weights, config + code, generation config, tokenizer, and the card with the test scores
+    if trainer.is_world_process_zero():
+        plot_history(trainer.state.log_history, Path(args.output_dir) / "training_curves.png")
+        if args.predict_with_generate:
+            sources = [row["translation"][data_args.source_lang] for row in data["test"]]
+            hypotheses = tokenizer.batch_decode(prediction.predictions.clip(min=0), skip_special_tokens=True)
+            for source, hypothesis in list(zip(sources, hypotheses))[: data_args.num_examples_to_print]:
+                print(f"  {source}\n  -> {hypothesis.strip()}")
+        print(json.dumps({k: v for k, v in prediction.metrics.items() if k in ("test_bleu", "test_chrf")}))
+        if args.push_to_hub:
+            trainer.push_to_hub(commit_message="aayn train: final model")
+    return prediction.metrics

@@ -1,0 +1,117 @@
+"""`Seq2SeqTrainer` with what it lacks for the paper's recipe: token-budget batches and a stop on divergence."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import evaluate
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+from transformers import PreTrainedTokenizerBase, Seq2SeqTrainer
+from transformers.utils import logging
+
+from ..data.batching import MaxTokensBatchSampler, example_lengths
+from ..hub import write_model_card
+
+logger = logging.get_logger(__name__)
+
+METRICS_MODULE = str(Path(__file__).parent / "translation_metrics")
+
+
+class TrainingDiverged(FloatingPointError):
+    """The loss became NaN or infinite: stop rather than save a broken model."""
+
+
+class AaynTrainer(Seq2SeqTrainer):
+    """Seq2SeqTrainer + `max_tokens` batching (fairseq's --max-tokens) + an error on a NaN/inf loss.
+
+    With `max_tokens`, training batches come from `MaxTokensBatchSampler` over the whole training set; Accelerate
+    deals them round-robin to the processes (the sampler makes their number a multiple of the world size, so each
+    process gets a disjoint, equal share and none is repeated) and forwards `set_epoch` for the per-epoch shuffle.
+    """
+
+    def __init__(self, *args, max_tokens: int | None = None, model_card: dict | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.max_tokens = max_tokens
+        self.model_card = model_card  # render_model_card arguments; every saved folder gets its README.md
+        self.results: dict | None = None  # test scores for the card, once known; until then the last validation
+        self._train_lengths = None
+
+    def _save(self, output_dir: str | None = None, state_dict=None):
+        super()._save(output_dir, state_dict)
+        if self.model_card:
+            evaluations = [entry for entry in self.state.log_history if "eval_bleu" in entry]
+            results = self.results or (
+                {"bleu": evaluations[-1]["eval_bleu"], "chrf": evaluations[-1]["eval_chrf"]} if evaluations else None
+            )
+            write_model_card(output_dir or self.args.output_dir, self.model, **self.model_card, results=results)
+
+    def get_train_dataloader(self) -> DataLoader:
+        if self.max_tokens is None:
+            return super().get_train_dataloader()
+        if self._train_lengths is None:
+            self._train_lengths = example_lengths(self.train_dataset)
+        sampler = MaxTokensBatchSampler(
+            self._train_lengths, self.max_tokens, seed=self.args.seed, num_replicas=self.args.world_size, rank=None
+        )
+        loader = DataLoader(
+            self.train_dataset,
+            batch_sampler=sampler,
+            collate_fn=self.data_collator,
+            num_workers=self.args.dataloader_num_workers,
+            pin_memory=self.args.dataloader_pin_memory and torch.cuda.is_available(),
+        )
+        return self.accelerator.prepare(loader)
+
+    def training_step(self, model, inputs, *args, **kwargs):
+        loss = super().training_step(model, inputs, *args, **kwargs)
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(
+                f"training diverged: the loss is {loss.item()} at step {self.state.global_step + 1}. Nothing was saved "
+                "after the last checkpoint. Lower learning_rate, raise warmup_steps, or check the data."
+            )
+        return loss
+
+
+def translation_metrics(tokenizer: PreTrainedTokenizerBase):
+    """`compute_metrics` for `predict_with_generate`: sacreBLEU BLEU and chrF on detokenized text."""
+    metric = evaluate.load(METRICS_MODULE)
+
+    def compute(prediction):
+        predictions, labels = prediction.predictions, prediction.label_ids
+        predictions = np.where(predictions < 0, tokenizer.pad_token_id, predictions)
+        labels = np.where(labels < 0, tokenizer.pad_token_id, labels)
+        hypotheses = [text.strip() for text in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
+        references = [text.strip() for text in tokenizer.batch_decode(labels, skip_special_tokens=True)]
+        scores = metric.compute(predictions=hypotheses, references=references)
+        lengths = [np.count_nonzero(row != tokenizer.pad_token_id) for row in predictions]
+        return {"bleu": scores["bleu"], "chrf": scores["chrf"], "gen_len": float(np.mean(lengths))}
+
+    return compute
+
+
+def plot_history(log_history: list[dict], path: Path) -> None:
+    """Training / validation loss and validation BLEU per step, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train = [(entry["step"], entry["loss"]) for entry in log_history if "loss" in entry and math.isfinite(entry["loss"])]
+    evals = [entry for entry in log_history if "eval_loss" in entry]
+    figure, (losses, bleu) = plt.subplots(1, 2, figsize=(11, 4))
+    if train:
+        losses.plot(*zip(*train), label="training loss")
+    if evals:
+        losses.plot([e["step"] for e in evals], [e["eval_loss"] for e in evals], "o-", label="validation loss")
+    losses.set(xlabel="step", ylabel="loss (label-smoothed cross-entropy)", title="Loss")
+    losses.legend()
+    with_bleu = [e for e in evals if "eval_bleu" in e]
+    if with_bleu:
+        bleu.plot([e["step"] for e in with_bleu], [e["eval_bleu"] for e in with_bleu], "o-", color="tab:green")
+    bleu.set(xlabel="step", ylabel="BLEU", title="Validation BLEU (sacreBLEU)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

@@ -1,0 +1,261 @@
+"""aayn train: the paper's recipe on Seq2SeqTrainer, a hub-ready output, and the errors a user can make."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import sacrebleu
+import torch
+import yaml
+from safetensors.torch import load_file
+from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
+from transformers import AutoTokenizer, get_scheduler
+
+from aayn.cli import main as aayn
+from aayn.training import AaynTrainer, TrainingDiverged, parse_arguments, run
+from aayn.training.trainer import METRICS_MODULE
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_numbers_corpus(tmp_path_factory.mktemp("numbers"))
+
+
+@pytest.fixture(scope="module")
+def trained(corpus, tmp_path_factory):
+    """One tiny `aayn train` run shared by the tests that inspect its output."""
+    output = tmp_path_factory.mktemp("run") / "out"
+    recipe = write_recipe(output.parent / "recipe.yaml", tiny_recipe(corpus, output))
+    assert aayn(["train", str(recipe)]) == 0
+    return output
+
+
+def test_inverse_sqrt_schedule_is_the_papers_formula():
+    """§5.3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) is transformers' `inverse_sqrt` schedule
+    with learning_rate = (d_model * warmup)^-0.5. The Trainer steps the scheduler after each optimizer step, so
+    update k uses the paper's rate of step k - 1 (the very first update has rate 0)."""
+    d_model, warmup = 512, 4000
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.Adam([parameter], lr=(d_model * warmup) ** -0.5, betas=(0.9, 0.98), eps=1e-9)
+    scheduler = get_scheduler("inverse_sqrt", optimizer, num_warmup_steps=warmup)
+    for step in range(1, 100_001):
+        optimizer.step()
+        scheduler.step()
+        if step in (1, 10, 1000, 3999, 4000, 4001, 10_000, 100_000):
+            paper = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+            assert math.isclose(scheduler.get_last_lr()[0], paper, rel_tol=1e-12), step
+
+
+def test_recipe_values_are_overridden_by_flags(tmp_path, corpus):
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out"))
+    model_args, data_args, args = parse_arguments([str(recipe), "--max_steps", "3", "--d_model", "64"])
+    assert (args.max_steps, model_args.d_model, model_args.ffn_dim) == (3, 64, 64)
+    assert (args.adam_beta2, args.adam_epsilon, args.label_smoothing_factor) == (0.98, 1e-9, 0.1)
+    assert args.lr_scheduler_type == "inverse_sqrt" and data_args.max_tokens == 400 and args.predict_with_generate
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"max_stepz": 3}, ["max_stepz"]),
+        ({"learning_rate": "fast"}, ["--learning_rate", "invalid float value: 'fast'"]),
+        ({"d_model": 30.5}, ["--d_model", "invalid int value: '30.5'"]),
+        ({"lr_scheduler_type": "wavy"}, ["--lr_scheduler_type", "'wavy'"]),
+        ({"overlong": "cut"}, ["overlong='cut'; allowed: truncate, drop"]),
+    ],
+)
+def test_unknown_keys_and_bad_values_name_the_key(tmp_path, corpus, capsys, change, message):
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **change))
+    with pytest.raises((SystemExit, ValueError)) as error:
+        parse_arguments([str(recipe)])
+    printed = str(error.value) + capsys.readouterr().err
+    assert all(part in printed for part in message), printed[-500:]
+
+
+def test_missing_or_malformed_recipe(tmp_path):
+    with pytest.raises(FileNotFoundError, match="recipe 'nope.yaml' does not exist"):
+        parse_arguments(["nope.yaml"])
+    (tmp_path / "bad.yaml").write_text("- a\n- b\n")
+    with pytest.raises(ValueError, match="must be a mapping"):
+        parse_arguments([str(tmp_path / "bad.yaml")])
+
+
+def test_output_folder_is_hub_ready(trained):
+    names = {path.name for path in trained.iterdir()}
+    assert {"model.safetensors", "config.json", "configuration_aayn.py", "modeling_aayn.py", "tokenizer.json",
+            "tokenizer_config.json", "generation_config.json", "all_results.json", "README.md",
+            "training_curves.png", "runs"} <= names
+    config = json.loads((trained / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_aayn.AaynForConditionalGeneration"
+    results = json.loads((trained / "all_results.json").read_text())
+    assert {"test_bleu", "test_chrf", "train_loss"} <= set(results)
+    card = (trained / "README.md").read_text()
+    meta = yaml.safe_load(card.split("---")[1])
+    assert meta["language"] == ["en", "fr"] and meta["pipeline_tag"] == "translation"
+    assert meta["library_name"] == "transformers" and "translation" in meta["tags"] and meta["license"]
+    scores = {m["type"]: m["value"] for m in meta["model-index"][0]["results"][0]["metrics"]}
+    assert scores == {"bleu": round(results["test_bleu"], 2), "chrf": round(results["test_chrf"], 2)}
+    assert "trained from scratch with `aayn train`" in card and "nrefs:1|case:mixed" in card
+    assert list((trained / "runs").rglob("events.out.tfevents.*"))  # TensorBoard logs
+    for checkpoint in ("checkpoint-4", "checkpoint-8"):  # every checkpoint is a complete model folder too
+        assert {"model.safetensors", "config.json", "modeling_aayn.py", "tokenizer.json", "README.md"} <= {
+            path.name for path in (trained / checkpoint).iterdir()
+        }
+
+
+def test_output_folder_loads_in_a_fresh_process_without_aayn(trained):
+    script = f"""
+import sys
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
+path = {str(trained)!r}
+config = AutoConfig.from_pretrained(path, trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
+model = AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True)
+generation = GenerationConfig.from_pretrained(path)
+out = model.generate(**tokenizer(["Six one."], return_tensors="pt"), max_new_tokens=8)
+assert "aayn" not in sys.modules and type(model).__name__ == "AaynForConditionalGeneration"
+print(config.model_type, generation.num_beams, out.shape[0])
+"""
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=trained.parent)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1].split() == ["aayn", "2", "1"]
+
+
+def test_max_tokens_batches_in_the_trainer(corpus, tmp_path):
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path, eval_strategy="no"))
+    model_args, data_args, args = parse_arguments([recipe.as_posix()])
+    from aayn.data import load_translation_dataset, tokenize_dataset, train_tokenizer
+    from aayn.training.run import build_model
+    from transformers import DataCollatorForSeq2Seq
+
+    data = load_translation_dataset(str(corpus), source_lang="en", target_lang="fr")
+    tokenizer = train_tokenizer(data["train"], source_lang="en", target_lang="fr", vocab_size=300, show_progress=False)
+    train = tokenize_dataset(data["train"], tokenizer, source_lang="en", target_lang="fr")
+    model = build_model(model_args, tokenizer)
+    trainer = AaynTrainer(model=model, args=args, train_dataset=train, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model), max_tokens=100)
+    loader = trainer.get_train_dataloader()
+    seen = []
+    for batch in loader:
+        assert batch["input_ids"].numel() <= 100 and batch["labels"].numel() <= 100
+        seen.extend(tuple(row[row != tokenizer.pad_token_id].tolist()) for row in batch["input_ids"])
+    assert sorted(seen) == sorted(tuple(ids) for ids in train["input_ids"])  # each example once per epoch
+
+
+def test_diverging_run_stops_with_a_clear_message_and_saves_nothing(corpus, tmp_path):
+    recipe = tiny_recipe(corpus, tmp_path / "out", learning_rate=1e30, warmup_steps=0, save_steps=1, eval_strategy="no", max_grad_norm=0.0)
+    with pytest.raises(TrainingDiverged, match=r"training diverged: the loss is (nan|inf) at step \d+"):
+        run(*parse_arguments([write_recipe(tmp_path / "r.yaml", recipe).as_posix()]))
+    assert not (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_metrics_module_equals_sacrebleu():
+    import evaluate
+
+    hypotheses = ["The cat sat on the mat.", "A dog barked loudly at night", "Hello"]
+    references = ["The cat sat on the mat.", "The dog barked at night.", "Hello there!"]
+    scores = evaluate.load(METRICS_MODULE).compute(predictions=hypotheses, references=references)
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [references]).score)
+    assert scores["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a") and scores["sentences"] == 3
+
+
+def test_aayn_evaluate_prints_bleu_of_the_models_translations(trained, corpus, capsys):
+    assert aayn(["evaluate", "--model", str(trained), "--dataset_name", str(corpus), "--source_lang", "en",
+                 "--target_lang", "fr", "--split", "test", "--max_samples", "8", "--num_beams", "2"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert set(printed) == {"bleu", "chrf", "bleu_signature", "chrf_signature", "sentences"} and printed["sentences"] == 8
+    from transformers import AutoModelForSeq2SeqLM
+
+    model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(trained), AutoTokenizer.from_pretrained(trained)
+    sources = (corpus / "test.en").read_text().splitlines()[:8]
+    references = (corpus / "test.fr").read_text().splitlines()[:8]
+    outputs = [tokenizer.decode(model.generate(**tokenizer([s], return_tensors="pt"), num_beams=2)[0], skip_special_tokens=True).strip() for s in sources]
+    assert printed["bleu"] == pytest.approx(sacrebleu.corpus_bleu(outputs, [references]).score)
+
+
+def test_aayn_average_writes_the_mean_of_the_checkpoints_as_a_complete_folder(trained, tmp_path, capsys):
+    checkpoints = [trained / "checkpoint-4", trained / "checkpoint-8"]
+    output = tmp_path / "averaged"
+    assert aayn(["average", "--output_dir", str(output), *map(str, checkpoints)]) == 0
+    weights = [load_file(c / "model.safetensors") for c in checkpoints]
+    averaged = load_file(output / "model.safetensors")
+    assert averaged.keys() == weights[0].keys()
+    for name, value in averaged.items():
+        torch.testing.assert_close(value, (weights[0][name] + weights[1][name]) / 2, rtol=0, atol=1e-7)
+    assert {"config.json", "modeling_aayn.py", "tokenizer.json", "generation_config.json", "README.md"} <= {
+        p.name for p in output.iterdir()
+    }
+    assert "Average of the weights of 2 checkpoints" in (output / "README.md").read_text()
+    from transformers import AutoModelForSeq2SeqLM
+
+    assert AutoModelForSeq2SeqLM.from_pretrained(output).config.model_type == "aayn"
+
+
+def test_aayn_average_errors(trained, tmp_path):
+    from aayn.training import average_checkpoints
+
+    with pytest.raises(FileNotFoundError, match=r"checkpoint .*nowhere has no model.safetensors"):
+        average_checkpoints([trained / "checkpoint-4", tmp_path / "nowhere"], tmp_path / "a")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="exists and is not empty"):
+        average_checkpoints([trained / "checkpoint-4"], tmp_path / "full")
+    assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+    other = tmp_path / "other"
+    from aayn import AaynConfig, AaynForConditionalGeneration
+
+    AaynForConditionalGeneration(AaynConfig(vocab_size=300, d_model=32, encoder_layers=2, decoder_layers=2,
+                                            encoder_attention_heads=4, decoder_attention_heads=4,
+                                            encoder_ffn_dim=32, decoder_ffn_dim=32)).save_pretrained(other)
+    with pytest.raises(ValueError, match=r"feed_forward.fc\d.weight is \(32, 32\) in .*other but \((64, 32|32, 64)\) in"):
+        average_checkpoints([trained / "checkpoint-4", other], tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+
+
+def test_fine_tuning_from_a_saved_model(trained, corpus, tmp_path):
+    recipe = tiny_recipe(corpus, tmp_path / "tuned", model_name_or_path=str(trained), max_steps=2, eval_strategy="no")
+    metrics = run(*parse_arguments([write_recipe(tmp_path / "r.yaml", recipe).as_posix()]))
+    assert "test_bleu" in metrics
+    assert (tmp_path / "tuned" / "tokenizer.json").read_text() == (trained / "tokenizer.json").read_text()
+    assert not (tmp_path / "tuned" / "tokenizer").exists()  # the model's tokenizer, not a new one
+    assert "fine-tuned from" in (tmp_path / "tuned" / "README.md").read_text()
+
+
+PLAIN_TRANSFORMERS_SCRIPT = """
+import sys
+from datasets import load_dataset
+from transformers import (AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer,
+                          Seq2SeqTrainingArguments)
+
+checkpoint, data, output = sys.argv[1:]
+model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint, trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=True)
+raw = load_dataset("text", data_files={"en": f"{data}/train.en", "fr": f"{data}/train.fr"})
+pairs = [{"en": e["text"], "fr": f["text"]} for e, f in zip(raw["en"], raw["fr"])][:64]
+
+def encode(row):
+    return tokenizer(row["en"], text_target=row["fr"])
+
+from datasets import Dataset
+dataset = Dataset.from_list(pairs).map(encode, remove_columns=["en", "fr"])
+args = Seq2SeqTrainingArguments(output, max_steps=3, per_device_train_batch_size=8, predict_with_generate=True,
+                                report_to=[], use_cpu=True, save_strategy="no", generation_max_length=16)
+trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=dataset, eval_dataset=dataset.select(range(8)),
+                         processing_class=tokenizer, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
+trainer.train()
+predictions = trainer.predict(dataset.select(range(4))).predictions
+print(tokenizer.batch_decode(predictions.clip(min=0), skip_special_tokens=True))
+assert "aayn" not in sys.modules
+"""
+
+
+def test_the_plain_transformers_route_needs_no_aayn_glue(trained, corpus, tmp_path):
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    result = subprocess.run([sys.executable, "-c", PLAIN_TRANSFORMERS_SCRIPT, str(trained), str(corpus), str(tmp_path)],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(eval(result.stdout.strip().splitlines()[-1])) == 4  # four decoded predictions

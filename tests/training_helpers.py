@@ -1,0 +1,68 @@
+"""A tiny parallel corpus and recipe for training tests: digits spelled out in English and French."""
+
+import random
+from pathlib import Path
+
+import yaml
+
+EN = "zero one two three four five six seven eight nine".split()
+FR = "zéro un deux trois quatre cinq six sept huit neuf".split()
+
+
+def write_numbers_corpus(folder: Path, sizes=(("train", 240), ("validation", 16), ("test", 16)), seed: int = 0) -> Path:
+    """Line-aligned `{split}.en` / `{split}.fr`: "Six one eight." -> "Six un huit."."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, count in sizes:
+        english, french = [], []
+        for _ in range(count):
+            digits = [rng.randrange(10) for _ in range(rng.randint(1, 5))]
+            english.append(" ".join(EN[d] for d in digits).capitalize() + ".")
+            french.append(" ".join(FR[d] for d in digits).capitalize() + ".")
+        (folder / f"{split}.en").write_text("\n".join(english) + "\n", encoding="utf-8")
+        (folder / f"{split}.fr").write_text("\n".join(french) + "\n", encoding="utf-8")
+    return folder
+
+
+def tiny_recipe(data: Path, output_dir: Path, **overrides) -> dict:
+    recipe = {
+        "dataset_name": str(data),
+        "source_lang": "en",
+        "target_lang": "fr",
+        "vocab_size": 300,
+        "d_model": 32,
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "attention_heads": 4,
+        "ffn_dim": 64,
+        "dropout": 0.1,
+        "output_dir": str(output_dir),
+        "max_tokens": 400,
+        "max_steps": 8,
+        "learning_rate": 0.003,
+        "lr_scheduler_type": "inverse_sqrt",
+        "warmup_steps": 4,
+        "adam_beta2": 0.98,
+        "adam_epsilon": 1e-9,
+        "weight_decay": 0.0,
+        "label_smoothing_factor": 0.1,
+        "predict_with_generate": True,
+        "generation_num_beams": 2,
+        "generation_max_length": 24,
+        "eval_strategy": "steps",
+        "eval_steps": 4,
+        "save_steps": 4,
+        "logging_steps": 2,
+        "report_to": ["tensorboard"],
+        "dataloader_pin_memory": False,
+        "use_cpu": True,
+        "seed": 0,
+        "num_examples_to_print": 2,
+    }
+    recipe.update(overrides)
+    return recipe
+
+
+def write_recipe(path: Path, recipe: dict) -> Path:
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    return path
