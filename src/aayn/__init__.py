@@ -9,6 +9,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .configuration_aayn import AaynConfig
 from .modeling_aayn import AaynForConditionalGeneration, AaynModel, AaynPreTrainedModel
+from .pipeline_aayn import AaynTranslationPipeline
 
 __version__ = "0.1.0"
 
@@ -19,4 +20,20 @@ AaynConfig.register_for_auto_class()
 AaynModel.register_for_auto_class("AutoModel")
 AaynForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
-__all__ = ["AaynConfig", "AaynPreTrainedModel", "AaynModel", "AaynForConditionalGeneration"]
+
+
+def translation_pipeline(model, **kwargs):
+    """`pipeline("translation")` for an AAYN model where aayn is installed (no `trust_remote_code` needed)."""
+    from transformers import pipeline
+
+    return pipeline("translation", model=model, pipeline_class=AaynTranslationPipeline, **kwargs)
+
+
+__all__ = [
+    "AaynConfig",
+    "AaynForConditionalGeneration",
+    "AaynModel",
+    "AaynPreTrainedModel",
+    "AaynTranslationPipeline",
+    "translation_pipeline",
+]

@@ -7,6 +7,14 @@ from transformers import PretrainedConfig  # the 4.57 name; 5.x keeps it as an a
 from transformers.activations import ACT2FN
 
 
+TRANSLATION_PIPELINE = {
+    "impl": "pipeline_aayn.AaynTranslationPipeline",
+    "pt": ["AutoModelForSeq2SeqLM"],
+    "tf": [],
+    "type": "text",
+}
+
+
 class AaynConfig(PretrainedConfig):
     r"""Hyperparameters of the AAYN Transformer. The defaults are the paper's base model (Table 3, row "base").
 
@@ -38,6 +46,7 @@ class AaynConfig(PretrainedConfig):
             sinusoids computed on the fly (§3.5), so longer inputs still work; a warning says when they occur.
         pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: special token ids; the decoder
             starts from `decoder_start_token_id` (bos by default).
+        custom_pipelines: the `pipeline("translation")` implementation that travels with saved checkpoints.
     """
 
     model_type = "aayn"
@@ -75,8 +84,12 @@ class AaynConfig(PretrainedConfig):
         eos_token_id: int = 2,
         decoder_start_token_id: int = 1,
         is_encoder_decoder: bool = True,
+        custom_pipelines: dict | None = None,
         **kwargs,
     ):
+        # pipeline("translation", trust_remote_code=True) finds our pipeline (saved beside the model code) here,
+        # before transformers 5.x rejects the task it removed
+        self.custom_pipelines = custom_pipelines or {"translation": TRANSLATION_PIPELINE}
         self.vocab_size = vocab_size
         self.decoder_vocab_size = vocab_size if decoder_vocab_size is None else decoder_vocab_size
         self.d_model = d_model

@@ -64,7 +64,7 @@ def render_model_card(
         "attention_heads": config.encoder_attention_heads,
         "ffn_dim": config.encoder_ffn_dim,
         "parameters": f"{model.num_parameters():,}",
-        "norm": "pre" if config.norm_first else "post",
+        "norm": "pre" if getattr(config, "norm_first", False) else "post",
         "vocab_size": config.vocab_size,
         "repo_id": repo_id,
         "example": example.replace('"', '\\"'),

@@ -5,7 +5,9 @@ as Hub remote code: it imports only torch, transformers and `configuration_aayn`
 """
 
 import math
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import transformers
@@ -341,6 +343,13 @@ class AaynPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = True
     _supports_flex_attn = True
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """transformers copies the model and config code; the translation pipeline's file goes with them."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        pipeline_code = Path(__file__).with_name("pipeline_aayn.py")
+        if pipeline_code.is_file() and kwargs.get("is_main_process", True):
+            shutil.copy(pipeline_code, Path(save_directory) / pipeline_code.name)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:

@@ -34,6 +34,9 @@ class ModelArguments:
     activation_dropout: float = field(default=0.0)
     norm_first: bool = field(default=False, metadata={"help": "pre-norm instead of the paper's post-norm"})
     max_position_embeddings: int = field(default=1024)
+    attn_implementation: str = field(
+        default="sdpa", metadata={"help": "sdpa, eager, flex_attention or flash_attention_2 (see the model's README section)"}
+    )
 
 
 @dataclass

@@ -47,7 +47,9 @@ def load_tokenizer(model_args: ModelArguments, data_args: DataTrainingArguments,
 
 def build_model(model_args: ModelArguments, tokenizer) -> AaynForConditionalGeneration:
     if model_args.model_name_or_path:
-        return AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+        return AutoModelForSeq2SeqLM.from_pretrained(
+            model_args.model_name_or_path, attn_implementation=model_args.attn_implementation
+        )
     config = AaynConfig(
         vocab_size=len(tokenizer),
         d_model=model_args.d_model,
@@ -67,6 +69,7 @@ def build_model(model_args: ModelArguments, tokenizer) -> AaynForConditionalGene
         eos_token_id=tokenizer.eos_token_id,
         decoder_start_token_id=tokenizer.bos_token_id,
     )
+    config._attn_implementation = model_args.attn_implementation
     return AaynForConditionalGeneration(config)
 
 
@@ -96,8 +99,12 @@ def run(
     data_args: DataTrainingArguments,
     args: Seq2SeqTrainingArguments,
     callbacks: list[TrainerCallback] | None = None,
+    model_builder=build_model,
 ) -> dict:
-    """Train, evaluate on the test split, save the final hub-ready folder in `output_dir`; return the test metrics."""
+    """Train, evaluate on the test split, save the final hub-ready folder in `output_dir`; return the test metrics.
+
+    `model_builder(model_args, tokenizer)` makes the model; the default builds AAYN (benchmarks swap in Marian).
+    """
     set_seed(args.seed)
     if args.ddp_find_unused_parameters is None:
         args.ddp_find_unused_parameters = False  # every parameter takes part in every step
@@ -113,7 +120,7 @@ def run(
         max_predict_samples=data_args.max_predict_samples,
     )
     tokenizer = load_tokenizer(model_args, data_args, args, data["train"])
-    model = build_model(model_args, tokenizer)
+    model = model_builder(model_args, tokenizer)
     if data_args.num_beams:
         args.generation_num_beams = data_args.num_beams
     args.generation_max_length = args.generation_max_length or data_args.max_target_length

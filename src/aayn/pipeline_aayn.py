@@ -1,0 +1,65 @@
+"""pipeline("translation") for AAYN checkpoints, on transformers 5.x (which removed the task) and 4.57.x.
+
+This file travels with every saved checkpoint (like the model code) and `config.custom_pipelines` points to it,
+so `pipeline("translation", model=path_or_hub_id, trust_remote_code=True)` finds it before transformers looks
+at its own task list. It imports only torch and transformers.
+"""
+
+from __future__ import annotations
+
+from transformers import Pipeline
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+
+class AaynTranslationPipeline(Pipeline):
+    """Translate text: `[{"translation_text": ...}]` per input, as transformers' TranslationPipeline did.
+
+    Accepts one string or a list (batched with `batch_size=`); keyword arguments other than `max_source_length`
+    go to `generate` (`num_beams`, `max_new_tokens`, `length_penalty`, `num_return_sequences`, ...). An empty
+    string translates to an empty string; an input longer than `max_source_length` tokens (default: what the
+    model was trained for) is truncated with a warning.
+    """
+
+    _load_tokenizer = True
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+
+    def _sanitize_parameters(self, max_source_length: int | None = None, **generate_kwargs):
+        preprocess = {} if max_source_length is None else {"max_source_length": max_source_length}
+        return preprocess, generate_kwargs, {}
+
+    def __call__(self, inputs, **kwargs):
+        results = super().__call__(inputs, **kwargs)
+        if isinstance(inputs, list) and all(len(result) == 1 for result in results):
+            return [result[0] for result in results]  # one translation per input: a flat list, like the old pipeline
+        return results
+
+    def _default_max_source_length(self) -> int:
+        return min(self.tokenizer.model_max_length, self.model.config.max_position_embeddings)
+
+    def preprocess(self, text: str, max_source_length: int | None = None):
+        if not isinstance(text, str):
+            raise TypeError(f"the translation pipeline takes a string or a list of strings, got {type(text).__name__}")
+        limit = max_source_length or self._default_max_source_length()
+        inputs = self.tokenizer(text, return_tensors="pt")
+        length = inputs["input_ids"].shape[1]
+        if length > limit:
+            logger.warning(f"input of {length} tokens truncated to max_source_length={limit}: {text[:60]!r}...")
+            inputs = self.tokenizer(text, return_tensors="pt", truncation=True, max_length=limit)
+        inputs["empty"] = not text.strip()
+        return inputs
+
+    def _forward(self, model_inputs, **generate_kwargs):
+        empty = model_inputs.pop("empty")
+        output_ids = self.model.generate(**model_inputs, **generate_kwargs)
+        returned = output_ids.shape[0] // model_inputs["input_ids"].shape[0]
+        return {"output_ids": output_ids.reshape(model_inputs["input_ids"].shape[0], returned, -1), "empty": empty}
+
+    def postprocess(self, model_outputs):
+        empty = model_outputs["empty"]
+        empty = empty[0] if isinstance(empty, list) else empty
+        texts = self.tokenizer.batch_decode(model_outputs["output_ids"][0], skip_special_tokens=True)
+        return [{"translation_text": "" if empty else text.strip()} for text in texts]
