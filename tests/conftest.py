@@ -48,3 +48,21 @@ def wmt14_mini() -> Path:
     if not WMT14_MINI.is_dir():
         pytest.skip(f"{WMT14_MINI} is absent")
     return WMT14_MINI
+
+
+@pytest.fixture(scope="session")
+def saved(tmp_path_factory):
+    """An untrained tiny model and a BPE tokenizer (numbers corpus), saved: (folder, model, tokenizer)."""
+    from aayn import AaynForConditionalGeneration
+    from aayn.data import load_translation_dataset, train_tokenizer
+    from training_helpers import write_numbers_corpus
+
+    folder = tmp_path_factory.mktemp("model")
+    data = load_translation_dataset(str(write_numbers_corpus(folder / "data")), source_lang="en", target_lang="fr")
+    tokenizer = train_tokenizer(data["train"], source_lang="en", target_lang="fr", vocab_size=300, show_progress=False)
+    tokenizer.model_max_length = 32
+    torch.manual_seed(0)
+    model = AaynForConditionalGeneration(tiny_config(vocab_size=len(tokenizer)))
+    model.save_pretrained(folder / "out")
+    tokenizer.save_pretrained(folder / "out")
+    return folder / "out", model.eval(), tokenizer

@@ -6,28 +6,10 @@ import subprocess
 import sys
 
 import pytest
-import torch
-from training_helpers import write_numbers_corpus
 
-from aayn import AaynConfig, AaynForConditionalGeneration, translation_pipeline
-from aayn.data import load_translation_dataset, train_tokenizer
+from aayn import translation_pipeline
 
 SOURCES = ["Six one eight.", "Two.", "Zero nine nine five three."]
-
-
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("model")
-    data = load_translation_dataset(str(write_numbers_corpus(folder / "data")), source_lang="en", target_lang="fr")
-    tokenizer = train_tokenizer(data["train"], source_lang="en", target_lang="fr", vocab_size=300, show_progress=False)
-    tokenizer.model_max_length = 32
-    torch.manual_seed(0)
-    model = AaynForConditionalGeneration(AaynConfig(vocab_size=len(tokenizer), d_model=32, encoder_layers=2,
-                                                    decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-                                                    encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64))
-    model.save_pretrained(folder / "out")
-    tokenizer.save_pretrained(folder / "out")
-    return folder / "out", model.eval(), tokenizer
 
 
 def reference(model, tokenizer, text, **generate):

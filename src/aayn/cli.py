@@ -55,11 +55,46 @@ def evaluate(args: argparse.Namespace) -> None:
         target_lang=args.target_lang,
         split=args.split,
         max_samples=args.max_samples,
-        batch_size=args.batch_size,
+        batch_tokens=args.batch_tokens,
         device=args.device,
         **generate,
     )
     print(json.dumps(scores, indent=2))
+
+
+def translate(args: argparse.Namespace) -> None:
+    """Translate the given sentences, or standard input line by line, to standard output (one line per line)."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from .translate import plot_cross_attention, translate_texts
+
+    if args.text:
+        lines = args.text
+    else:
+        try:
+            lines = sys.stdin.read().split("\n")
+        except UnicodeDecodeError as error:
+            raise SystemExit(f"aayn translate: standard input is not UTF-8 text ({error})") from None
+        if lines and lines[-1] == "":
+            lines.pop()  # the newline that ends the last line
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(args.model)
+        model = AutoModelForSeq2SeqLM.from_pretrained(args.model).to(args.device).eval()
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"aayn translate: cannot load a model from --model {args.model!r}: {error}") from None
+    generate = {
+        name: value
+        for name, value in (("num_beams", args.num_beams), ("length_penalty", args.length_penalty), ("max_new_tokens", args.max_new_tokens))
+        if value is not None
+    }
+    if args.show_attention:
+        if len(lines) != 1:
+            raise SystemExit(f"aayn translate: --show-attention draws one sentence; got {len(lines)} lines")
+        print(plot_cross_attention(model, tokenizer, lines[0], args.show_attention, per_head=args.per_head, **generate))
+        print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
+        return
+    for line in translate_texts(model, tokenizer, [line.rstrip("\r") for line in lines], batch_tokens=args.batch_tokens, **generate):
+        print(line)
 
 
 def setup_logging() -> None:
@@ -104,9 +139,21 @@ def main(argv: list[str] | None = None) -> int:
     scorer.add_argument("--max_samples", type=positive_int)
     scorer.add_argument("--num_beams", type=positive_int, help="default: the model's generation config")
     scorer.add_argument("--max_new_tokens", type=positive_int)
-    scorer.add_argument("--batch_size", type=positive_int, default=32)
+    scorer.add_argument("--batch_tokens", type=positive_int, default=4096, help="padded source tokens per batch")
     scorer.add_argument("--device", default="cpu")
     scorer.set_defaults(run=evaluate)
+    translator = commands.add_parser("translate", help=translate.__doc__)
+    translator.add_argument("--model", required=True, help="saved model folder or Hub id")
+    translator.add_argument("text", nargs="*", help="sentences to translate; none: read standard input")
+    translator.add_argument("--num_beams", type=positive_int, help="default: the model's generation config")
+    translator.add_argument("--length_penalty", type=float)
+    translator.add_argument("--max_new_tokens", type=positive_int)
+    translator.add_argument("--batch_tokens", type=positive_int, default=4096, help="padded source tokens per batch")
+    translator.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps, ...")
+    translator.add_argument("--show-attention", dest="show_attention", metavar="FILE.png",
+                            help="draw the last layer's cross-attention for a single sentence")
+    translator.add_argument("--per-head", dest="per_head", action="store_true", help="with --show-attention: one panel per head")
+    translator.set_defaults(run=translate)
     args = parser.parse_args(argv)
     if args.command == "copy-task" and args.steps <= 0:
         parser.error(f"--steps must be a positive integer, got {args.steps}")

@@ -3,28 +3,14 @@
 from __future__ import annotations
 
 import evaluate
-import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.utils import logging
 
 from ..data import load_translation_dataset
+from ..translate import translate_texts
 from .trainer import METRICS_MODULE
 
 logger = logging.get_logger(__name__)
-
-
-@torch.inference_mode()
-def translate_texts(model, tokenizer, texts: list[str], *, batch_size: int = 32, max_source_length: int = 256, **generate) -> list[str]:
-    """Translations in input order, decoded in batches of similar length (less padding, faster)."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    outputs: list[str] = [""] * len(texts)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        batch = tokenizer([texts[i] for i in chunk], return_tensors="pt", padding=True, truncation=True, max_length=max_source_length)
-        tokens = model.generate(**batch.to(model.device), **generate)
-        for i, text in zip(chunk, tokenizer.batch_decode(tokens, skip_special_tokens=True)):
-            outputs[i] = text.strip()
-    return outputs
 
 
 def evaluate_model(
@@ -36,7 +22,7 @@ def evaluate_model(
     dataset_config_name: str | None = None,
     split: str = "test",
     max_samples: int | None = None,
-    batch_size: int = 32,
+    batch_tokens: int = 4096,
     device: str = "cpu",
     **generate,
 ) -> dict:
@@ -50,5 +36,5 @@ def evaluate_model(
         data = data.select(range(min(max_samples, len(data))))
     sources = [row["translation"][source_lang] for row in data]
     references = [row["translation"][target_lang] for row in data]
-    hypotheses = translate_texts(model, tokenizer, sources, batch_size=batch_size, **generate)
+    hypotheses = translate_texts(model, tokenizer, sources, batch_tokens=batch_tokens, **generate)
     return evaluate.load(METRICS_MODULE).compute(predictions=hypotheses, references=references)

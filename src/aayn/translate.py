@@ -1,0 +1,87 @@
+"""Translating many sentences fast (batched by tokens, sorted by length) and drawing cross-attention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from .data.batching import MaxTokensBatchSampler
+
+
+@torch.inference_mode()
+def translate_texts(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: list[str],
+    *,
+    batch_tokens: int = 4096,
+    max_source_length: int | None = None,
+    **generate,
+) -> list[str]:
+    """Translations in input order. Sentences of similar length are batched up to `batch_tokens` padded source
+    tokens (the training batch sampler, unshuffled); empty or blank lines translate to empty lines."""
+    limit = max_source_length or min(tokenizer.model_max_length, model.config.max_position_embeddings)
+    outputs = [""] * len(texts)
+    todo = [i for i, text in enumerate(texts) if text.strip()]
+    if not todo:
+        return outputs
+    encoded = tokenizer([texts[i] for i in todo], truncation=True, max_length=limit)["input_ids"]
+    lengths = [min(len(ids), batch_tokens) for ids in encoded]
+    for batch in MaxTokensBatchSampler(lengths, max(batch_tokens, 1), shuffle=False):
+        inputs = tokenizer.pad({"input_ids": [encoded[j] for j in batch]}, return_tensors="pt").to(model.device)
+        tokens = model.generate(**inputs, **generate)
+        for j, text in zip(batch, tokenizer.batch_decode(tokens, skip_special_tokens=True)):
+            outputs[todo[j]] = text.strip()
+    return outputs
+
+
+def token_labels(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[str]:
+    """Readable token strings (byte-level BPE pieces decoded one by one; a leading space shown as '▁')."""
+    return [tokenizer.decode([i]).replace(" ", "▁") or tokenizer.convert_ids_to_tokens(i) for i in ids]
+
+
+@torch.inference_mode()
+def plot_cross_attention(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    text: str,
+    path: str | Path,
+    *,
+    per_head: bool = False,
+    **generate,
+) -> str:
+    """Translate `text`, then draw the last decoder layer's cross-attention (target rows, source columns) to a PNG,
+    averaged over heads or one panel per head. Returns the translation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    inputs = tokenizer([text], return_tensors="pt").to(model.device)
+    output = model.generate(**inputs, **generate)[0]
+    outputs = model(**inputs, decoder_input_ids=output[None, :-1], output_attentions=True)
+    weights = outputs.cross_attentions[-1][0].float().cpu()  # heads x target x source
+    source = token_labels(tokenizer, inputs["input_ids"][0].tolist())
+    target = token_labels(tokenizer, output[1:].tolist())
+    panels = [(f"head {h + 1}", weights[h]) for h in range(weights.shape[0])] if per_head else [("mean of heads", weights.mean(0))]
+    columns = min(len(panels), 4)
+    rows = -(-len(panels) // columns)
+    scale = 0.35
+    figure, axes = plt.subplots(
+        rows, columns, squeeze=False,
+        figsize=(max(4, columns * (2 + scale * len(source))), max(3, rows * (1.5 + scale * len(target)))),
+    )
+    for axis, (title, matrix) in zip(axes.flat, panels):
+        axis.imshow(matrix.numpy(), cmap="viridis", aspect="auto", vmin=0)
+        axis.set_xticks(range(len(source)), source, rotation=90, fontsize=8)
+        axis.set_yticks(range(len(target)), target, fontsize=8)
+        axis.set_title(title, fontsize=9)
+    for axis in list(axes.flat)[len(panels) :]:
+        axis.axis("off")
+    figure.suptitle("cross-attention of the last decoder layer", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return tokenizer.decode(output, skip_special_tokens=True).strip()

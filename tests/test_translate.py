@@ -1,0 +1,67 @@
+"""aayn translate: arguments or standard input in, one line out per line in, in order; attention heatmaps."""
+
+import io
+import sys
+
+import pytest
+
+from aayn.cli import main as aayn
+from aayn.translate import translate_texts
+
+LINES = ["Six one eight.", "", "Two.", "Zero nine nine five three two one.", "   ", "Seven."]
+
+
+def one_by_one(model, tokenizer, texts, **generate):
+    """The reference: each sentence alone, straight through generate (no batching, no sorting)."""
+    outputs = []
+    for text in texts:
+        if not text.strip():
+            outputs.append("")
+            continue
+        ids = model.generate(**tokenizer([text], return_tensors="pt"), **generate)
+        outputs.append(tokenizer.decode(ids[0], skip_special_tokens=True).strip())
+    return outputs
+
+
+def test_token_batches_keep_order_and_equal_one_by_one_decoding(saved):
+    _, model, tokenizer = saved
+    expected = one_by_one(model, tokenizer, LINES, max_new_tokens=8, num_beams=2)
+    for batch_tokens in (8, 30, 4096):  # from one sentence per batch to all in one
+        assert translate_texts(model, tokenizer, LINES, batch_tokens=batch_tokens, max_new_tokens=8, num_beams=2) == expected
+
+
+def test_standard_input_line_by_line(saved, monkeypatch, capsys):
+    path, model, tokenizer = saved
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(LINES) + "\n"))
+    assert aayn(["translate", "--model", str(path), "--max_new_tokens", "8", "--batch_tokens", "20"]) == 0
+    printed = capsys.readouterr().out.split("\n")
+    assert printed[:-1] == one_by_one(model, tokenizer, LINES, max_new_tokens=8) and printed[-1] == ""
+    assert printed[1] == "" and printed[4] == ""  # empty lines stay empty lines
+
+
+def test_arguments_and_generate_options(saved, capsys):
+    path, model, tokenizer = saved
+    assert aayn(["translate", "--model", str(path), "--num_beams", "3", "--length_penalty", "0.6",
+                 "--max_new_tokens", "6", LINES[0], LINES[2]]) == 0
+    expected = one_by_one(model, tokenizer, [LINES[0], LINES[2]], num_beams=3, length_penalty=0.6, max_new_tokens=6)
+    assert capsys.readouterr().out.splitlines() == expected
+
+
+def test_show_attention_draws_a_heatmap(saved, tmp_path, capsys):
+    path, model, tokenizer = saved
+    for flags, name in (([], "mean.png"), (["--per-head"], "heads.png")):
+        assert aayn(["translate", "--model", str(path), "--max_new_tokens", "6", "--show-attention",
+                     str(tmp_path / name), *flags, LINES[0]]) == 0
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert capsys.readouterr().out.splitlines()[0] == one_by_one(model, tokenizer, [LINES[0]], max_new_tokens=6)[0]
+
+
+def test_errors(saved, tmp_path, monkeypatch):
+    path, _, _ = saved
+    with pytest.raises(SystemExit, match=r"cannot load a model from --model '.*nowhere'"):
+        aayn(["translate", "--model", str(tmp_path / "nowhere"), "Hello."])
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8"))
+    with pytest.raises(SystemExit, match="standard input is not UTF-8 text"):
+        aayn(["translate", "--model", str(path)])
+    with pytest.raises(SystemExit, match="--show-attention draws one sentence; got 2 lines"):
+        aayn(["translate", "--model", str(path), "--show-attention", str(tmp_path / "x.png"), "One.", "Two."])
