@@ -67,7 +67,7 @@ def test_cross_attention_keys_and_values_are_computed_once_per_sentence():
 def test_generate_is_the_same_with_and_without_the_cache(num_beams):
     model = model_for()
     source, mask = random_batch(4, 7, 40, [7, 5, 3, 6])
-    kwargs = dict(attention_mask=mask, num_beams=num_beams, do_sample=False, max_new_tokens=10)
+    kwargs = dict(attention_mask=mask, num_beams=num_beams, do_sample=False, max_new_tokens=10, paper_decoding=False)
     with_cache = model.generate(source, use_cache=True, **kwargs)
     without_cache = model.generate(source, use_cache=False, **kwargs)
     assert with_cache.shape[1] > 2
@@ -90,7 +90,7 @@ def test_a_padded_batch_translates_like_each_sentence_alone(num_beams):
     model = model_for()
     lengths = [8, 3, 5]
     source, mask = random_batch(3, 8, 40, lengths)
-    kwargs = dict(num_beams=num_beams, do_sample=False, max_new_tokens=9, min_new_tokens=9)
+    kwargs = dict(num_beams=num_beams, do_sample=False, max_new_tokens=9, min_new_tokens=9, paper_decoding=False)
     batched = model.generate(source, attention_mask=mask, **kwargs)
     target, _ = random_batch(3, 6, 40)
     with torch.no_grad():

@@ -47,6 +47,8 @@ class AaynConfig(PretrainedConfig):
         pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: special token ids; the decoder
             starts from `decoder_start_token_id` (bos by default).
         custom_pipelines: the `pipeline("translation")` implementation that travels with saved checkpoints.
+        paper_decoding: `generate()` decodes as §6.1 (GNMT length penalty, source length + 50); False gives
+            transformers' own beam search. `generate(..., paper_decoding=False)` switches one call.
     """
 
     model_type = "aayn"
@@ -85,11 +87,13 @@ class AaynConfig(PretrainedConfig):
         decoder_start_token_id: int = 1,
         is_encoder_decoder: bool = True,
         custom_pipelines: dict | None = None,
+        paper_decoding: bool = True,
         **kwargs,
     ):
         # pipeline("translation", trust_remote_code=True) finds our pipeline (saved beside the model code) here,
         # before transformers 5.x rejects the task it removed
         self.custom_pipelines = custom_pipelines or {"translation": TRANSLATION_PIPELINE}
+        self.paper_decoding = paper_decoding
         self.vocab_size = vocab_size
         self.decoder_vocab_size = vocab_size if decoder_vocab_size is None else decoder_vocab_size
         self.d_model = d_model

@@ -18,6 +18,7 @@ from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+from transformers.utils import ModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
@@ -568,6 +569,12 @@ class AaynModel(AaynPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
+_PAPER_DECODING_ARGUMENTS = {
+    "input_ids", "attention_mask", "num_beams", "length_penalty", "max_new_tokens", "max_length", "early_stopping",
+    "num_return_sequences", "return_dict_in_generate", "output_scores", "use_cache", "synced_gpus", "do_sample",
+}  # fmt: skip
+
+
 class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
     """The encoder-decoder with its pre-softmax projection (§3.4): a translation model for `generate()`."""
 
@@ -577,6 +584,9 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
         self._tied_weights_keys = tied_parameters(config, lm_head=True)
         self.post_init()
+        # §6.1's beam size and alpha are the defaults of new models (generation_config.json keeps them)
+        self.generation_config.num_beams = 4
+        self.generation_config.length_penalty = 0.6
 
     def _tie_weights(self) -> None:
         # transformers 4.57 ties the output projection to get_input_embeddings(), the encoder's; with separate
@@ -659,6 +669,122 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def generate(self, inputs: torch.Tensor | None = None, generation_config=None, paper_decoding: bool | None = None, **kwargs):
+        """§6.1 decoding unless `paper_decoding=False` (or `config.paper_decoding` is off):
+        beam search ranking finished hypotheses by GNMT's length penalty log P(Y) / ((5 + |Y|) / 6)^alpha
+        (`length_penalty` is alpha; transformers divides by |Y|^alpha instead), at most source length + 50 new
+        tokens per sentence, stopping as soon as no unfinished beam can enter the best `num_beams`. With
+        `num_beams=1` that is greedy decoding. Sampling and options this search does not offer (logits
+        processors, output_attentions, ...) go to transformers' `generate`, as does `paper_decoding=False`."""
+        config = self.generation_config if generation_config is None else generation_config
+        paper = self.config.paper_decoding if paper_decoding is None else paper_decoding
+        kwargs.pop("labels", None)  # Seq2SeqTrainer's predict_with_generate passes them along
+        others = set(kwargs) - _PAPER_DECODING_ARGUMENTS
+        if not paper or kwargs.get("do_sample", config.do_sample) or others:
+            if paper and others:
+                logger.warning_once(f"paper decoding does not take {sorted(others)}; using transformers' generate")
+            return super().generate(inputs, generation_config=generation_config, **kwargs)
+        input_ids = inputs if inputs is not None else kwargs["input_ids"]
+        attention_mask = kwargs.get("attention_mask")
+        if attention_mask is None:
+            attention_mask = (input_ids != self.config.pad_token_id).long()
+        limits = attention_mask.sum(-1) + 50
+        if kwargs.get("max_new_tokens") is not None:
+            limits = limits.clamp(max=kwargs["max_new_tokens"])
+        elif kwargs.get("max_length") is not None:
+            limits = limits.clamp(max=kwargs["max_length"] - 1)  # transformers counts the decoder start token
+        sequences, scores = self.paper_beam_search(
+            input_ids,
+            attention_mask,
+            num_beams=kwargs.get("num_beams") or config.num_beams,
+            alpha=config.length_penalty if kwargs.get("length_penalty") is None else kwargs["length_penalty"],
+            max_new_tokens=limits,
+            num_return_sequences=kwargs.get("num_return_sequences") or config.num_return_sequences or 1,
+        )
+        if kwargs.get("return_dict_in_generate", config.return_dict_in_generate):
+            return ModelOutput(sequences=sequences, sequences_scores=scores)
+        return sequences
+
+    @torch.no_grad()
+    def paper_beam_search(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor,
+        *,
+        num_beams: int,
+        alpha: float,
+        max_new_tokens: torch.Tensor,
+        num_return_sequences: int = 1,
+    ) -> tuple[torch.LongTensor, torch.Tensor]:
+        """Beam search with GNMT's length penalty (Wu et al. 2016, used in §6.1) and a per-sentence length limit.
+
+        Each step extends every live beam by every token and keeps the 2k best candidates by log-probability;
+        candidates ending in eos among the first k are finished (scored log P / lp(|Y|), |Y| counting eos), the
+        best k others live on (fairseq's rule). A sentence is done once k hypotheses are finished and the worst
+        of them beats the best score any live beam could still reach (its log P over lp at the length limit).
+        Returns the `num_return_sequences` best hypotheses per sentence, padded, and their scores.
+        """
+        if num_return_sequences > num_beams:
+            raise ValueError(f"num_return_sequences={num_return_sequences} cannot exceed num_beams={num_beams}")
+        batch, k = input_ids.shape[0], num_beams
+        pad, eos = self.config.pad_token_id, self.config.eos_token_id
+        encoder = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+        hidden = encoder.last_hidden_state.repeat_interleave(k, dim=0)
+        mask = attention_mask.repeat_interleave(k, dim=0)
+        cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        tokens = torch.full((batch * k, 1), self.config.decoder_start_token_id, dtype=torch.long, device=input_ids.device)
+        live = torch.full((batch, k), -math.inf, device=input_ids.device, dtype=torch.float64)
+        live[:, 0] = 0.0  # one live beam at the start, so the first step does not pick the same token k times
+        limits = max_new_tokens.tolist()
+        finished: list[list[tuple[float, float, list[int]]]] = [[] for _ in range(batch)]
+        done = [False] * batch
+        penalty = lambda length: ((5 + length) / 6) ** alpha  # noqa: E731
+        offsets = (torch.arange(batch, device=input_ids.device) * k)[:, None]
+        for step in range(1, max(limits) + 1):
+            logits = self(
+                encoder_outputs=(hidden,), attention_mask=mask, decoder_input_ids=tokens[:, -1:],
+                past_key_values=cache, use_cache=True, return_dict=True,
+            ).logits[:, -1]
+            log_probs = F.log_softmax(logits.double(), dim=-1)
+            at_limit = torch.tensor([step >= limit for limit in limits], device=log_probs.device).repeat_interleave(k)
+            log_probs[at_limit] = torch.where(
+                torch.arange(log_probs.shape[-1], device=log_probs.device) == eos, log_probs[at_limit], -math.inf
+            )
+            candidates = (live.view(-1, 1) + log_probs).view(batch, -1)
+            values, indices = candidates.topk(2 * k, dim=-1)
+            beams, words = indices // log_probs.shape[-1], indices % log_probs.shape[-1]
+            ends = words == eos
+            for b, i in (ends[:, :k] & torch.isfinite(values[:, :k])).nonzero().tolist():
+                if not done[b]:
+                    hypothesis = tokens[b * k + beams[b, i]].tolist()[1:] + [eos]
+                    finished[b].append((values[b, i].item() / penalty(step), values[b, i].item(), hypothesis))
+            # the k best candidates that do not end here live on; the others are set aside with -inf
+            keep = (~ends).cumsum(-1) <= k
+            keep &= ~ends
+            order = torch.where(keep, torch.arange(2 * k, device=keep.device), 2 * k).argsort(dim=-1, stable=True)[:, :k]
+            live = values.gather(1, order).masked_fill(~keep.gather(1, order), -math.inf)
+            chosen = (beams.gather(1, order) + offsets).view(-1)
+            tokens = torch.cat([tokens[chosen], words.gather(1, order).view(-1, 1)], dim=-1)
+            cache.reorder_cache(chosen)
+            for b in range(batch):
+                if done[b]:
+                    continue
+                finished[b] = sorted(finished[b], key=lambda h: -h[0])[:k]
+                best_live = live[b].max().item()
+                reachable = best_live / penalty(limits[b]) if best_live > -math.inf else -math.inf
+                done[b] = step >= limits[b] or (len(finished[b]) == k and finished[b][-1][0] >= reachable)
+            if all(done):
+                break
+        best = [sorted(hyps, key=lambda h: -h[0])[:num_return_sequences] for hyps in finished]
+        length = max(len(h[2]) for hyps in best for h in hyps) + 1
+        sequences = torch.full((batch * num_return_sequences, length), pad, dtype=torch.long, device=input_ids.device)
+        sequences[:, 0] = self.config.decoder_start_token_id
+        scores = torch.empty(batch * num_return_sequences, dtype=torch.float64, device=input_ids.device)
+        for row, (score, _, hypothesis) in enumerate(h for hyps in best for h in hyps):
+            sequences[row, 1 : 1 + len(hypothesis)] = torch.tensor(hypothesis, device=input_ids.device)
+            scores[row] = score
+        return sequences, scores.float()
 
 
 __all__ = ["AaynPreTrainedModel", "AaynModel", "AaynForConditionalGeneration"]

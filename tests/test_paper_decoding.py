@@ -1,0 +1,97 @@
+"""§6.1 decoding (beam 4, GNMT length penalty alpha 0.6, at most source length + 50): checked against a
+reference beam search written out here, one sentence at a time, full forward passes, no cache, no early stop."""
+
+import math
+
+import pytest
+import torch
+from conftest import random_batch, tiny_config
+from transformers import GenerationMixin
+
+from aayn import AaynForConditionalGeneration
+
+
+def model_for(**overrides):
+    torch.manual_seed(0)
+    return AaynForConditionalGeneration(tiny_config(**overrides)).double().eval()
+
+
+@torch.no_grad()
+def reference_beam_search(model, source, k, alpha, limit):
+    """Textbook beam search with fairseq's rules: 2k candidates per step by log P; an eos among the first k
+    finishes a hypothesis, scored log P / ((5 + |Y|) / 6)^alpha with |Y| counting eos; the first k others live on.
+    Runs to the length limit (eos is the only choice there), so nothing depends on an early-stopping bound."""
+    eos, start = model.config.eos_token_id, model.config.decoder_start_token_id
+    live, finished = [([], 0.0)], []
+    for step in range(1, limit + 1):
+        candidates = []
+        for beam, (tokens, log_p) in enumerate(live):
+            logits = model(input_ids=source[None], decoder_input_ids=torch.tensor([[start, *tokens]])).logits[0, -1]
+            log_probs = torch.log_softmax(logits.double(), -1)
+            if step == limit:
+                log_probs = torch.where(torch.arange(len(log_probs)) == eos, log_probs, -math.inf)
+            candidates += [(log_p + log_probs[w].item(), beam, w) for w in range(len(log_probs))]
+        candidates.sort(key=lambda c: -c[0])
+        top = candidates[: 2 * k]
+        for i, (value, beam, word) in enumerate(top[:k]):
+            if word == eos and value > -math.inf:
+                finished.append((value / ((5 + step) / 6) ** alpha, live[beam][0] + [eos]))
+        live = [(live[beam][0] + [word], value) for value, beam, word in top if word != eos][:k]
+    return sorted(finished, key=lambda f: -f[0])
+
+
+@pytest.mark.parametrize("k, alpha, returned", [(4, 0.6, 1), (4, 0.6, 4), (3, 1.0, 2), (1, 0.6, 1), (4, 0.0, 1)])
+def test_hypotheses_and_scores_equal_the_reference_beam_search(k, alpha, returned):
+    model = model_for(vocab_size=12)  # a small vocabulary makes eos likely, so hypotheses finish at many lengths
+    lengths = [6, 2, 4]
+    source, mask = random_batch(3, 6, 12, lengths)
+    out = model.generate(source, attention_mask=mask, num_beams=k, length_penalty=alpha, num_return_sequences=returned,
+                         max_new_tokens=9, return_dict_in_generate=True)
+    for row, n in enumerate(lengths):
+        expected = reference_beam_search(model, source[row, :n], k, alpha, limit=9)[:returned]
+        for j, (score, tokens) in enumerate(expected):
+            got = out.sequences[row * returned + j]
+            assert got[0] == model.config.decoder_start_token_id
+            assert got[1 : 1 + len(tokens)].tolist() == tokens and (got[1 + len(tokens) :] == 0).all()
+            assert out.sequences_scores[row * returned + j].item() == pytest.approx(score, rel=1e-6)
+
+
+def test_no_output_is_longer_than_its_source_plus_50():
+    model = model_for()
+    eos = model.config.eos_token_id
+    model.lm_head.register_forward_hook(lambda module, args, out: out.index_fill(-1, torch.tensor([eos]), -1e4))
+    lengths = [7, 3, 1]
+    source, mask = random_batch(3, 7, 40, lengths)
+    out = model.generate(source, attention_mask=mask, num_beams=2)  # no max_new_tokens: the paper's limit
+    for row, n in enumerate(lengths):
+        generated = out[row, 1:]
+        generated = generated[generated != 0]
+        assert len(generated) == n + 50 and generated[-1] == eos  # it never chose eos: stopped at the limit
+
+
+def test_defaults_are_the_papers_and_one_argument_switches_back():
+    model = model_for()
+    assert (model.generation_config.num_beams, model.generation_config.length_penalty, model.config.paper_decoding) == (4, 0.6, True)
+    source, mask = random_batch(2, 5, 40)
+    kwargs = dict(attention_mask=mask, max_new_tokens=6)
+    transformers_own = GenerationMixin.generate(model, source, **kwargs)
+    assert torch.equal(model.generate(source, paper_decoding=False, **kwargs), transformers_own)
+    model.config.paper_decoding = False
+    assert torch.equal(model.generate(source, **kwargs), transformers_own)
+
+
+def test_a_padded_batch_decodes_like_each_sentence_alone():
+    model = model_for()
+    lengths = [8, 3, 5]
+    source, mask = random_batch(3, 8, 40, lengths)
+    batched = model.generate(source, attention_mask=mask, max_new_tokens=7)
+    for row, n in enumerate(lengths):
+        alone = model.generate(source[row : row + 1, :n], max_new_tokens=7)[0]
+        assert torch.equal(batched[row, : len(alone)], alone) and (batched[row, len(alone) :] == 0).all()
+
+
+def test_bad_arguments():
+    model = model_for()
+    source, _ = random_batch(1, 4, 40)
+    with pytest.raises(ValueError, match="num_return_sequences=5 cannot exceed num_beams=4"):
+        model.generate(source, num_return_sequences=5)
