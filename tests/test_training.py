@@ -85,11 +85,12 @@ def test_missing_or_malformed_recipe(tmp_path):
 
 def test_output_folder_is_hub_ready(trained):
     names = {path.name for path in trained.iterdir()}
-    assert {"model.safetensors", "config.json", "configuration_aayn.py", "modeling_aayn.py", "tokenizer.json",
+    assert {"model.safetensors", "config.json", "configuration_aayn.py", "modeling_aayn.py", "pipeline_aayn.py", "tokenizer.json",
             "tokenizer_config.json", "generation_config.json", "all_results.json", "README.md",
             "training_curves.png", "runs"} <= names
     config = json.loads((trained / "config.json").read_text())
     assert config["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_aayn.AaynForConditionalGeneration"
+    assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_aayn.AaynTranslationPipeline"
     results = json.loads((trained / "all_results.json").read_text())
     assert {"test_bleu", "test_chrf", "train_loss"} <= set(results)
     card = (trained / "README.md").read_text()
@@ -109,13 +110,15 @@ def test_output_folder_is_hub_ready(trained):
 def test_output_folder_loads_in_a_fresh_process_without_aayn(trained):
     script = f"""
 import sys
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig, pipeline
 path = {str(trained)!r}
 config = AutoConfig.from_pretrained(path, trust_remote_code=True)
 tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
 model = AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True)
 generation = GenerationConfig.from_pretrained(path)
 out = model.generate(**tokenizer(["Six one."], return_tensors="pt"), max_new_tokens=8)
+translated = pipeline("translation", model=path, trust_remote_code=True)("Six one.", max_new_tokens=8)
+assert translated[0]["translation_text"] == tokenizer.decode(out[0], skip_special_tokens=True).strip()
 assert "aayn" not in sys.modules and type(model).__name__ == "AaynForConditionalGeneration"
 print(config.model_type, generation.num_beams, out.shape[0])
 """

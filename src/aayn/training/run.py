@@ -85,7 +85,8 @@ def training_summary(model_args, data_args, args, seconds: float | None = None) 
         f"{args.max_steps if args.max_steps > 0 else args.num_train_epochs} {'steps' if args.max_steps > 0 else 'epochs'}, "
         f"{batch} x {args.gradient_accumulation_steps} accumulation x {args.world_size} processes, "
         f"Adam (beta2 {args.adam_beta2}, eps {args.adam_epsilon}), learning rate {args.learning_rate:g} with "
-        f"{args.lr_scheduler_type} schedule and {args.warmup_steps} warmup steps, label smoothing {args.label_smoothing_factor}.",
+        f"{getattr(args.lr_scheduler_type, 'value', args.lr_scheduler_type)} schedule and {args.warmup_steps:g} "
+        f"warmup steps, label smoothing {args.label_smoothing_factor}.",
     ]
     if data_args.average_last_checkpoints:
         lines.append(f"The weights are the average of the last {data_args.average_last_checkpoints} checkpoints.")
