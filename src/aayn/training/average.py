@@ -50,7 +50,7 @@ def averaged_state_dict(checkpoints: list[str | Path]) -> dict[str, torch.Tensor
             names = set(weights.keys())
             if number and names != set(total):
                 raise ValueError(f"checkpoint {checkpoint} holds other tensors than {checkpoints[0]}: {sorted(names ^ set(total))[:5]}")
-            for name in names:
+            for name in sorted(names):
                 tensor = weights.get_tensor(name)
                 if number and tensor.shape != total[name].shape:
                     raise ValueError(f"{name} is {tuple(tensor.shape)} in {checkpoint} but {tuple(total[name].shape)} in {checkpoints[0]}")
