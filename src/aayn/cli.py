@@ -4,6 +4,7 @@ import argparse
 import logging
 import sys
 import time
+from pathlib import Path
 
 
 def copy_task(args: argparse.Namespace) -> None:
@@ -97,6 +98,16 @@ def translate(args: argparse.Namespace) -> None:
         print(line)
 
 
+def bench(args: argparse.Namespace) -> None:
+    """Measure AAYN against MarianMTModel at the paper's base shapes (train, greedy, beam rows; MFU)."""
+    from .bench import print_table, run_bench, write_json
+
+    report = run_bench(quick=args.quick, device=args.device, dtype=args.dtype, wmt=args.wmt)
+    print_table(report)
+    if args.json:
+        write_json(report, args.json)
+
+
 def setup_logging() -> None:
     """Progress of aayn's own work at INFO; transformers keeps its default (warnings)."""
     handler = logging.StreamHandler()
@@ -154,6 +165,14 @@ def main(argv: list[str] | None = None) -> int:
                             help="draw the last layer's cross-attention for a single sentence")
     translator.add_argument("--per-head", dest="per_head", action="store_true", help="with --show-attention: one panel per head")
     translator.set_defaults(run=translate)
+    bencher = commands.add_parser("bench", help=bench.__doc__)
+    bencher.add_argument("--quick", action="store_true", help="fewer repeats and smaller batches (~3 min on 2 cores)")
+    bencher.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    bencher.add_argument("--device", default="cpu")
+    bencher.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    bencher.add_argument("--wmt", default=str(Path(__file__).resolve().parents[3] / "shared" / "data" / "wmt14-mini"),
+                         help="wmt14-mini folder for newstest2014 sentence lengths (a built-in sample when absent)")
+    bencher.set_defaults(run=bench)
     args = parser.parse_args(argv)
     if args.command == "copy-task" and args.steps <= 0:
         parser.error(f"--steps must be a positive integer, got {args.steps}")

@@ -1,0 +1,200 @@
+"""`aayn bench`: AAYN against transformers' MarianMTModel at the same shapes, side by side in one run.
+
+Both models are the paper's base shape, randomly initialized, with Marian's weights copied onto ours
+(`aayn.marian`), so they compute the same function. Rows alternate A/B and report the median of repeats after a
+warm-up. Generation rows force both models to the same number of new tokens (no early stop) with transformers'
+own search (`paper_decoding=False`), so both do equal work.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import MarianMTModel
+
+from .configuration_aayn import AaynConfig
+from .marian import aayn_state_dict_from_marian, marian_config_for
+from .modeling_aayn import AaynForConditionalGeneration
+
+# Word counts of 48 sentences drawn (seed 0) from newstest2014 English, used when wmt14-mini is absent.
+SAMPLE_WORD_COUNTS = [3, 5, 6, 9, 9, 10, 10, 10, 11, 12, 12, 12, 13, 13, 14, 16, 16, 17, 18, 19, 19, 19, 20, 20,
+                      20, 21, 22, 23, 24, 24, 25, 26, 27, 27, 28, 29, 31, 31, 34, 34, 35, 35, 35, 36, 36, 37, 43, 52]  # fmt: skip
+TOKENS_PER_WORD = 1.3  # subword tokens per word of English with a ~37k BPE, roughly
+
+
+@dataclass
+class Settings:
+    repeats: int
+    train_tokens: int
+    new_tokens: int
+
+
+QUICK = Settings(repeats=3, train_tokens=1024, new_tokens=16)
+FULL = Settings(repeats=7, train_tokens=4096, new_tokens=32)
+
+
+def sentence_lengths(wmt: str | Path | None) -> list[int]:
+    """Token lengths of newstest2014's English side (word counts x 1.3, + eos), or of the built-in sample."""
+    counts = SAMPLE_WORD_COUNTS
+    if wmt is not None and Path(wmt).is_dir():
+        from .data import load_translation_dataset
+
+        test = load_translation_dataset(str(wmt), source_lang="en", target_lang="de")["test"]
+        counts = [len(row["translation"]["en"].split()) for row in test]
+    return [max(2, round(count * TOKENS_PER_WORD) + 1) for count in counts]
+
+
+def padded_batch(lengths: list[int], vocab_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    ids = torch.randint(4, vocab_size, (len(lengths), max(lengths)), generator=generator)
+    mask = (torch.arange(max(lengths))[None] < torch.tensor(lengths)[:, None]).long()
+    ids = ids.masked_fill(mask == 0, 0)
+    ids[torch.arange(len(lengths)), torch.tensor(lengths) - 1] = 2  # eos
+    return ids, mask
+
+
+def forward_flops(config: AaynConfig, batch: int, source_length: int, target_length: int) -> int:
+    """Matmul FLOPs of one forward pass over a padded batch (2 per multiply-add), as torch's FlopCounterMode counts
+    them: projections, feed-forward, attention scores and weighted sums (full padded matrices), output layer."""
+    d, s, t = config.d_model, source_length, target_length
+    encoder = config.encoder_layers * ((4 * d * d + 2 * d * config.encoder_ffn_dim) * s + 2 * s * s * d)
+    decoder = config.decoder_layers * (
+        (4 * d * d + 2 * d * d + 2 * d * config.decoder_ffn_dim) * t  # self q,k,v,o; cross q,o; feed-forward
+        + 2 * d * d * s  # cross-attention keys and values of the source
+        + 2 * t * t * d  # self-attention scores and weighted sum
+        + 2 * t * s * d  # cross-attention scores and weighted sum
+    )
+    output = d * config.decoder_vocab_size * t
+    return 2 * batch * (encoder + decoder + output)
+
+
+def matmul_peak(device: str, dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
+    """FLOP/s of a large square matmul on this device and dtype: the hardware ceiling the MFU is measured against."""
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    times = []
+    for _ in range(repeats + 1):
+        synchronize(device)
+        start = time.perf_counter()
+        a @ b
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return 2 * size**3 / statistics.median(times[1:])
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def equal_models(config: AaynConfig, device: str, dtype: torch.dtype) -> dict[str, torch.nn.Module]:
+    torch.manual_seed(0)
+    marian = MarianMTModel(marian_config_for(config))
+    ours = AaynForConditionalGeneration(config)
+    ours.load_state_dict(aayn_state_dict_from_marian(marian), strict=False)
+    return {"aayn": ours.to(device, dtype), "marian": marian.to(device, dtype)}
+
+
+def run_bench(
+    *,
+    quick: bool = False,
+    device: str = "cpu",
+    dtype: str = "float32",
+    config: AaynConfig | None = None,
+    wmt: str | Path | None = None,
+) -> dict:
+    settings = QUICK if quick else FULL
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+    config = config or AaynConfig()
+    models = equal_models(config, device, torch_dtype)
+    generator = torch.Generator().manual_seed(0)
+    lengths = sentence_lengths(wmt)
+    picks = torch.randperm(len(lengths), generator=generator).tolist()
+    train_lengths, total = [], 0
+    for i in picks * 4:  # sentences until the token budget is spent
+        if total + lengths[i] > settings.train_tokens:
+            break
+        train_lengths.append(lengths[i])
+        total += lengths[i]
+    source, mask = padded_batch(train_lengths, config.vocab_size, generator)
+    labels = padded_batch(train_lengths, config.vocab_size, generator)[0].masked_fill(mask == 0, -100)
+    batch32, mask32 = padded_batch([lengths[i] for i in picks[:32]], config.vocab_size, generator)
+    source, mask, labels, batch32, mask32 = (x.to(device) for x in (source, mask, labels, batch32, mask32))
+    optimizers = {name: torch.optim.Adam(model.parameters(), lr=1e-7, betas=(0.9, 0.98), eps=1e-9) for name, model in models.items()}
+    new = settings.new_tokens
+
+    def train(name):
+        model = models[name].train()
+        with torch.autocast(device.split(":")[0], dtype=torch_dtype, enabled=torch_dtype != torch.float32):
+            loss = model(input_ids=source, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        optimizers[name].step()
+        optimizers[name].zero_grad(set_to_none=True)
+
+    def generate(name, ids, attention, beams):
+        model = models[name].eval()
+        extra = {"paper_decoding": False} if name == "aayn" else {}
+        with torch.no_grad():
+            return model.generate(ids, attention_mask=attention, num_beams=beams, do_sample=False,
+                                  max_new_tokens=new, min_new_tokens=new, **extra)  # fmt: skip
+
+    target_tokens = int((labels != -100).sum())
+    rows = [
+        ("train", "target tokens/s", train, target_tokens),
+        ("greedy_b1", "tokens/s", lambda n: generate(n, batch32[:1, : int(mask32[0].sum())], mask32[:1, : int(mask32[0].sum())], 1), new),
+        ("greedy_b32", "tokens/s", lambda n: generate(n, batch32, mask32, 1), 32 * new),
+        ("beam4_b32", "tokens/s", lambda n: generate(n, batch32, mask32, 4), 32 * new),
+    ]
+    results = []
+    train_seconds = None
+    for name, unit, fn, work in rows:
+        times = {model: [] for model in models}
+        memory = {}
+        for model in models:  # warm-up, and the peak memory of one call
+            if device.startswith("cuda"):
+                torch.cuda.reset_peak_memory_stats()
+            fn(model)
+            synchronize(device)
+            memory[model] = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else None
+        for _ in range(settings.repeats):
+            for model in models:  # alternate A/B
+                synchronize(device)
+                start = time.perf_counter()
+                fn(model)
+                synchronize(device)
+                times[model].append(time.perf_counter() - start)
+        rate = {model: work / statistics.median(t) for model, t in times.items()}
+        if name == "train":
+            train_seconds = statistics.median(times["aayn"])
+        results.append({
+            "name": name, "unit": unit, "aayn": rate["aayn"], "marian": rate["marian"],
+            "ratio": rate["aayn"] / rate["marian"],
+            "peak_memory_mib": {"aayn": memory["aayn"], "marian": memory["marian"]},
+        })  # fmt: skip
+    flops = 3 * forward_flops(config, source.shape[0], source.shape[1], source.shape[1])
+    peak = matmul_peak(device, torch_dtype)
+    return {
+        "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
+        f"torch {torch.__version__}, device {device}, {dtype}",
+        "date": time.strftime("%Y-%m-%d"),
+        "rows": results,
+        "mfu": flops / train_seconds / peak,
+        "matmul_peak_tflops": peak / 1e12,
+    }
+
+
+def print_table(report: dict) -> None:
+    print(f"machine: {report['machine']}; {report['date']}")
+    print("| row | unit | aayn | marian | ratio |\n| --- | --- | --- | --- | --- |")
+    for row in report["rows"]:
+        print(f"| {row['name']} | {row['unit']} | {row['aayn']:.1f} | {row['marian']:.1f} | {row['ratio']:.2f} |")
+    print(f"train MFU: {report['mfu']:.1%} of a measured matmul peak of {report['matmul_peak_tflops'] * 1000:.1f} GFLOP/s")
+
+
+def write_json(report: dict, path: str) -> None:
+    Path(path).write_text(json.dumps(report, indent=2))

@@ -1,0 +1,41 @@
+"""aayn bench: the FLOP count behind the MFU, equal work in both arms, the report's shape (not timings)."""
+
+import pytest
+import torch
+from conftest import tiny_config
+from torch.utils.flop_counter import FlopCounterMode
+
+from aayn import AaynForConditionalGeneration
+from aayn.bench import equal_models, forward_flops, padded_batch, run_bench
+
+
+def test_flop_count_equals_torchs_flop_counter():
+    """Eager attention, whose matmuls the counter sees (it has no formula for torch's CPU SDPA kernel)."""
+    config = tiny_config(encoder_ffn_dim=48, decoder_ffn_dim=80, decoder_layers=3)
+    config._attn_implementation = "eager"
+    model = AaynForConditionalGeneration(config).eval()
+    source, mask = padded_batch([7, 5, 3], config.vocab_size, torch.Generator().manual_seed(0))
+    target, _ = padded_batch([6, 6, 2], config.vocab_size, torch.Generator().manual_seed(1))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(input_ids=source, attention_mask=mask, decoder_input_ids=target)
+    assert forward_flops(config, 3, source.shape[1], target.shape[1]) == counter.get_total_flops()
+
+
+def test_both_arms_do_equal_work_on_the_same_function():
+    models = equal_models(tiny_config(dropout=0.0), "cpu", torch.float32)
+    source, mask = padded_batch([9, 4, 6], 40, torch.Generator().manual_seed(0))
+    outputs = {}
+    for name, model in models.items():
+        extra = {"paper_decoding": False} if name == "aayn" else {}
+        outputs[name] = model.eval().generate(source, attention_mask=mask, num_beams=4, do_sample=False,
+                                              max_new_tokens=7, min_new_tokens=7, **extra)
+    assert outputs["aayn"].shape == outputs["marian"].shape == (3, 8)  # start token + 7 new for every sentence
+    assert torch.equal(outputs["aayn"], outputs["marian"])
+
+
+def test_report_rows_and_ratios(tmp_path):
+    report = run_bench(quick=True, config=tiny_config(dropout=0.0), wmt=None)
+    assert [row["name"] for row in report["rows"]] == ["train", "greedy_b1", "greedy_b32", "beam4_b32"]
+    for row in report["rows"]:
+        assert row["aayn"] > 0 and row["marian"] > 0 and row["ratio"] == pytest.approx(row["aayn"] / row["marian"])
+    assert 0 < report["mfu"] and report["matmul_peak_tflops"] > 0 and "cpu" in report["machine"]
