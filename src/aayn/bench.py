@@ -115,12 +115,14 @@ def run_bench(
     generator = torch.Generator().manual_seed(0)
     lengths = sentence_lengths(wmt)
     picks = torch.randperm(len(lengths), generator=generator).tolist()
-    train_lengths, total = [], 0
-    for i in picks * 4:  # sentences until the token budget is spent
-        if total + lengths[i] > settings.train_tokens:
+    # a token batch as the max-tokens sampler makes them: sentences of similar length (around the median) whose
+    # padded size stays within the budget
+    ordered = sorted(lengths)
+    train_lengths = [ordered[len(ordered) // 2]]
+    for length in ordered[len(ordered) // 2 + 1 :]:
+        if (len(train_lengths) + 1) * length > settings.train_tokens:
             break
-        train_lengths.append(lengths[i])
-        total += lengths[i]
+        train_lengths.append(length)
     source, mask = padded_batch(train_lengths, config.vocab_size, generator)
     labels = padded_batch(train_lengths, config.vocab_size, generator)[0].masked_fill(mask == 0, -100)
     batch32, mask32 = padded_batch([lengths[i] for i in picks[:32]], config.vocab_size, generator)
