@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 from safetensors.torch import load_file
 from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe

@@ -18,7 +18,6 @@ from transformers.utils import logging
 
 from ..configuration_aayn import AaynConfig
 from ..data import load_translation_dataset, tokenize_dataset, train_tokenizer
-from ..hub import write_model_card
 from ..modeling_aayn import AaynForConditionalGeneration
 from .arguments import DataTrainingArguments, ModelArguments
 from .average import last_checkpoints, load_average
