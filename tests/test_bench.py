@@ -1,5 +1,7 @@
 """aayn bench: the FLOP count behind the MFU, equal work in both arms, the report's shape (not timings)."""
 
+import importlib.util
+
 import pytest
 import torch
 from conftest import tiny_config
@@ -36,6 +38,23 @@ def test_both_arms_do_equal_work_on_the_same_function():
 def test_report_rows_and_ratios(tmp_path):
     report = run_bench(quick=True, config=tiny_config(dropout=0.0), wmt=None)
     assert [row["name"] for row in report["rows"]] == ["train", "greedy_b1", "greedy_b32", "beam4_b32"]
+    ct2 = importlib.util.find_spec("ctranslate2") is not None
+    assert [row["ct2"] is not None for row in report["rows"]] == [False, ct2, ct2, ct2]
+    assert all(set(row["peak_memory_mib"]) >= {"aayn", "marian"} for row in report["rows"])
     for row in report["rows"]:
         assert row["aayn"] > 0 and row["marian"] > 0 and row["ratio"] == pytest.approx(row["aayn"] / row["marian"])
     assert 0 < report["mfu"] and report["matmul_peak_tflops"] > 0 and "cpu" in report["machine"]
+
+
+def test_ctranslate2_arm_does_the_same_work_on_the_same_function(tmp_path):
+    pytest.importorskip("ctranslate2")
+    from aayn.bench import ctranslate2_translator
+
+    models = equal_models(tiny_config(dropout=0.0), "cpu", torch.float32)
+    translator, tokens = ctranslate2_translator(models["aayn"], tmp_path)
+    source, mask = padded_batch([9, 4, 6], 40, torch.Generator().manual_seed(0))
+    ours = models["aayn"].eval().generate(source, attention_mask=mask, num_beams=1, do_sample=False,
+                                          max_new_tokens=7, min_new_tokens=7, paper_decoding=False)
+    sources = [[tokens[i] for i in row[:length]] for row, length in zip(source.tolist(), mask.sum(1).tolist())]
+    results = translator.translate_batch(sources, beam_size=1, min_decoding_length=7, max_decoding_length=7)
+    assert [[tokens.index(t) for t in result.hypotheses[0]] for result in results] == ours[:, 1:].tolist()

@@ -12,7 +12,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
-from transformers import AutoTokenizer, get_scheduler
+from transformers import AutoTokenizer, GenerationConfig, get_scheduler
 
 from aayn.cli import main as aayn
 from aayn.training import AaynTrainer, TrainingDiverged, parse_arguments, run
@@ -220,9 +220,11 @@ def test_aayn_average_errors(trained, tmp_path):
 
 
 def test_fine_tuning_from_a_saved_model(trained, corpus, tmp_path):
-    recipe = tiny_recipe(corpus, tmp_path / "tuned", model_name_or_path=str(trained), max_steps=2, eval_strategy="no")
+    recipe = tiny_recipe(corpus, tmp_path / "tuned", model_name_or_path=str(trained), max_steps=2, eval_strategy="no",
+                         generation_num_beams=1)  # greedy evaluation: the saved generation config must stay valid
     metrics = run(*parse_arguments([write_recipe(tmp_path / "r.yaml", recipe).as_posix()]))
     assert "test_bleu" in metrics
+    assert GenerationConfig.from_pretrained(tmp_path / "tuned").num_beams == 1
     assert (tmp_path / "tuned" / "tokenizer.json").read_text() == (trained / "tokenizer.json").read_text()
     assert not (tmp_path / "tuned" / "tokenizer").exists()  # the model's tokenizer, not a new one
     assert "fine-tuned from" in (tmp_path / "tuned" / "README.md").read_text()

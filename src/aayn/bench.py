@@ -3,14 +3,19 @@
 Both models are the paper's base shape, randomly initialized, with Marian's weights copied onto ours
 (`aayn.marian`), so they compute the same function. Rows alternate A/B and report the median of repeats after a
 warm-up. Generation rows force both models to the same number of new tokens (no early stop) with transformers'
-own search (`paper_decoding=False`), so both do equal work.
+own search (`paper_decoding=False`), so both do equal work. Where the `ctranslate2` package is installed (CPU,
+float32), the same weights exported by `aayn.export` add a `ct2` column to the generation rows, forced to the
+same token counts (`min_decoding_length = max_decoding_length`).
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import platform
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +97,50 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def memory_probe(device: str):
+    """(reset, read) for the peak memory of a call, in MiB: allocated CUDA memory, or on Linux CPUs the growth
+    of the process's peak resident set (VmHWM, reset through /proc/self/clear_refs) over its size before the call,
+    after glibc's malloc_trim has returned cached free memory (else one arm would reuse what the other freed).
+    torch has no peak-memory counter on CPU, and the resident set also sees CTranslate2's allocations."""
+    if device.startswith("cuda"):
+        return torch.cuda.reset_peak_memory_stats, lambda: torch.cuda.max_memory_allocated() / 2**20
+    status, clear = Path("/proc/self/status"), Path("/proc/self/clear_refs")
+    if not (status.is_file() and clear.is_file()):
+        return (lambda: None), (lambda: None)
+
+    def field(name: str) -> float:
+        line = next(line for line in status.read_text().splitlines() if line.startswith(name))
+        return int(line.split()[1]) / 1024  # kB
+
+    before = {}
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        trim = lambda pad: None  # noqa: E731
+
+    def reset() -> None:
+        gc.collect()
+        trim(0)
+        clear.write_text("5")  # resets VmHWM to the current resident set
+        before["rss"] = field("VmRSS:")
+
+    return reset, lambda: field("VmHWM:") - before["rss"]
+
+
+def ctranslate2_translator(model: AaynForConditionalGeneration, folder: str):
+    """The model exported to CTranslate2 (float32 on CPU), or None where the package is absent."""
+    try:
+        import ctranslate2
+    except ImportError:
+        return None, []
+    from .export import save_ctranslate2
+
+    tokens = ["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(4, model.config.vocab_size)]
+    save_ctranslate2(model, tokens, Path(folder) / "ct2")
+    threads = torch.get_num_threads()
+    return ctranslate2.Translator(str(Path(folder) / "ct2"), device="cpu", compute_type="float32", intra_threads=threads), tokens
+
+
 def equal_models(config: AaynConfig, device: str, dtype: torch.dtype) -> dict[str, torch.nn.Module]:
     torch.manual_seed(0)
     marian = MarianMTModel(marian_config_for(config))
@@ -112,6 +161,10 @@ def run_bench(
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
     config = config or AaynConfig()
     models = equal_models(config, device, torch_dtype)
+    translator, tokens = None, []
+    if device == "cpu" and dtype == "float32":
+        with tempfile.TemporaryDirectory() as folder:  # the translator holds the weights once loaded
+            translator, tokens = ctranslate2_translator(models["aayn"], folder)
     generator = torch.Generator().manual_seed(0)
     lengths = sentence_lengths(wmt)
     picks = torch.randperm(len(lengths), generator=generator).tolist()
@@ -139,6 +192,9 @@ def run_bench(
         optimizers[name].zero_grad(set_to_none=True)
 
     def generate(name, ids, attention, beams):
+        if name == "ct2":
+            sources = [[tokens[i] for i in row[: int(length)]] for row, length in zip(ids.tolist(), attention.sum(1))]
+            return translator.translate_batch(sources, beam_size=beams, min_decoding_length=new, max_decoding_length=new)
         model = models[name].eval()
         extra = {"paper_decoding": False} if name == "aayn" else {}
         with torch.no_grad():
@@ -154,29 +210,31 @@ def run_bench(
     ]
     results = []
     train_seconds = None
+    reset_memory, peak_memory = memory_probe(device)
     for name, unit, fn, work in rows:
-        times = {model: [] for model in models}
+        arms = [*models, "ct2"] if translator is not None and name != "train" else list(models)
+        times = {arm: [] for arm in arms}
         memory = {}
-        for model in models:  # warm-up, and the peak memory of one call
-            if device.startswith("cuda"):
-                torch.cuda.reset_peak_memory_stats()
-            fn(model)
+        for arm in arms:  # warm-up, and the peak memory of one call
+            reset_memory()
+            fn(arm)
             synchronize(device)
-            memory[model] = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else None
+            memory[arm] = peak_memory()
         for _ in range(settings.repeats):
-            for model in models:  # alternate A/B
+            for arm in arms:  # alternate A/B(/C)
                 synchronize(device)
                 start = time.perf_counter()
-                fn(model)
+                fn(arm)
                 synchronize(device)
-                times[model].append(time.perf_counter() - start)
-        rate = {model: work / statistics.median(t) for model, t in times.items()}
+                times[arm].append(time.perf_counter() - start)
+        rate = {arm: work / statistics.median(t) for arm, t in times.items()}
         if name == "train":
             train_seconds = statistics.median(times["aayn"])
         results.append({
             "name": name, "unit": unit, "aayn": rate["aayn"], "marian": rate["marian"],
             "ratio": rate["aayn"] / rate["marian"],
-            "peak_memory_mib": {"aayn": memory["aayn"], "marian": memory["marian"]},
+            "ct2": rate.get("ct2"), "ct2_ratio": rate["ct2"] / rate["marian"] if "ct2" in rate else None,
+            "peak_memory_mib": memory,
         })  # fmt: skip
     flops = 3 * forward_flops(config, source.shape[0], source.shape[1], source.shape[1])
     peak = matmul_peak(device, torch_dtype)
@@ -192,9 +250,13 @@ def run_bench(
 
 def print_table(report: dict) -> None:
     print(f"machine: {report['machine']}; {report['date']}")
-    print("| row | unit | aayn | marian | ratio |\n| --- | --- | --- | --- | --- |")
+    print("| row | unit | aayn | marian | ratio | ct2 | ct2 / marian | peak MiB (aayn / marian / ct2) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    number = lambda value, spec: "n/a" if value is None else format(value, spec)  # noqa: E731
     for row in report["rows"]:
-        print(f"| {row['name']} | {row['unit']} | {row['aayn']:.1f} | {row['marian']:.1f} | {row['ratio']:.2f} |")
+        peaks = " / ".join(number(row["peak_memory_mib"].get(arm), ".0f") for arm in ("aayn", "marian", "ct2"))
+        print(f"| {row['name']} | {row['unit']} | {row['aayn']:.1f} | {row['marian']:.1f} | {row['ratio']:.2f} "
+              f"| {number(row['ct2'], '.1f')} | {number(row['ct2_ratio'], '.2f')} | {peaks} |")
     print(f"train MFU: {report['mfu']:.1%} of a measured matmul peak of {report['matmul_peak_tflops'] * 1000:.1f} GFLOP/s")
 
 

@@ -108,6 +108,14 @@ def bench(args: argparse.Namespace) -> None:
         write_json(report, args.json)
 
 
+def export(args: argparse.Namespace) -> None:
+    """Convert a saved model for another inference engine (CTranslate2)."""
+    from .export import export_model
+
+    output = export_model(args.model, args.output_dir, format=args.format, quantization=args.quantization)
+    print(f"{args.format} model written to {output}")
+
+
 def setup_logging() -> None:
     """Progress of aayn's own work at INFO; transformers keeps its default (warnings)."""
     handler = logging.StreamHandler()
@@ -173,6 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     bencher.add_argument("--wmt", default=str(Path(__file__).resolve().parents[3] / "shared" / "data" / "wmt14-mini"),
                          help="wmt14-mini folder for newstest2014 sentence lengths (a built-in sample when absent)")
     bencher.set_defaults(run=bench)
+    exporter = commands.add_parser("export", help=export.__doc__)
+    exporter.add_argument("--format", required=True, choices=["ctranslate2"])
+    exporter.add_argument("--model", required=True, help="saved model folder (weights, config, tokenizer)")
+    exporter.add_argument("--output_dir", required=True, help="new folder for the exported model")
+    exporter.add_argument("--quantization", choices=["int8", "int8_float32", "int16", "float16", "bfloat16"],
+                          help="CTranslate2 weight type (default: float32, outputs equal to PyTorch's)")
+    exporter.set_defaults(run=export)
     args = parser.parse_args(argv)
     if args.command == "copy-task" and args.steps <= 0:
         parser.error(f"--steps must be a positive integer, got {args.steps}")

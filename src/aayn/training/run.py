@@ -127,6 +127,8 @@ def run(
     if data_args.length_penalty is not None:
         model.generation_config.length_penalty = data_args.length_penalty
     model.generation_config.num_beams = args.generation_num_beams or model.generation_config.num_beams
+    if model.generation_config.num_beams == 1:  # greedy: GenerationConfig refuses to save a beam-only setting
+        model.generation_config.length_penalty = 1.0
     model.generation_config.max_length = args.generation_max_length
     lengths = dict(source_lang=data_args.source_lang, target_lang=data_args.target_lang,
                    max_source_length=data_args.max_source_length, max_target_length=data_args.max_target_length,

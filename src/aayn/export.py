@@ -1,0 +1,140 @@
+"""`aayn export --format ctranslate2`: a saved model as a CTranslate2 model, for fast CPU/GPU inference.
+
+CTranslate2 (the inference engine of OpenNMT) ships a Transformer specification for exactly this architecture
+(`ctranslate2.specs.TransformerSpec`); its converters cover fairseq, OpenNMT and some transformers classes but not
+ours, so this module fills the specification from our weights directly: the fused QKV and KV projections map
+one to one, the §3.5 sinusoids are given as a table (CTranslate2's own are laid out sines-then-cosines, ours
+interleaved), and the vocabulary is the tokenizer's, token for token. Needs `pip install 'aayn[ct2]'`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers.utils import logging
+
+from .modeling_aayn import AaynForConditionalGeneration, sinusoidal_positions
+
+logger = logging.get_logger(__name__)
+
+FORMATS = ("ctranslate2",)
+
+
+def import_ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError as error:
+        raise ImportError("the CTranslate2 export needs the ctranslate2 package: pip install 'aayn[ct2]'") from error
+    return ctranslate2
+
+
+def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):
+    """The CTranslate2 TransformerSpec holding `model`'s weights, with `tokens` (id order) as its vocabulary."""
+    ctranslate2 = import_ctranslate2()
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    config = model.config
+    activations = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
+    if config.activation_function not in activations:
+        raise ValueError(
+            f"CTranslate2 export supports activation_function in {sorted(activations)}, "
+            f"got {config.activation_function!r}"
+        )
+    if config.encoder_attention_heads != config.decoder_attention_heads:
+        raise ValueError(
+            "CTranslate2's Transformer has one head count: encoder_attention_heads and decoder_attention_heads "
+            f"must be equal, got {config.encoder_attention_heads} and {config.decoder_attention_heads}"
+        )
+    for side, size in (("vocab_size", config.vocab_size), ("decoder_vocab_size", config.decoder_vocab_size)):
+        if len(tokens) < size:
+            logger.warning(f"the vocabulary has {len(tokens)} tokens for {side}={size}; padding it with made-up tokens")
+    spec = transformer_spec.TransformerSpec.from_config(
+        (config.encoder_layers, config.decoder_layers),
+        config.encoder_attention_heads,
+        pre_norm=config.norm_first,
+        activation=activations[config.activation_function],
+    )
+    weights = {name: tensor.detach().float().cpu() for name, tensor in model.state_dict().items()}
+    positions = sinusoidal_positions(0, config.max_position_embeddings, config.d_model, torch.device("cpu"))
+
+    def linear(target, name: str, bias: bool = True) -> None:
+        target.weight = weights[f"{name}.weight"]
+        if bias:
+            target.bias = weights[f"{name}.bias"]
+
+    def norm(target, name: str) -> None:
+        target.gamma, target.beta = weights[f"{name}.weight"], weights[f"{name}.bias"]
+
+    def stack(target, name: str) -> None:
+        target.scale_embeddings = config.d_model**0.5 if config.scale_embedding else False
+        target.position_encodings.encodings = positions
+        embeddings = target.embeddings[0] if isinstance(target.embeddings, list) else target.embeddings
+        embeddings.weight = weights[f"model.{name}.embed.embed_tokens.weight"]
+        if config.norm_first:
+            norm(target.layer_norm, f"model.{name}.layer_norm")
+        for i, layer in enumerate(target.layer):
+            prefix = f"model.{name}.layers.{i}"
+            linear(layer.self_attention.linear[0], f"{prefix}.self_attn.qkv_proj")
+            linear(layer.self_attention.linear[1], f"{prefix}.self_attn.out_proj")
+            norm(layer.self_attention.layer_norm, f"{prefix}.self_attn_norm")
+            if name == "decoder":
+                linear(layer.attention.linear[0], f"{prefix}.encoder_attn.q_proj")
+                linear(layer.attention.linear[1], f"{prefix}.encoder_attn.kv_proj")
+                linear(layer.attention.linear[2], f"{prefix}.encoder_attn.out_proj")
+                norm(layer.attention.layer_norm, f"{prefix}.encoder_attn_norm")
+            linear(layer.ffn.linear_0, f"{prefix}.feed_forward.fc1")
+            linear(layer.ffn.linear_1, f"{prefix}.feed_forward.fc2")
+            norm(layer.ffn.layer_norm, f"{prefix}.feed_forward_norm")
+
+    stack(spec.encoder, "encoder")
+    stack(spec.decoder, "decoder")
+    spec.decoder.projection.weight = weights["lm_head.weight"]
+    vocabulary = lambda size: tokens[:size] + [f"<madeupword{i}>" for i in range(size - len(tokens))]  # noqa: E731
+    spec.register_source_vocabulary(vocabulary(config.vocab_size))
+    spec.register_target_vocabulary(vocabulary(config.decoder_vocab_size))
+    spec.config.bos_token = tokens[config.bos_token_id]
+    spec.config.eos_token = tokens[config.eos_token_id]
+    spec.config.unk_token = "<unk>" if "<unk>" in tokens else tokens[config.eos_token_id]
+    spec.config.decoder_start_token = tokens[config.decoder_start_token_id]
+    spec.config.layer_norm_epsilon = config.layer_norm_eps
+    logger.info(f"CTranslate2 {ctranslate2.__version__} Transformer spec filled")
+    return spec
+
+
+def save_ctranslate2(
+    model: AaynForConditionalGeneration, tokens: list[str], output_dir: str | Path, quantization: str | None = None
+) -> Path:
+    """Writes the CTranslate2 model (model.bin, vocabularies, config.json) into a new `output_dir`."""
+    output_dir = Path(output_dir)
+    if output_dir.exists() and any(output_dir.iterdir()):
+        raise FileExistsError(f"--output_dir {output_dir} exists and is not empty; give a new folder")
+    spec = ctranslate2_spec(model, tokens)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        spec.save(str(output_dir))
+    except BaseException:  # nothing half-written
+        for path in output_dir.iterdir():
+            path.unlink()
+        output_dir.rmdir()
+        raise
+    return output_dir
+
+
+def export_model(model_dir: str | Path, output_dir: str | Path, format: str = "ctranslate2", quantization: str | None = None) -> Path:
+    """A saved aayn folder (weights + tokenizer) as a CTranslate2 model folder, with the tokenizer copied beside it
+    so the exported folder tokenizes by itself (`AutoTokenizer.from_pretrained(output_dir)`)."""
+    from transformers import AutoTokenizer
+
+    if format not in FORMATS:
+        raise ValueError(f"--format must be one of {FORMATS}, got {format!r}")
+    if not Path(model_dir, "config.json").is_file():
+        raise FileNotFoundError(f"--model {model_dir} is not a saved model folder (no config.json)")
+    model = AaynForConditionalGeneration.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    output_dir = save_ctranslate2(model, tokens, output_dir, quantization=quantization)
+    tokenizer.save_pretrained(output_dir)
+    return output_dir

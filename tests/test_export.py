@@ -1,0 +1,101 @@
+"""`aayn export --format ctranslate2`: the exported model computes what ours computes.
+
+The reference is our PyTorch model: CTranslate2's token log-probabilities of given targets (every weight, the
+positions, the vocabulary and the special tokens must map over exactly), and its greedy translations of the
+test sentences, from a model trained just enough to translate them.
+"""
+
+import sys
+
+import pytest
+import torch
+from conftest import tiny_config
+from training_helpers import write_numbers_corpus
+
+from aayn import AaynForConditionalGeneration
+from aayn.cli import main as aayn
+from aayn.export import save_ctranslate2
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+
+TOKENS = ["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(4, 40)]
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+def test_ctranslate2_scores_equal_ours(norm_first, tmp_path):
+    torch.manual_seed(0)
+    model = AaynForConditionalGeneration(tiny_config(norm_first=norm_first)).eval()
+    translator = ctranslate2.Translator(str(save_ctranslate2(model, TOKENS, tmp_path / "ct2")), device="cpu")
+    source = torch.randint(4, 40, (3, 7))
+    source[:, -1] = 2
+    target = torch.randint(4, 40, (3, 6))
+    target[:, -1] = 2
+    # CTranslate2 starts the decoder from decoder_start_token and appends </s> itself
+    scores = translator.score_batch(
+        [[TOKENS[i] for i in row] for row in source.tolist()], [[TOKENS[i] for i in row[:-1]] for row in target.tolist()]
+    )
+    with torch.no_grad():
+        decoder_input = torch.cat([torch.full((3, 1), model.config.decoder_start_token_id), target[:, :-1]], dim=1)
+        logits = model(input_ids=source, decoder_input_ids=decoder_input).logits
+    ours = logits.log_softmax(-1).gather(-1, target[..., None])[..., 0]
+    torch.testing.assert_close(torch.tensor([score.log_probs for score in scores]), ours, atol=1e-5, rtol=1e-5)
+
+
+def trained_numbers_model(tokenizer, corpus, steps: int = 300) -> AaynForConditionalGeneration:
+    """A tiny model taught to translate the numbers corpus (a plain teacher-forced loop, seconds on a CPU)."""
+    from aayn.data import load_translation_dataset
+
+    train = load_translation_dataset(str(corpus), source_lang="en", target_lang="fr")["train"]["translation"]
+    batch = tokenizer([row["en"] for row in train], text_target=[row["fr"] for row in train], padding=True, return_tensors="pt")
+    batch["labels"] = batch["labels"].masked_fill(batch["labels"] == tokenizer.pad_token_id, -100)
+    torch.manual_seed(0)
+    model = AaynForConditionalGeneration(tiny_config(vocab_size=len(tokenizer), d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
+    for _ in range(steps):
+        model(**batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return model.eval()
+
+
+def test_exported_model_translates_the_test_sentences_like_ours(saved, tmp_path, capsys):
+    folder, _, tokenizer = saved
+    corpus = write_numbers_corpus(tmp_path / "numbers")
+    model = trained_numbers_model(tokenizer, corpus)
+    model.save_pretrained(tmp_path / "trained")
+    tokenizer.save_pretrained(tmp_path / "trained")
+    assert aayn(["export", "--format", "ctranslate2", "--model", str(tmp_path / "trained"), "--output_dir", str(tmp_path / "ct2")]) == 0
+    assert "ctranslate2 model written to" in capsys.readouterr().out
+    assert {"model.bin", "config.json", "tokenizer.json"} <= {path.name for path in (tmp_path / "ct2").iterdir()}
+
+    english = (corpus / "test.en").read_text().splitlines()
+    french = (corpus / "test.fr").read_text().splitlines()
+    encoded = tokenizer(english, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ours = model.generate(**encoded, num_beams=1)
+    ours = tokenizer.batch_decode(ours, skip_special_tokens=True)
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
+    sources = [tokenizer.convert_ids_to_tokens(tokenizer(sentence)["input_ids"]) for sentence in english]
+    results = translator.translate_batch(sources, beam_size=1, max_decoding_length=64)
+    theirs = [tokenizer.convert_tokens_to_string(result.hypotheses[0]) for result in results]
+    assert theirs == ours
+    assert sum(a == b for a, b in zip(ours, french)) >= len(french) // 2  # the model does translate
+
+
+def test_export_errors(saved, tmp_path, monkeypatch):
+    folder, model, _ = saved
+    with pytest.raises(FileNotFoundError, match=r"--model .* \(no config.json\)"):
+        aayn(["export", "--format", "ctranslate2", "--model", str(tmp_path), "--output_dir", str(tmp_path / "out")])
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="busy exists and is not empty"):
+        aayn(["export", "--format", "ctranslate2", "--model", str(folder), "--output_dir", str(tmp_path / "busy")])
+    assert [path.name for path in (tmp_path / "busy").iterdir()] == ["keep.txt"]
+    with pytest.raises(SystemExit):
+        aayn(["export", "--format", "onnx", "--model", str(folder), "--output_dir", str(tmp_path / "x")])
+    with pytest.raises(ValueError, match="activation_function"):
+        save_ctranslate2(AaynForConditionalGeneration(tiny_config(activation_function="tanh")), TOKENS, tmp_path / "t")
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)
+    with pytest.raises(ImportError, match=r"pip install 'aayn\[ct2\]'"):
+        save_ctranslate2(model, TOKENS, tmp_path / "none")
+    assert not (tmp_path / "t").exists() and not (tmp_path / "none").exists()
