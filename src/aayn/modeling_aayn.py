@@ -722,8 +722,9 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         Each step extends every live beam by every token and keeps the 2k best candidates by log-probability;
         candidates ending in eos among the first k are finished (scored log P / lp(|Y|), |Y| counting eos), the
         best k others live on (fairseq's rule). A sentence is done once k hypotheses are finished and the worst
-        of them beats the best score any live beam could still reach (its log P over lp at the length limit).
-        Returns the `num_return_sequences` best hypotheses per sentence, padded, and their scores.
+        of them beats the best score any live beam could still reach (its log P over lp at the length limit);
+        done sentences leave the batch and the cache (fairseq's way), so a batch costs what its unfinished
+        sentences need. Returns the `num_return_sequences` best hypotheses per sentence, padded, and their scores.
         """
         if num_return_sequences > num_beams:
             raise ValueError(f"num_return_sequences={num_return_sequences} cannot exceed num_beams={num_beams}")
@@ -739,43 +740,46 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         limits = max_new_tokens.tolist()
         finished: list[list[tuple[float, float, list[int]]]] = [[] for _ in range(batch)]
         done = [False] * batch
+        active = list(range(batch))  # the sentences still searched, in row-group order (fairseq drops done ones)
         penalty = lambda length: ((5 + length) / 6) ** alpha  # noqa: E731
-        offsets = (torch.arange(batch, device=input_ids.device) * k)[:, None]
+        vocabulary = torch.arange(self.config.decoder_vocab_size, device=input_ids.device)
         for step in range(1, max(limits) + 1):
             logits = self(
                 encoder_outputs=(hidden,), attention_mask=mask, decoder_input_ids=tokens[:, -1:],
                 past_key_values=cache, use_cache=True, return_dict=True,
             ).logits[:, -1]
             log_probs = F.log_softmax(logits.double(), dim=-1)
-            at_limit = torch.tensor([step >= limit for limit in limits], device=log_probs.device).repeat_interleave(k)
-            log_probs[at_limit] = torch.where(
-                torch.arange(log_probs.shape[-1], device=log_probs.device) == eos, log_probs[at_limit], -math.inf
-            )
-            candidates = (live.view(-1, 1) + log_probs).view(batch, -1)
+            at_limit = torch.tensor([step >= limits[b] for b in active], device=log_probs.device).repeat_interleave(k)
+            log_probs[at_limit] = torch.where(vocabulary == eos, log_probs[at_limit], -math.inf)
+            candidates = (live.view(-1, 1) + log_probs).view(len(active), -1)
             values, indices = candidates.topk(2 * k, dim=-1)
             beams, words = indices // log_probs.shape[-1], indices % log_probs.shape[-1]
             ends = words == eos
-            for b, i in (ends[:, :k] & torch.isfinite(values[:, :k])).nonzero().tolist():
-                if not done[b]:
-                    hypothesis = tokens[b * k + beams[b, i]].tolist()[1:] + [eos]
-                    finished[b].append((values[b, i].item() / penalty(step), values[b, i].item(), hypothesis))
+            for row, i in (ends[:, :k] & torch.isfinite(values[:, :k])).nonzero().tolist():
+                hypothesis = tokens[row * k + beams[row, i]].tolist()[1:] + [eos]
+                score = values[row, i].item()
+                finished[active[row]].append((score / penalty(step), score, hypothesis))
             # the k best candidates that do not end here live on; the others are set aside with -inf
             keep = (~ends).cumsum(-1) <= k
             keep &= ~ends
             order = torch.where(keep, torch.arange(2 * k, device=keep.device), 2 * k).argsort(dim=-1, stable=True)[:, :k]
             live = values.gather(1, order).masked_fill(~keep.gather(1, order), -math.inf)
-            chosen = (beams.gather(1, order) + offsets).view(-1)
-            tokens = torch.cat([tokens[chosen], words.gather(1, order).view(-1, 1)], dim=-1)
-            cache.reorder_cache(chosen)
-            for b in range(batch):
-                if done[b]:
-                    continue
+            chosen = beams.gather(1, order) + (torch.arange(len(active), device=beams.device) * k)[:, None]
+            tokens = torch.cat([tokens[chosen.view(-1)], words.gather(1, order).view(-1, 1)], dim=-1)
+            for row, (b, best_live) in enumerate(zip(active, live.max(dim=-1).values.tolist())):
                 finished[b] = sorted(finished[b], key=lambda h: -h[0])[:k]
-                best_live = live[b].max().item()
                 reachable = best_live / penalty(limits[b]) if best_live > -math.inf else -math.inf
                 done[b] = step >= limits[b] or (len(finished[b]) == k and finished[b][-1][0] >= reachable)
-            if all(done):
+            rows = [row for row, b in enumerate(active) if not done[b]]
+            if not rows:
                 break
+            if len(rows) < len(active):  # drop finished sentences from the batch and the cache
+                active = [active[row] for row in rows]
+                rows = torch.tensor(rows, device=tokens.device)
+                chosen, live = chosen[rows], live[rows]
+                beam_rows = (rows[:, None] * k + torch.arange(k, device=rows.device)).view(-1)
+                tokens, hidden, mask = tokens[beam_rows], hidden[beam_rows], mask[beam_rows]
+            cache.reorder_cache(chosen.view(-1))
         best = [sorted(hyps, key=lambda h: -h[0])[:num_return_sequences] for hyps in finished]
         length = max(len(h[2]) for hyps in best for h in hyps) + 1
         sequences = torch.full((batch * num_return_sequences, length), pad, dtype=torch.long, device=input_ids.device)
