@@ -41,7 +41,7 @@ def test_ctranslate2_scores_equal_ours(norm_first, tmp_path):
     torch.testing.assert_close(torch.tensor([score.log_probs for score in scores]), ours, atol=1e-5, rtol=1e-5)
 
 
-def trained_numbers_model(tokenizer, corpus, steps: int = 300) -> AaynForConditionalGeneration:
+def trained_numbers_model(tokenizer, corpus, steps: int = 60) -> AaynForConditionalGeneration:
     """A tiny model taught to translate the numbers corpus (a plain teacher-forced loop, seconds on a CPU)."""
     from aayn.data import load_translation_dataset
 
