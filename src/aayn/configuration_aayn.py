@@ -38,6 +38,10 @@ class AaynConfig(PretrainedConfig):
         norm_first: False is the paper's post-norm `LayerNorm(x + Sublayer(x))` (§3.1); True is the pre-norm
             variant `x + Sublayer(LayerNorm(x))` with a final LayerNorm on each stack.
         layer_norm_eps: epsilon of every LayerNorm (torch's default).
+        init_std: None (default) initializes as the paper's codebases do (Xavier-uniform projections, embeddings
+            from N(0, d_model^-0.5)); a number draws every projection and embedding from N(0, init_std) instead,
+            as transformers' Marian and BART do (0.02). The paper names no initialization; small models trained
+            briefly learn faster with 0.02 (the demo recipe; see the README).
         scale_embedding: multiply embeddings by sqrt(d_model) (§3.4).
         share_encoder_decoder_embeddings: one embedding matrix for source and target tokens (§3.4); needs
             `decoder_vocab_size == vocab_size`. Turn off for separate source and target vocabularies.
@@ -76,6 +80,7 @@ class AaynConfig(PretrainedConfig):
         activation_function: str = "relu",
         norm_first: bool = False,
         layer_norm_eps: float = 1e-5,
+        init_std: float | None = None,
         scale_embedding: bool = True,
         share_encoder_decoder_embeddings: bool = True,
         tie_word_embeddings: bool = True,
@@ -109,6 +114,7 @@ class AaynConfig(PretrainedConfig):
         self.activation_function = activation_function
         self.norm_first = norm_first
         self.layer_norm_eps = layer_norm_eps
+        self.init_std = init_std
         self.scale_embedding = scale_embedding
         self.share_encoder_decoder_embeddings = share_encoder_decoder_embeddings
         self.max_position_embeddings = max_position_embeddings
@@ -154,6 +160,10 @@ class AaynConfig(PretrainedConfig):
                 raise ValueError(f"AaynConfig.{name} must be a probability in [0, 1), got {value!r}")
         if not isinstance(self.layer_norm_eps, (int, float)) or not self.layer_norm_eps > 0:
             raise ValueError(f"AaynConfig.layer_norm_eps must be a positive number, got {self.layer_norm_eps!r}")
+        if self.init_std is not None and (
+            isinstance(self.init_std, bool) or not isinstance(self.init_std, (int, float)) or not self.init_std > 0
+        ):
+            raise ValueError(f"AaynConfig.init_std must be None or a positive number, got {self.init_std!r}")
         if self.activation_function not in ACT2FN:
             raise ValueError(
                 f"AaynConfig.activation_function={self.activation_function!r} is unknown; "

@@ -35,6 +35,7 @@ def marian_config_for(config: AaynConfig) -> MarianConfig:
         activation_dropout=config.activation_dropout,
         max_position_embeddings=config.max_position_embeddings,
         scale_embedding=config.scale_embedding,
+        init_std=0.02 if config.init_std is None else config.init_std,
         share_encoder_decoder_embeddings=True,
         tie_word_embeddings=True,
         pad_token_id=config.pad_token_id,

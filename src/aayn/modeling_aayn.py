@@ -355,16 +355,21 @@ class AaynPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         """Initialization of the paper's codebases (tensor2tensor, fairseq) and the Annotated Transformer:
-        Xavier-uniform projections with zero biases, embeddings from N(0, d_model^-0.5), LayerNorm at identity."""
+        Xavier-uniform projections with zero biases, embeddings from N(0, d_model^-0.5), LayerNorm at identity.
+        With `config.init_std`, projections and embeddings are drawn from N(0, init_std) instead."""
+        std = self.config.init_std
+        embedding_std = self.config.d_model**-0.5 if std is None else std
         if isinstance(module, nn.Linear):
-            if module is getattr(self, "lm_head", None):  # an output embedding: initialized like the input ones
-                nn.init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+            if std is not None:
+                nn.init.normal_(module.weight, mean=0.0, std=std)
+            elif module is getattr(self, "lm_head", None):  # an output embedding: initialized like the input ones
+                nn.init.normal_(module.weight, mean=0.0, std=embedding_std)
             else:
                 nn.init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+            nn.init.normal_(module.weight, mean=0.0, std=embedding_std)
             # transformers 5.x marks weights loaded from a checkpoint; a slice of one would lose the mark
             if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
                 module.weight[module.padding_idx].zero_()

@@ -32,6 +32,9 @@ class ModelArguments:
     dropout: float = field(default=0.1, metadata={"help": "residual and embedding dropout, P_drop of §5.4"})
     attention_dropout: float = field(default=0.0)
     activation_dropout: float = field(default=0.0)
+    init_std: float | None = field(
+        default=None, metadata={"help": "N(0, init_std) initialization; default: the paper codebases' Xavier"}
+    )
     norm_first: bool = field(default=False, metadata={"help": "pre-norm instead of the paper's post-norm"})
     max_position_embeddings: int = field(default=1024)
     attn_implementation: str = field(

@@ -61,6 +61,7 @@ def build_model(model_args: ModelArguments, tokenizer) -> AaynForConditionalGene
         dropout=model_args.dropout,
         attention_dropout=model_args.attention_dropout,
         activation_dropout=model_args.activation_dropout,
+        init_std=model_args.init_std,
         norm_first=model_args.norm_first,
         max_position_embeddings=model_args.max_position_embeddings,
         pad_token_id=tokenizer.pad_token_id,
