@@ -168,7 +168,8 @@ def test_metrics_module_equals_sacrebleu():
 
 def test_aayn_evaluate_prints_bleu_of_the_models_translations(trained, corpus, capsys):
     assert aayn(["evaluate", "--model", str(trained), "--dataset_name", str(corpus), "--source_lang", "en",
-                 "--target_lang", "fr", "--split", "test", "--max_samples", "8", "--num_beams", "2"]) == 0
+                 "--target_lang", "fr", "--split", "test", "--max_samples", "8", "--num_beams", "2",
+                 "--length_penalty", "1.0"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert set(printed) == {"bleu", "chrf", "bleu_signature", "chrf_signature", "sentences"} and printed["sentences"] == 8
     from transformers import AutoModelForSeq2SeqLM
@@ -176,7 +177,7 @@ def test_aayn_evaluate_prints_bleu_of_the_models_translations(trained, corpus, c
     model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(trained), AutoTokenizer.from_pretrained(trained)
     sources = (corpus / "test.en").read_text().splitlines()[:8]
     references = (corpus / "test.fr").read_text().splitlines()[:8]
-    outputs = [tokenizer.decode(model.generate(**tokenizer([s], return_tensors="pt"), num_beams=2)[0], skip_special_tokens=True).strip() for s in sources]
+    outputs = [tokenizer.decode(model.generate(**tokenizer([s], return_tensors="pt"), num_beams=2, length_penalty=1.0)[0], skip_special_tokens=True).strip() for s in sources]
     assert printed["bleu"] == pytest.approx(sacrebleu.corpus_bleu(outputs, [references]).score)
 
 

@@ -47,7 +47,8 @@ def evaluate(args: argparse.Namespace) -> None:
 
     from .training.evaluation import evaluate_model
 
-    generate = {k: v for k, v in (("num_beams", args.num_beams), ("max_new_tokens", args.max_new_tokens)) if v is not None}
+    options = (("num_beams", args.num_beams), ("length_penalty", args.length_penalty), ("max_new_tokens", args.max_new_tokens))
+    generate = {name: value for name, value in options if value is not None}
     scores = evaluate_model(
         args.model,
         args.dataset_name,
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     scorer.add_argument("--split", default="test", help="split expression, slicing allowed (default: test)")
     scorer.add_argument("--max_samples", type=positive_int)
     scorer.add_argument("--num_beams", type=positive_int, help="default: the model's generation config")
+    scorer.add_argument("--length_penalty", type=float, help="alpha of the length penalty; choose it on validation")
     scorer.add_argument("--max_new_tokens", type=positive_int)
     scorer.add_argument("--batch_tokens", type=positive_int, default=4096, help="padded source tokens per batch")
     scorer.add_argument("--device", default="cpu")
