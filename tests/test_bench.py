@@ -1,6 +1,7 @@
 """aayn bench: the FLOP count behind the MFU, equal work in both arms, the report's shape (not timings)."""
 
 import importlib.util
+import sys
 
 import pytest
 import torch
@@ -58,3 +59,10 @@ def test_ctranslate2_arm_does_the_same_work_on_the_same_function(tmp_path):
     sources = [[tokens[i] for i in row[:length]] for row, length in zip(source.tolist(), mask.sum(1).tolist())]
     results = translator.translate_batch(sources, beam_size=1, min_decoding_length=7, max_decoding_length=7)
     assert [[tokens.index(t) for t in result.hypotheses[0]] for result in results] == ours[:, 1:].tolist()
+
+
+def test_report_without_ctranslate2_has_no_ct2_column(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as where the package is not installed
+    report = run_bench(quick=True, config=tiny_config(dropout=0.0), wmt=None)
+    assert [row["ct2"] for row in report["rows"]] == [None] * 4
+    assert all(set(row["peak_memory_mib"]) == {"aayn", "marian"} for row in report["rows"])

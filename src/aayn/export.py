@@ -58,10 +58,8 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):
     weights = {name: tensor.detach().float().cpu() for name, tensor in model.state_dict().items()}
     positions = sinusoidal_positions(0, config.max_position_embeddings, config.d_model, torch.device("cpu"))
 
-    def linear(target, name: str, bias: bool = True) -> None:
-        target.weight = weights[f"{name}.weight"]
-        if bias:
-            target.bias = weights[f"{name}.bias"]
+    def linear(target, name: str) -> None:
+        target.weight, target.bias = weights[f"{name}.weight"], weights[f"{name}.bias"]
 
     def norm(target, name: str) -> None:
         target.gamma, target.beta = weights[f"{name}.weight"], weights[f"{name}.bias"]
