@@ -1,13 +1,17 @@
-"""The demo recipe trained twice in one run: AAYN, then transformers' MarianMTModel of the same shape.
+"""The demo recipe trained twice per seed in one run: AAYN, then transformers' MarianMTModel of the same shape.
 
-    python benchmarks/demo_vs_marian.py [recipes/demo.yaml] [--key value ...]
+    python benchmarks/demo_vs_marian.py [recipes/demo.yaml] [--seeds 1,2,3] [--key value ...]
 
 Same recipe, data, tokenizer, seed, steps and Trainer; only the model class differs (MarianMTModel configured by
 `aayn.marian.marian_config_for`: same widths, layers, heads, vocabulary, sinusoidal positions, post-norm, scaled
-and tied embeddings). Prints test BLEU / chrF and wall time of each.
+and tied embeddings, N(0, init_std) weights). Each model decodes the test split its own way with the recipe's
+beams and length penalty (AAYN: the paper's beam search, GNMT's penalty; Marian: transformers' beam search).
+One seed cannot separate two models that learn equally fast, so `--seeds` trains both arms once per seed
+(alternating) and prints every run and the mean. Prints test BLEU / chrF / loss and wall time of each.
 """
 
 import json
+import statistics
 import sys
 import time
 
@@ -25,19 +29,43 @@ def marian(model_args, tokenizer):
     return MarianMTModel(config)
 
 
+def split_seeds(argv: list[str]) -> tuple[list[str], list[int] | None]:
+    if "--seeds" not in argv:
+        return argv, None
+    i = argv.index("--seeds")
+    try:
+        seeds = [int(s) for s in argv[i + 1].split(",")]
+    except (IndexError, ValueError):
+        raise SystemExit("--seeds takes a comma-separated list of integers, e.g. --seeds 1,2,3") from None
+    return argv[:i] + argv[i + 2 :], seeds
+
+
 def main():
     setup_logging()
-    argv = sys.argv[1:] or ["recipes/demo.yaml"]
+    argv, seeds = split_seeds(sys.argv[1:] or ["recipes/demo.yaml"])
+    if argv[0].startswith("--"):
+        argv = ["recipes/demo.yaml", *argv]
     rows = []
-    for name, builder in (("aayn", build_model), ("marian", marian)):
-        model_args, data_args, args = parse_arguments([*argv, "--output_dir", f"runs/demo-vs-marian/{name}"])
-        start = time.perf_counter()
-        metrics = run(model_args, data_args, args, model_builder=builder)
-        rows.append({"model": name, "bleu": metrics["test_bleu"], "chrf": metrics["test_chrf"],
-                     "minutes": (time.perf_counter() - start) / 60})
-    print("| model | test BLEU | test chrF | wall time |\n| --- | --- | --- | --- |")
+    for seed in seeds or [None]:
+        for name, builder in (("aayn", build_model), ("marian", marian)):
+            extra = [] if seed is None else ["--seed", str(seed)]
+            out = f"runs/demo-vs-marian/{name}" + ("" if seed is None else f"-seed{seed}")
+            model_args, data_args, args = parse_arguments([*argv, *extra, "--output_dir", out])
+            start = time.perf_counter()
+            metrics = run(model_args, data_args, args, model_builder=builder)
+            rows.append({"model": name, "seed": args.seed, "bleu": metrics["test_bleu"], "chrf": metrics["test_chrf"],
+                         "loss": metrics["test_loss"], "minutes": (time.perf_counter() - start) / 60})
+            print(json.dumps(rows[-1]), flush=True)
+    print("| model | seed | test BLEU | test chrF | test loss | wall time |\n| --- | --- | --- | --- | --- | --- |")
     for row in rows:
-        print(f"| {row['model']} | {row['bleu']:.2f} | {row['chrf']:.2f} | {row['minutes']:.1f} min |")
+        print(f"| {row['model']} | {row['seed']} | {row['bleu']:.2f} | {row['chrf']:.2f} | {row['loss']:.3f} "
+              f"| {row['minutes']:.1f} min |")
+    if len(rows) > 2:
+        for name in ("aayn", "marian"):
+            mine = [r for r in rows if r["model"] == name]
+            mean = {k: statistics.mean(r[k] for r in mine) for k in ("bleu", "chrf", "loss", "minutes")}
+            print(f"| {name} | mean of {len(mine)} | {mean['bleu']:.2f} | {mean['chrf']:.2f} | {mean['loss']:.3f} "
+                  f"| {mean['minutes']:.1f} min |")
     print(json.dumps(rows))
 
 
