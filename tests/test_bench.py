@@ -40,29 +40,47 @@ def test_report_rows_and_ratios(tmp_path):
     report = run_bench(quick=True, config=tiny_config(dropout=0.0), wmt=None)
     assert [row["name"] for row in report["rows"]] == ["train", "greedy_b1", "greedy_b32", "beam4_b32"]
     ct2 = importlib.util.find_spec("ctranslate2") is not None
-    assert [row["ct2"] is not None for row in report["rows"]] == [False, ct2, ct2, ct2]
+    for arm in ("ct2", "ct2_int8"):
+        assert [row[arm] is not None for row in report["rows"]] == [False, ct2, ct2, ct2]
+        for row in report["rows"][1:] if ct2 else []:
+            assert row[f"{arm}_ratio"] == pytest.approx(row[arm] / row["marian"])
+            assert arm in row["peak_memory_mib"]
     assert all(set(row["peak_memory_mib"]) >= {"aayn", "marian"} for row in report["rows"])
     for row in report["rows"]:
         assert row["aayn"] > 0 and row["marian"] > 0 and row["ratio"] == pytest.approx(row["aayn"] / row["marian"])
     assert 0 < report["mfu"] and report["matmul_peak_tflops"] > 0 and "cpu" in report["machine"]
 
 
-def test_ctranslate2_arm_does_the_same_work_on_the_same_function(tmp_path):
+def test_ctranslate2_arms_do_the_same_work_on_the_same_function(tmp_path):
+    """float32: the very tokens of our model; int8 weights: as many tokens, and scores close to ours."""
     pytest.importorskip("ctranslate2")
-    from aayn.bench import ctranslate2_translator
+    from aayn.bench import ctranslate2_translators
 
     models = equal_models(tiny_config(dropout=0.0), "cpu", torch.float32)
-    translator, tokens = ctranslate2_translator(models["aayn"], tmp_path)
+    translators, tokens = ctranslate2_translators(models["aayn"], tmp_path)
+    assert set(translators) == {"ct2", "ct2_int8"}
     source, mask = padded_batch([9, 4, 6], 40, torch.Generator().manual_seed(0))
     ours = models["aayn"].eval().generate(source, attention_mask=mask, num_beams=1, do_sample=False,
-                                          max_new_tokens=7, min_new_tokens=7, paper_decoding=False)
+                                          max_new_tokens=7, min_new_tokens=7, paper_decoding=False,
+                                          output_logits=True, return_dict_in_generate=True)
+    log_probs = torch.stack(ours.logits, 1).log_softmax(-1).gather(-1, ours.sequences[:, 1:, None]).sum((1, 2))
     sources = [[tokens[i] for i in row[:length]] for row, length in zip(source.tolist(), mask.sum(1).tolist())]
-    results = translator.translate_batch(sources, beam_size=1, min_decoding_length=7, max_decoding_length=7)
-    assert [[tokens.index(t) for t in result.hypotheses[0]] for result in results] == ours[:, 1:].tolist()
+    for arm, translator in translators.items():
+        results = translator.translate_batch(sources, beam_size=1, min_decoding_length=7, max_decoding_length=7)
+        hypotheses = [[tokens.index(t) for t in result.hypotheses[0]] for result in results]
+        if arm == "ct2":
+            assert hypotheses == ours.sequences[:, 1:].tolist()
+        else:
+            assert [len(h) for h in hypotheses] == [7, 7, 7]
+        # log-probabilities of our greedy tokens under each export (score_batch also scores the final </s>)
+        scored = translator.score_batch(sources, [[tokens[i] for i in row] for row in ours.sequences[:, 1:].tolist()])
+        theirs = torch.tensor([sum(s.log_probs[:7]) for s in scored])
+        tolerance = 1e-4 if arm == "ct2" else 0.1
+        torch.testing.assert_close(theirs, log_probs, atol=tolerance * 7, rtol=0)
 
 
 def test_report_without_ctranslate2_has_no_ct2_column(monkeypatch):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as where the package is not installed
     report = run_bench(quick=True, config=tiny_config(dropout=0.0), wmt=None)
-    assert [row["ct2"] for row in report["rows"]] == [None] * 4
+    assert [(row["ct2"], row["ct2_int8"]) for row in report["rows"]] == [(None, None)] * 4
     assert all(set(row["peak_memory_mib"]) == {"aayn", "marian"} for row in report["rows"])

@@ -41,6 +41,17 @@ def test_ctranslate2_scores_equal_ours(norm_first, tmp_path):
     torch.testing.assert_close(torch.tensor([score.log_probs for score in scores]), ours, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("quantization", [None, "int8"])
+def test_export_leaves_the_model_untouched(quantization, tmp_path):
+    """CTranslate2 converts and quantizes the arrays of its spec in place: they must be copies of our weights."""
+    torch.manual_seed(0)
+    model = AaynForConditionalGeneration(tiny_config())
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    save_ctranslate2(model, TOKENS, tmp_path / "ct2", quantization=quantization)
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, before[name]), name
+
+
 def trained_numbers_model(tokenizer, corpus, steps: int = 60) -> AaynForConditionalGeneration:
     """A tiny model taught to translate the numbers corpus (a plain teacher-forced loop, seconds on a CPU)."""
     from aayn.data import load_translation_dataset

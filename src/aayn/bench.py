@@ -5,7 +5,8 @@ Both models are the paper's base shape, randomly initialized, with Marian's weig
 warm-up. Generation rows force both models to the same number of new tokens (no early stop) with transformers'
 own search (`paper_decoding=False`), so both do equal work. Where the `ctranslate2` package is installed (CPU,
 float32), the same weights exported by `aayn.export` add a `ct2` column to the generation rows, forced to the
-same token counts (`min_decoding_length = max_decoding_length`).
+same token counts (`min_decoding_length = max_decoding_length`), and a `ct2_int8` column: the same export with
+int8 weights (`aayn export --quantization int8`), whose outputs are close to but no longer those of the model.
 """
 
 from __future__ import annotations
@@ -127,19 +128,28 @@ def memory_probe(device: str):
     return reset, lambda: field("VmHWM:") - before["rss"]
 
 
-def ctranslate2_translator(model: AaynForConditionalGeneration, folder: str):
-    """(translator, vocabulary) of the model exported to CTranslate2 (float32 on CPU); (None, []) where the
-    package is absent."""
+CT2_ARMS = {"ct2": "float32", "ct2_int8": "int8"}  # CTranslate2 columns and the weight type of their export
+
+
+def ctranslate2_translators(model: AaynForConditionalGeneration, folder: str):
+    """({arm: translator}, vocabulary) of the model exported to CTranslate2 on CPU, one translator per entry of
+    CT2_ARMS that this CPU supports; ({}, []) where the package is absent."""
     try:
         import ctranslate2
     except ImportError:
-        return None, []
+        return {}, []
     from .export import save_ctranslate2
 
     tokens = ["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(4, model.config.vocab_size)]
-    save_ctranslate2(model, tokens, Path(folder) / "ct2")
-    threads = torch.get_num_threads()
-    return ctranslate2.Translator(str(Path(folder) / "ct2"), device="cpu", compute_type="float32", intra_threads=threads), tokens
+    supported = ctranslate2.get_supported_compute_types("cpu")
+    translators = {}
+    for arm, compute_type in CT2_ARMS.items():
+        if compute_type in supported:
+            path = Path(folder) / arm
+            save_ctranslate2(model, tokens, path, quantization=None if compute_type == "float32" else compute_type)
+            translators[arm] = ctranslate2.Translator(str(path), device="cpu", compute_type=compute_type,
+                                                      intra_threads=torch.get_num_threads())  # fmt: skip
+    return translators, tokens
 
 
 def equal_models(config: AaynConfig, device: str, dtype: torch.dtype) -> dict[str, torch.nn.Module]:
@@ -162,10 +172,10 @@ def run_bench(
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
     config = config or AaynConfig()
     models = equal_models(config, device, torch_dtype)
-    translator, tokens = None, []
+    translators, tokens = {}, []
     if device == "cpu" and dtype == "float32":
-        with tempfile.TemporaryDirectory() as folder:  # the translator holds the weights once loaded
-            translator, tokens = ctranslate2_translator(models["aayn"], folder)
+        with tempfile.TemporaryDirectory() as folder:  # a translator holds its weights once loaded
+            translators, tokens = ctranslate2_translators(models["aayn"], folder)
     generator = torch.Generator().manual_seed(0)
     lengths = sentence_lengths(wmt)
     picks = torch.randperm(len(lengths), generator=generator).tolist()
@@ -197,12 +207,12 @@ def run_bench(
     ct2_sources = {
         id(ids): [[tokens[i] for i in row[: int(length)]] for row, length in zip(ids.tolist(), attention.sum(1))]
         for ids, attention in ((one, one_mask), (batch32, mask32))
-        if translator is not None
+        if translators
     }
 
     def generate(name, ids, attention, beams):
-        if name == "ct2":
-            return translator.translate_batch(
+        if name in translators:
+            return translators[name].translate_batch(
                 ct2_sources[id(ids)], beam_size=beams, min_decoding_length=new, max_decoding_length=new
             )
         model = models[name].eval()
@@ -222,7 +232,7 @@ def run_bench(
     train_seconds = None
     reset_memory, peak_memory = memory_probe(device)
     for name, unit, fn, work in rows:
-        arms = [*models, "ct2"] if translator is not None and name != "train" else list(models)
+        arms = [*models, *translators] if name != "train" else list(models)
         times = {arm: [] for arm in arms}
         memory = {}
         for arm in arms:  # warm-up, and the peak memory of one call
@@ -240,12 +250,12 @@ def run_bench(
         rate = {arm: work / statistics.median(t) for arm, t in times.items()}
         if name == "train":
             train_seconds = statistics.median(times["aayn"])
-        results.append({
-            "name": name, "unit": unit, "aayn": rate["aayn"], "marian": rate["marian"],
-            "ratio": rate["aayn"] / rate["marian"],
-            "ct2": rate.get("ct2"), "ct2_ratio": rate["ct2"] / rate["marian"] if "ct2" in rate else None,
-            "peak_memory_mib": memory,
-        })  # fmt: skip
+        row = {"name": name, "unit": unit, "aayn": rate["aayn"], "marian": rate["marian"],
+               "ratio": rate["aayn"] / rate["marian"]}  # fmt: skip
+        for arm in CT2_ARMS:
+            row[arm] = rate.get(arm)
+            row[f"{arm}_ratio"] = rate[arm] / rate["marian"] if arm in rate else None
+        results.append({**row, "peak_memory_mib": memory})
     flops = 3 * forward_flops(config, source.shape[0], source.shape[1], source.shape[1])
     peak = matmul_peak(device, torch_dtype)
     return {
@@ -260,13 +270,16 @@ def run_bench(
 
 def print_table(report: dict) -> None:
     print(f"machine: {report['machine']}; {report['date']}")
-    print("| row | unit | aayn | marian | ratio | ct2 | ct2 / marian | peak MiB (aayn / marian / ct2) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    arms = ("aayn", "marian", *CT2_ARMS)
+    ct2_heads = "".join(f" {arm} | {arm} / marian |" for arm in CT2_ARMS)
+    print(f"| row | unit | aayn | marian | ratio |{ct2_heads} peak MiB ({' / '.join(arms)}) |")
+    print("| --- " * (6 + 2 * len(CT2_ARMS)) + "|")
     number = lambda value, spec: "n/a" if value is None else format(value, spec)  # noqa: E731
     for row in report["rows"]:
-        peaks = " / ".join(number(row["peak_memory_mib"].get(arm), ".0f") for arm in ("aayn", "marian", "ct2"))
-        print(f"| {row['name']} | {row['unit']} | {row['aayn']:.1f} | {row['marian']:.1f} | {row['ratio']:.2f} "
-              f"| {number(row['ct2'], '.1f')} | {number(row['ct2_ratio'], '.2f')} | {peaks} |")
+        ct2 = "".join(f" {number(row[arm], '.1f')} | {number(row[f'{arm}_ratio'], '.2f')} |" for arm in CT2_ARMS)
+        peaks = " / ".join(number(row["peak_memory_mib"].get(arm), ".0f") for arm in arms)
+        print(f"| {row['name']} | {row['unit']} | {row['aayn']:.1f} | {row['marian']:.1f} | {row['ratio']:.2f} |"
+              f"{ct2} {peaks} |")
     print(f"train MFU: {report['mfu']:.1%} of a measured matmul peak of {report['matmul_peak_tflops'] * 1000:.1f} GFLOP/s")
 
 

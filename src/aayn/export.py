@@ -55,7 +55,8 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):
         pre_norm=config.norm_first,
         activation=activations[config.activation_function],
     )
-    weights = {name: tensor.detach().float().cpu() for name, tensor in model.state_dict().items()}
+    # copies: CTranslate2 converts and quantizes the arrays it is given in place, which must not reach the model
+    weights = {name: tensor.detach().to("cpu", torch.float32, copy=True) for name, tensor in model.state_dict().items()}
     positions = sinusoidal_positions(0, config.max_position_embeddings, config.d_model, torch.device("cpu"))
 
     def linear(target, name: str) -> None:
