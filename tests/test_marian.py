@@ -43,6 +43,30 @@ def test_marian_with_mapped_weights_gives_our_logits_and_translations(num_beams)
     assert len({tuple(row.tolist()) for row in marian_tokens}) > 1
 
 
+def test_under_bf16_autocast_our_loss_is_marians():
+    """On CPU, autocast computes the output layer in bfloat16 and does not upcast log_softmax: Marian's logits are
+    float32 (its float32 output bias), so ours must be too, or the Trainer's label-smoothed loss runs in bfloat16."""
+    from transformers.trainer_pt_utils import LabelSmoother
+
+    config = tiny_config(dropout=0.0)
+    torch.manual_seed(0)
+    marian = MarianMTModel(marian_config_for(config)).eval()
+    ours = AaynForConditionalGeneration(config).eval()
+    ours.load_state_dict(aayn_state_dict_from_marian(marian), strict=False)
+    source, mask = random_batch(4, 9, config.vocab_size, [9, 5, 7, 8])
+    labels, _ = random_batch(4, 7, config.vocab_size)
+    smoother = LabelSmoother(epsilon=0.1)
+    losses = {}
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        for name, model in (("aayn", ours), ("marian", marian)):
+            decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels=labels)
+            outputs = model(input_ids=source, attention_mask=mask, decoder_input_ids=decoder_input_ids)
+            assert outputs.logits.dtype == torch.float32, name
+            losses[name] = smoother(outputs, labels)
+    torch.testing.assert_close(losses["aayn"], losses["marian"], atol=2e-3, rtol=0)
+    assert ours.to(torch.bfloat16)(input_ids=source, decoder_input_ids=labels).logits.dtype == torch.bfloat16
+
+
 def test_marian_cannot_mirror_a_pre_norm_model():
     with pytest.raises(ValueError, match="norm_first must be False"):
         marian_config_for(tiny_config(norm_first=True))

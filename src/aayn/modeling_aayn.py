@@ -655,7 +655,10 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
             output_hidden_states=output_hidden_states,
             return_dict=True,
         )
-        logits = self.lm_head(outputs.last_hidden_state)
+        # autocast runs this projection in bfloat16; the logits come back in the parameters' precision, because
+        # CPU autocast leaves log_softmax (the Trainer's label-smoothed loss) in bfloat16, which measurably slows
+        # learning (MarianMTModel gets float32 logits by adding its float32 output bias)
+        logits = self.lm_head(outputs.last_hidden_state).to(self.lm_head.weight.dtype)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.float().flatten(0, 1), labels.to(logits.device).flatten(), ignore_index=-100)
