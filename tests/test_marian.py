@@ -45,7 +45,8 @@ def test_marian_with_mapped_weights_gives_our_logits_and_translations(num_beams)
 
 def test_under_bf16_autocast_our_loss_is_marians():
     """On CPU, autocast computes the output layer in bfloat16 and does not upcast log_softmax: Marian's logits are
-    float32 (its float32 output bias), so ours must be too, or the Trainer's label-smoothed loss runs in bfloat16."""
+    float32 (its float32 output bias), so ours must be too, or a loss taken inside autocast runs in bfloat16 (the
+    Trainer is safe either way: Accelerate converts the outputs of the autocast forward to float32)."""
     from transformers.trainer_pt_utils import LabelSmoother
 
     config = tiny_config(dropout=0.0)

@@ -655,9 +655,9 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
             output_hidden_states=output_hidden_states,
             return_dict=True,
         )
-        # autocast runs this projection in bfloat16; the logits come back in the parameters' precision, because
-        # CPU autocast leaves log_softmax (the Trainer's label-smoothed loss) in bfloat16, which measurably slows
-        # learning (MarianMTModel gets float32 logits by adding its float32 output bias)
+        # autocast runs this projection in bfloat16; the logits come back in the parameters' precision (as
+        # MarianMTModel's do, through its float32 output bias): CPU autocast does not upcast log_softmax, so a loss
+        # taken inside autocast in one's own loop would run in bfloat16 (the Trainer's Accelerate wrapper upcasts)
         logits = self.lm_head(outputs.last_hidden_state).to(self.lm_head.weight.dtype)
         loss = None
         if labels is not None:
