@@ -42,8 +42,8 @@ def split_seeds(argv: list[str]) -> tuple[list[str], list[int] | None]:
 
 def main():
     setup_logging()
-    argv, seeds = split_seeds(sys.argv[1:] or ["recipes/demo.yaml"])
-    if argv[0].startswith("--"):
+    argv, seeds = split_seeds(sys.argv[1:])
+    if not argv or argv[0].startswith("--"):  # no recipe given: the demo's
         argv = ["recipes/demo.yaml", *argv]
     rows = []
     for seed in seeds or [None]:
