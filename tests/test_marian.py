@@ -68,6 +68,64 @@ def test_under_bf16_autocast_our_loss_is_marians():
     assert ours.to(torch.bfloat16)(input_ids=source, decoder_input_ids=labels).logits.dtype == torch.bfloat16
 
 
+def test_trained_from_the_same_weights_we_stay_marian():
+    """Training is the same too: Adam steps on the label-smoothed loss of padded batches, from mapped weights,
+    keep our weights equal to Marian's mapped ones (gradients through the tied embedding and the fused QKV alike)."""
+    from transformers.trainer_pt_utils import LabelSmoother
+
+    config = tiny_config(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    torch.manual_seed(0)
+    marian = MarianMTModel(marian_config_for(config)).train()
+    ours = AaynForConditionalGeneration(config).train()
+    ours.load_state_dict(aayn_state_dict_from_marian(marian), strict=False)
+    optimizers = {name: torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
+                  for name, model in (("aayn", ours), ("marian", marian))}  # fmt: skip
+    smoother = LabelSmoother(epsilon=0.1)
+    for step in range(5):
+        source, mask = random_batch(4, 9, config.vocab_size, [9, 5, 7, 8])
+        labels, label_mask = random_batch(4, 7, config.vocab_size, [7, 3, 6, 4])
+        labels = labels.masked_fill(label_mask == 0, -100)
+        for name, model in (("aayn", ours), ("marian", marian)):
+            decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels=labels)
+            loss = smoother(model(input_ids=source, attention_mask=mask, decoder_input_ids=decoder_input_ids), labels)
+            optimizers[name].zero_grad()
+            loss.backward()
+            optimizers[name].step()
+    trained = ours.state_dict()
+    expected = aayn_state_dict_from_marian(marian)
+    assert not torch.equal(expected["model.shared.weight"], aayn_state_dict_from_marian(
+        MarianMTModel(marian_config_for(config)))["model.shared.weight"])  # fmt: skip
+    d = config.d_model
+    for name, weight in expected.items():
+        mine = trained[name]
+        if name.endswith(("qkv_proj.bias", "kv_proj.bias")):
+            # the key bias adds the same q.b to every score of a query, which softmax ignores: its true gradient is
+            # zero and Adam (eps 1e-9) turns rounding noise into steps. Compare the query and value biases.
+            keys = slice(d, 2 * d) if name.endswith("qkv_proj.bias") else slice(0, d)
+            keep = torch.ones_like(weight, dtype=torch.bool)
+            keep[keys] = False
+            mine, weight = mine[keep], weight[keep]
+        torch.testing.assert_close(mine, weight, atol=1e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+    assert ours.lm_head.weight.data_ptr() == ours.model.shared.weight.data_ptr()
+
+
+def test_with_init_std_our_initial_weights_are_drawn_like_marians():
+    """`init_std` draws every weight from Marian's distribution: per mapped parameter, the same mean and spread
+    (zero biases, identity LayerNorms, a zero padding row)."""
+    config = tiny_config(d_model=64, vocab_size=500, init_std=0.02)
+    torch.manual_seed(0)
+    theirs = aayn_state_dict_from_marian(MarianMTModel(marian_config_for(config)))
+    ours = AaynForConditionalGeneration(config).state_dict()
+    for name, weight in theirs.items():
+        mine = ours[name]
+        if weight.std() == 0:  # biases, LayerNorm: constants
+            assert torch.equal(mine, weight), name
+        else:
+            assert abs(mine.std() - weight.std()) < 0.1 * weight.std() and abs(mine.mean()) < 0.1 * weight.std(), name
+    assert not ours["model.shared.weight"][config.pad_token_id].any()
+    assert not theirs["model.shared.weight"][config.pad_token_id].any()
+
+
 def test_marian_cannot_mirror_a_pre_norm_model():
     with pytest.raises(ValueError, match="norm_first must be False"):
         marian_config_for(tiny_config(norm_first=True))
