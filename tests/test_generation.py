@@ -190,3 +190,29 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         grads.append({name: p.grad.clone() for name, p in model.named_parameters()})
     for name, grad in grads[0].items():
         torch.testing.assert_close(grads[1][name], grad, atol=1e-6, rtol=0, msg=name)
+
+
+@pytest.mark.parametrize("paper_decoding", [True, False])
+def test_decoding_steps_multiply_by_a_transposed_copy_of_the_output_layer_with_the_same_logits(paper_decoding):
+    """On CPU, `generate` multiplies small decoding steps by a (d_model, vocab) copy of the output matrix (a faster
+    layout for torch's kernels): the logits are the output layer's, and the copy is gone after the call."""
+    model = AaynForConditionalGeneration(tiny_config(vocab_size=300)).eval()
+    source, mask = random_batch(3, 7, 300, [7, 4, 6])
+    original, steps = model._output_logits, []
+
+    def checked(hidden_states):
+        logits = original(hidden_states)
+        holder = model._decoding_matrix
+        if holder is not None and holder[0] is not None:
+            assert holder[0].shape == (32, 300) and holder[0].is_contiguous()
+            torch.testing.assert_close(logits, model.lm_head(hidden_states), atol=1e-5, rtol=1e-5)
+            steps.append(hidden_states.shape[:-1].numel())
+        return logits
+
+    model._output_logits = checked
+    tokens = model.generate(source, attention_mask=mask, num_beams=2, max_new_tokens=6, paper_decoding=paper_decoding)
+    assert steps and max(steps) <= 6 and model._decoding_matrix is None
+    del model._output_logits
+    with torch.no_grad():  # outside generate: nn.Linear's layout, as in training
+        model(input_ids=source, attention_mask=mask, decoder_input_ids=tokens)
+    assert model._decoding_matrix is None
