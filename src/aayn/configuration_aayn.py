@@ -42,6 +42,8 @@ class AaynConfig(PretrainedConfig):
             from N(0, d_model^-0.5)); a number draws every projection and embedding from N(0, init_std) instead,
             as transformers' Marian and BART do (0.02). The paper names no initialization; small models trained
             briefly learn faster with 0.02 (the demo recipe; see the README).
+        label_smoothing: epsilon_ls of §5.4, the label smoothing of the loss `forward` returns with `labels`
+            (the paper's 0.1; `aayn train` sets it from `label_smoothing_factor`). 0 is plain cross-entropy.
         scale_embedding: multiply embeddings by sqrt(d_model) (§3.4).
         share_encoder_decoder_embeddings: one embedding matrix for source and target tokens (§3.4); needs
             `decoder_vocab_size == vocab_size`. Turn off for separate source and target vocabularies.
@@ -81,6 +83,7 @@ class AaynConfig(PretrainedConfig):
         norm_first: bool = False,
         layer_norm_eps: float = 1e-5,
         init_std: float | None = None,
+        label_smoothing: float = 0.0,
         scale_embedding: bool = True,
         share_encoder_decoder_embeddings: bool = True,
         tie_word_embeddings: bool = True,
@@ -115,6 +118,7 @@ class AaynConfig(PretrainedConfig):
         self.norm_first = norm_first
         self.layer_norm_eps = layer_norm_eps
         self.init_std = init_std
+        self.label_smoothing = label_smoothing
         self.scale_embedding = scale_embedding
         self.share_encoder_decoder_embeddings = share_encoder_decoder_embeddings
         self.max_position_embeddings = max_position_embeddings
@@ -154,7 +158,7 @@ class AaynConfig(PretrainedConfig):
                     f"AaynConfig.d_model={self.d_model} must be divisible by {name}={heads}: "
                     f"each of the {heads} heads gets d_model / {name} dimensions (§3.2.2)"
                 )
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
+        for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
                 raise ValueError(f"AaynConfig.{name} must be a probability in [0, 1), got {value!r}")

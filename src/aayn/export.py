@@ -9,11 +9,13 @@ interleaved), and the vocabulary is the tokenizer's, token for token. Needs `pip
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
 from transformers.utils import logging
 
+from .data.tokenizer import save_tokenizer
 from .modeling_aayn import AaynForConditionalGeneration, sinusoidal_positions
 
 logger = logging.get_logger(__name__)
@@ -131,9 +133,12 @@ def export_model(model_dir: str | Path, output_dir: str | Path, format: str = "c
         raise ValueError(f"--format must be one of {FORMATS}, got {format!r}")
     if not Path(model_dir, "config.json").is_file():
         raise FileNotFoundError(f"--model {model_dir} is not a saved model folder (no config.json)")
+    model_type = json.loads(Path(model_dir, "config.json").read_text(encoding="utf-8")).get("model_type")
+    if model_type != "aayn":
+        raise ValueError(f"--model {model_dir} holds a {model_type!r} model, not an aayn one: only aayn models export")
     model = AaynForConditionalGeneration.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
     output_dir = save_ctranslate2(model, tokens, output_dir, quantization=quantization)
-    tokenizer.save_pretrained(output_dir)
+    save_tokenizer(tokenizer, output_dir)
     return output_dir

@@ -51,9 +51,10 @@ def render_model_card(
             scorer.corpus_score(["a"], [["a"]])  # a signature names the reference count, known after one score
             signatures.append(f"`{scorer.get_signature()}`")
         evaluation += f"\n\nsacreBLEU signatures: {', '.join(signatures)}"
-    values = {
+    values = {  # metadata values as JSON, which YAML reads as written whatever characters they hold
         "languages": json.dumps([source_lang, target_lang]),
-        "license": license,
+        "license": json.dumps(license),
+        "widget": json.dumps([{"text": example}], ensure_ascii=False),
         "datasets": json.dumps([dataset]),
         "metrics": json.dumps(metrics),
         "model_index": json.dumps(model_index, ensure_ascii=False),
@@ -67,7 +68,7 @@ def render_model_card(
         "norm": "pre" if getattr(config, "norm_first", False) else "post",
         "vocab_size": config.vocab_size,
         "repo_id": repo_id,
-        "example": example.replace('"', '\\"'),
+        "example": json.dumps(example, ensure_ascii=False),  # a valid Python string literal too
         "training": training,
         "evaluation": evaluation,
     }
@@ -78,3 +79,27 @@ def write_model_card(folder: str | Path, model: PreTrainedModel, **card) -> Path
     path = Path(folder) / "README.md"
     path.write_text(render_model_card(model, **card), encoding="utf-8")
     return path
+
+
+def card_metadata(folder: str | Path) -> dict | None:
+    """The languages, dataset, license and example of an aayn model card (its YAML metadata), to carry over to a
+    folder made from this one; None where the folder has no aayn card."""
+    import yaml
+
+    readme = Path(folder) / "README.md"
+    if not readme.is_file():
+        return None
+    text = readme.read_text(encoding="utf-8")
+    if not text.startswith("---\n"):
+        return None
+    meta = yaml.safe_load(text.split("---\n")[1]) or {}
+    languages = meta.get("language") or []
+    if "aayn" not in (meta.get("tags") or []) or len(languages) != 2:
+        return None
+    return {
+        "source_lang": languages[0],
+        "target_lang": languages[1],
+        "dataset": (meta.get("datasets") or ["unknown"])[0],
+        "license": meta.get("license", "apache-2.0"),
+        "example": ((meta.get("widget") or [{}])[0]).get("text", ""),
+    }

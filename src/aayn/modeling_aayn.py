@@ -5,9 +5,9 @@ as Hub remote code: it imports only torch, transformers and `configuration_aayn`
 """
 
 import math
+import os
 import shutil
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import transformers
@@ -23,9 +23,17 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
 from .configuration_aayn import AaynConfig
+from .pipeline_aayn import AaynTranslationPipeline  # noqa: F401  (relative imports travel with the remote code)
 
 
 logger = logging.get_logger(__name__)
+
+
+def is_aayn_card(path: str) -> bool:
+    """A model card written by aayn: YAML metadata whose tags include "aayn"."""
+    with open(path, encoding="utf-8") as file:
+        text = file.read()
+    return text.startswith("---\n") and "\n- aayn\n" in text.split("---\n")[1]
 
 
 def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str] | list[str]:
@@ -345,12 +353,14 @@ class AaynPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = True
     _supports_flex_attn = True
 
-    def save_pretrained(self, save_directory, *args, **kwargs):
-        """transformers copies the model and config code; the translation pipeline's file goes with them."""
-        super().save_pretrained(save_directory, *args, **kwargs)
-        pipeline_code = Path(__file__).with_name("pipeline_aayn.py")
-        if pipeline_code.is_file() and kwargs.get("is_main_process", True):
-            shutil.copy(pipeline_code, Path(save_directory) / pipeline_code.name)
+    def _upload_modified_files(self, working_dir, *args, **kwargs):
+        """`push_to_hub` saves the model, then writes the Hub's card for the repository (or transformers' generic
+        one) over README.md. A model loaded from a folder with an aayn card (written by `aayn train` / `aayn average`:
+        languages, license, scores, usage) uploads that card instead."""
+        card = os.path.join(self.name_or_path or "", "README.md")
+        if os.path.isfile(card) and is_aayn_card(card):
+            shutil.copyfile(card, os.path.join(working_dir, "README.md"))
+        return super()._upload_modified_files(working_dir, *args, **kwargs)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -585,8 +595,33 @@ _PAPER_DECODING_ARGUMENTS = {
 DECODING_LAYOUT_MAX_ROWS = 128
 
 
+def label_smoothed_loss(
+    logits: torch.Tensor, labels: torch.Tensor, epsilon: float, num_items_in_batch: torch.Tensor | int | None = None
+) -> torch.Tensor:
+    """§5.4 Label Smoothing: (1 - eps) * -log p(label) + eps * mean over the vocabulary of -log p, in float32,
+    summed over the positions whose label is not -100 and divided by `num_items_in_batch` (the Trainer's count of
+    such labels over every micro-batch of the optimizer step, on every process) or by their count here.
+
+    The Trainer's `LabelSmoother` gives the same value per token; taking the loss here lets the Trainer normalize
+    over the whole accumulated batch (it passes `num_items_in_batch` to models whose forward takes **kwargs)."""
+    total = F.cross_entropy(
+        logits.float().flatten(0, 1),
+        labels.to(logits.device).flatten(),
+        ignore_index=-100,
+        reduction="sum",
+        label_smoothing=epsilon,
+    )
+    if num_items_in_batch is None:
+        num_items_in_batch = (labels != -100).sum()
+    if torch.is_tensor(num_items_in_batch):
+        num_items_in_batch = num_items_in_batch.to(total.device)
+    return total / num_items_in_batch
+
+
 class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
     """The encoder-decoder with its pre-softmax projection (§3.4): a translation model for `generate()`."""
+
+    accepts_loss_kwargs = True  # forward takes the Trainer's num_items_in_batch (see label_smoothed_loss)
 
     def __init__(self, config: AaynConfig):
         super().__init__(config)
@@ -640,8 +675,10 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         return_dict: bool | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput | tuple:
-        """With `labels` (-100 where ignored), returns the cross-entropy loss; the decoder input is then the labels
-        shifted right unless given. Label smoothing (§5.4) is the Trainer's `label_smoothing_factor`."""
+        """With `labels` (-100 where ignored), returns the label-smoothed cross-entropy of §5.4
+        (`config.label_smoothing`); the decoder input is then the labels shifted right unless given. The Trainer's
+        `num_items_in_batch` (labels over the whole accumulated, all-process batch) makes the loss fairseq's token
+        mean over that batch, whatever the gradient accumulation and the number of processes."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if labels is not None:
             use_cache = False
@@ -667,7 +704,7 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         logits = self._output_logits(outputs.last_hidden_state).to(self.lm_head.weight.dtype)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.float().flatten(0, 1), labels.to(logits.device).flatten(), ignore_index=-100)
+            loss = label_smoothed_loss(logits, labels, self.config.label_smoothing, kwargs.get("num_items_in_batch"))
         output = Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from datasets import Dataset, IterableDataset
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -93,3 +95,21 @@ def train_tokenizer(
         model_input_names=["input_ids", "attention_mask"],
         **SPECIAL_TOKENS,
     )
+
+
+def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: str | Path) -> None:
+    """`save_pretrained`, made for users of either transformers line and of plain `tokenizers`.
+
+    transformers 5.x names the class `TokenizersBackend` in tokenizer_config.json, which 4.57 cannot load; both
+    lines load `PreTrainedTokenizerFast` (5.x keeps it as an alias). The truncation that the last batched call
+    set (training's max length) would be saved in tokenizer.json and cut every later `Tokenizer.from_file` user's
+    text: it is not part of the tokenizer, so it is cleared (transformers sets it again per call).
+    """
+    tokenizer.backend_tokenizer.no_truncation()
+    tokenizer.backend_tokenizer.no_padding()
+    tokenizer.save_pretrained(folder)
+    path = Path(folder) / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if config.get("tokenizer_class") == "TokenizersBackend":
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+        path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

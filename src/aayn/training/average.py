@@ -80,7 +80,8 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -
     """
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from ..hub import write_model_card
+    from ..data import save_tokenizer
+    from ..hub import card_metadata, write_model_card
 
     checkpoints = [Path(c) for c in checkpoints]
     for checkpoint in checkpoints:
@@ -96,8 +97,8 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -
     try:
         model.save_pretrained(staging)
         if (last / "tokenizer.json").is_file() or (last / "tokenizer_config.json").is_file():
-            AutoTokenizer.from_pretrained(last).save_pretrained(staging)
-        card = read_card_metadata(last)
+            save_tokenizer(AutoTokenizer.from_pretrained(last), staging)
+        card = card_metadata(last)
         if card:
             write_model_card(
                 staging,
@@ -114,26 +115,3 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -
         shutil.rmtree(staging, ignore_errors=True)
     return output
 
-
-def read_card_metadata(folder: Path) -> dict | None:
-    """What a checkpoint's model card says about the languages, dataset and license, to carry over."""
-    import yaml
-
-    readme = folder / "README.md"
-    if not readme.is_file():
-        return None
-    text = readme.read_text(encoding="utf-8")
-    if not text.startswith("---"):
-        return None
-    meta = yaml.safe_load(text.split("---")[1]) or {}
-    languages = meta.get("language") or []
-    if len(languages) != 2:
-        return None
-    usage = re.search(r'tokenizer\(\["(.*)"\]', text)
-    return {
-        "source_lang": languages[0],
-        "target_lang": languages[1],
-        "dataset": (meta.get("datasets") or ["unknown"])[0],
-        "license": meta.get("license", "apache-2.0"),
-        "example": usage.group(1) if usage else "",
-    }

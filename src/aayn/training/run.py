@@ -17,7 +17,7 @@ from transformers import (
 from transformers.utils import logging
 
 from ..configuration_aayn import AaynConfig
-from ..data import load_translation_dataset, tokenize_dataset, train_tokenizer
+from ..data import load_translation_dataset, save_tokenizer, tokenize_dataset, train_tokenizer
 from ..modeling_aayn import AaynForConditionalGeneration
 from .arguments import DataTrainingArguments, ModelArguments
 from .average import last_checkpoints, load_average
@@ -40,7 +40,7 @@ def load_tokenizer(model_args: ModelArguments, data_args: DataTrainingArguments,
             train, source_lang=data_args.source_lang, target_lang=data_args.target_lang, vocab_size=model_args.vocab_size
         )
         if args.process_index == 0:
-            tokenizer.save_pretrained(folder)
+            save_tokenizer(tokenizer, folder)
         return tokenizer
 
 
@@ -73,7 +73,7 @@ def build_model(model_args: ModelArguments, tokenizer) -> AaynForConditionalGene
     return AaynForConditionalGeneration(config)
 
 
-def training_summary(model_args, data_args, args, seconds: float | None = None) -> str:
+def training_summary(model_args, data_args, args, smoothing: float, seconds: float | None = None) -> str:
     shape = "fine-tuned from " + model_args.model_name_or_path if model_args.model_name_or_path else "trained from scratch"
     batch = (
         f"batches of at most {data_args.max_tokens} padded tokens per device"
@@ -86,7 +86,7 @@ def training_summary(model_args, data_args, args, seconds: float | None = None) 
         f"{batch} x {args.gradient_accumulation_steps} accumulation x {args.world_size} processes, "
         f"Adam (beta2 {args.adam_beta2}, eps {args.adam_epsilon}), learning rate {args.learning_rate:g} with "
         f"{getattr(args.lr_scheduler_type, 'value', args.lr_scheduler_type)} schedule and {args.warmup_steps:g} "
-        f"warmup steps, label smoothing {args.label_smoothing_factor}.",
+        f"warmup steps, label smoothing {smoothing}.",
     ]
     if data_args.average_last_checkpoints:
         lines.append(f"The weights are the average of the last {data_args.average_last_checkpoints} checkpoints.")
@@ -122,6 +122,11 @@ def run(
     )
     tokenizer = load_tokenizer(model_args, data_args, args, data["train"])
     model = model_builder(model_args, tokenizer)
+    smoothing = args.label_smoothing_factor
+    if model.config.model_type == "aayn":
+        # the model takes §5.4's loss itself, normalized over the whole accumulated batch; the Trainer's smoother
+        # would divide by each micro-batch's tokens instead
+        model.config.label_smoothing, args.label_smoothing_factor = smoothing, 0.0
     if data_args.num_beams:
         args.generation_num_beams = data_args.num_beams
     args.generation_max_length = args.generation_max_length or data_args.max_target_length
@@ -156,7 +161,7 @@ def run(
         compute_metrics=translation_metrics(tokenizer) if args.predict_with_generate else None,
         callbacks=callbacks,
         max_tokens=data_args.max_tokens,
-        model_card={**card, "training": training_summary(model_args, data_args, args)},
+        model_card={**card, "training": training_summary(model_args, data_args, args, smoothing)},
     )
     result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     trainer.log_metrics("train", result.metrics)
@@ -167,7 +172,7 @@ def run(
     trainer.log_metrics("test", prediction.metrics)
     trainer.save_metrics("test", prediction.metrics)
     seconds = time.perf_counter() - start
-    trainer.model_card = {**card, "training": training_summary(model_args, data_args, args, seconds)}
+    trainer.model_card = {**card, "training": training_summary(model_args, data_args, args, smoothing, seconds)}
     trainer.results = {name.removeprefix("test_"): value for name, value in prediction.metrics.items()}
     trainer.save_model()  # weights, config + code, generation config, tokenizer, and the card with the test scores
     if trainer.is_world_process_zero():

@@ -13,6 +13,7 @@ from transformers import PreTrainedTokenizerBase, Seq2SeqTrainer
 from transformers.utils import logging
 
 from ..data.batching import MaxTokensBatchSampler, example_lengths
+from ..data.tokenizer import save_tokenizer
 from ..hub import write_model_card
 
 logger = logging.get_logger(__name__)
@@ -40,13 +41,33 @@ class AaynTrainer(Seq2SeqTrainer):
         self._train_lengths = None
 
     def _save(self, output_dir: str | None = None, state_dict=None):
-        super()._save(output_dir, state_dict)
-        if self.model_card:
-            evaluations = [entry for entry in self.state.log_history if "eval_bleu" in entry]
-            results = self.results or (
-                {"bleu": evaluations[-1]["eval_bleu"], "chrf": evaluations[-1]["eval_chrf"]} if evaluations else None
-            )
-            write_model_card(output_dir or self.args.output_dir, self.model, **self.model_card, results=results)
+        """The Trainer's folder, plus: no Hub token in training_args.bin (the Trainer pickles its arguments into
+        every checkpoint and uploads them), a tokenizer that loads on both transformers lines, and aayn's card."""
+        output_dir = output_dir or self.args.output_dir
+        token, self.args.hub_token = self.args.hub_token, None
+        try:
+            super()._save(output_dir, state_dict)
+        finally:
+            self.args.hub_token = token
+        if hasattr(self.processing_class, "backend_tokenizer"):
+            save_tokenizer(self.processing_class, output_dir)
+        self._write_model_card(output_dir)
+
+    def create_model_card(self, *args, **kwargs) -> None:
+        """`push_to_hub` calls this after saving: it would replace aayn's card with transformers' generic one."""
+        if not self.model_card:
+            super().create_model_card(*args, **kwargs)
+        elif self.is_world_process_zero():
+            self._write_model_card(self.args.output_dir)
+
+    def _write_model_card(self, output_dir: str) -> None:
+        if not self.model_card:
+            return
+        evaluations = [entry for entry in self.state.log_history if "eval_bleu" in entry]
+        results = self.results or (
+            {"bleu": evaluations[-1]["eval_bleu"], "chrf": evaluations[-1]["eval_chrf"]} if evaluations else None
+        )
+        write_model_card(output_dir, self.accelerator.unwrap_model(self.model), **self.model_card, results=results)
 
     def get_train_dataloader(self) -> DataLoader:
         if self.max_tokens is None:
