@@ -254,8 +254,12 @@ trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=dataset, eval_dat
                          processing_class=tokenizer, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
 trainer.train()
 predictions = trainer.predict(dataset.select(range(4))).predictions
-print(tokenizer.batch_decode(predictions.clip(min=0), skip_special_tokens=True))
+trainer.save_model(f"{output}/tuned")  # a folder saved through the remote code must be complete
+from transformers import pipeline
+translate = pipeline("translation", model=f"{output}/tuned", trust_remote_code=True)
+assert type(translate).__name__ == "AaynTranslationPipeline" and len(translate("Six one.", max_new_tokens=4)) == 1
 assert "aayn" not in sys.modules
+print(tokenizer.batch_decode(predictions.clip(min=0), skip_special_tokens=True))
 """
 
 
@@ -265,3 +269,4 @@ def test_the_plain_transformers_route_needs_no_aayn_glue(trained, corpus, tmp_pa
                             capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(eval(result.stdout.strip().splitlines()[-1])) == 4  # four decoded predictions
+    assert {"pipeline_aayn.py", "modeling_aayn.py", "configuration_aayn.py"} <= {p.name for p in (tmp_path / "tuned").iterdir()}

@@ -8,6 +8,13 @@ import yaml
 EN = "zero one two three four five six seven eight nine".split()
 FR = "zéro un deux trois quatre cinq six sept huit neuf".split()
 
+# sentence pairs of different lengths (so that a per-micro-batch mean differs from the mean over all tokens)
+EIGHT_PAIRS = [
+    ("Six one eight.", "Six un huit."), ("Two.", "Deux."), ("Zero nine nine five three four.", "Zéro neuf neuf cinq trois quatre."),
+    ("One.", "Un."), ("Seven seven.", "Sept sept."), ("Three four five six seven eight nine.", "Trois quatre cinq six sept huit neuf."),
+    ("Eight.", "Huit."), ("Nine zero.", "Neuf zéro."),
+]
+
 
 def write_numbers_corpus(folder: Path, sizes=(("train", 240), ("validation", 16), ("test", 16)), seed: int = 0) -> Path:
     """Line-aligned `{split}.en` / `{split}.fr`: "Six one eight." -> "Six un huit."."""

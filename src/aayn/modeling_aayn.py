@@ -776,8 +776,9 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         sequences, scores = self.paper_beam_search(
             input_ids,
             attention_mask,
-            num_beams=kwargs.get("num_beams") or config.num_beams,
-            alpha=config.length_penalty if kwargs.get("length_penalty") is None else kwargs["length_penalty"],
+            # a generation config written by 4.57 leaves out values at 4.57's defaults, which 5.x reads as None
+            num_beams=kwargs.get("num_beams") or config.num_beams or 1,
+            alpha=next(a for a in (kwargs.get("length_penalty"), config.length_penalty, 1.0) if a is not None),
             max_new_tokens=limits,
             num_return_sequences=kwargs.get("num_return_sequences") or config.num_return_sequences or 1,
         )

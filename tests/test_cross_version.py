@@ -1,0 +1,72 @@
+"""A folder saved on one transformers line is used on the other (4.57 <-> 5.x), both directions, in fresh
+processes that never import aayn: config, tokenizer, model, generate and pipeline("translation") agree.
+
+Needs a second Python whose transformers is of the other line, with aayn installed (to write a folder there):
+`.ci/run` builds one venv per line and points AAYN_OTHER_PYTHON at the other one.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
+
+OTHER_PYTHON = os.environ.get("AAYN_OTHER_PYTHON")
+pytestmark = pytest.mark.skipif(
+    not OTHER_PYTHON, reason="AAYN_OTHER_PYTHON is not set (a python with the other transformers line; .ci/run sets it)"
+)
+
+USE = """
+import json, sys
+import transformers
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+path = sys.argv[1]
+sources = ["Six one eight.", "Two zero."]
+config = AutoConfig.from_pretrained(path, trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
+model = AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True)
+batch = tokenizer(sources, return_tensors="pt", padding=True)
+generated = tokenizer.batch_decode(model.generate(**batch, max_new_tokens=8), skip_special_tokens=True)
+translate = pipeline("translation", model=path, trust_remote_code=True)
+assert "aayn" not in sys.modules
+print(json.dumps({
+    "transformers": transformers.__version__,
+    "model_type": config.model_type,
+    "ids": batch["input_ids"].tolist(),
+    "generate": [text.strip() for text in generated],
+    "pipeline": [row["translation_text"] for row in translate(sources, max_new_tokens=8)],
+}))
+"""
+
+
+def use(python: str, folder) -> dict:
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    result = subprocess.run([python, "-c", USE, str(folder)], capture_output=True, text=True, env=env, cwd=folder)
+    assert result.returncode == 0, f"{python}: {result.stderr[-3000:]}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def train(python: str, tmp_path, name: str):
+    corpus = write_numbers_corpus(tmp_path / "data")
+    recipe = tiny_recipe(corpus, tmp_path / name, max_steps=4, eval_strategy="no", save_steps=4,
+                         generation_num_beams=1, max_predict_samples=4)
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    result = subprocess.run([python, "-m", "aayn.train", str(write_recipe(tmp_path / f"{name}.yaml", recipe))],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 0, f"{python}: {result.stderr[-3000:]}"
+    return tmp_path / name
+
+
+@pytest.mark.parametrize("saved_by", ["this line", "the other line"])
+def test_a_folder_saved_on_one_line_works_on_the_other(tmp_path, saved_by):
+    writer = sys.executable if saved_by == "this line" else OTHER_PYTHON
+    folder = train(writer, tmp_path, "run")
+    here, there = use(sys.executable, folder), use(OTHER_PYTHON, folder)
+    assert here["transformers"].split(".")[0] != there["transformers"].split(".")[0]  # really two lines
+    assert here["model_type"] == there["model_type"] == "aayn"
+    assert here["ids"] == there["ids"]
+    assert here["generate"] == there["generate"] and here["pipeline"] == there["pipeline"] == here["generate"]
+    for checkpoint in [folder / "checkpoint-4"]:  # checkpoints are folders users load too
+        assert use(OTHER_PYTHON if writer == sys.executable else sys.executable, checkpoint)["model_type"] == "aayn"

@@ -1,0 +1,65 @@
+"""The loss the Trainer optimizes is the token mean over the whole optimizer step (fairseq's normalization),
+whatever the gradient accumulation and the number of processes, with and without label smoothing: checked
+against transformers' `LabelSmoother` on the full batch's logits, through transformers' own Seq2SeqTrainer in
+processes that load the folder as remote code."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq
+from training_helpers import EIGHT_PAIRS
+from transformers.trainer_pt_utils import LabelSmoother
+
+SCRIPT = Path(__file__).parent / "scripts" / "trainer_gradients.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def trainer_step(folder, out, batch, accumulation, smoothing, processes=1):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    launcher = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port", str(free_port())]
+    command = [sys.executable, *(launcher if processes > 1 else []), str(SCRIPT), str(folder), str(out), str(batch),
+               str(accumulation), str(smoothing)]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads((out / "loss.json").read_text()), load_file(out / "gradients.safetensors")
+
+
+def reference(folder, smoothing):
+    """Loss and gradients of the whole 8-sentence batch at once: transformers' LabelSmoother on full logits."""
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    features = [tokenizer(source, text_target=target) for source, target in EIGHT_PAIRS]
+    batch = DataCollatorForSeq2Seq(tokenizer, model=model)(features)
+    labels = batch.pop("labels")
+    model.train()
+    outputs = model(**batch)
+    loss = LabelSmoother(epsilon=smoothing)(outputs, labels)
+    loss.backward()
+    return loss.item(), {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_gradient_accumulation_and_processes_leave_loss_and_gradients_unchanged(saved, tmp_path, smoothing):
+    folder, _, _ = saved
+    expected_loss, expected = reference(folder, smoothing)
+    # (sentences per process and micro-batch, accumulation steps, processes): 8 sentences per optimizer step
+    for batch, accumulation, processes in [(8, 1, 1), (4, 2, 1), (2, 4, 1), (4, 1, 2)]:
+        out = tmp_path / f"b{batch}-a{accumulation}-p{processes}"
+        loss, gradients = trainer_step(folder, out, batch, accumulation, smoothing, processes)
+        assert loss["processes"] == processes
+        assert loss["loss"] == pytest.approx(expected_loss, rel=1e-5), (batch, accumulation, processes)
+        assert gradients.keys() == expected.keys()
+        for name, gradient in gradients.items():
+            torch.testing.assert_close(gradient, expected[name], rtol=1e-4, atol=1e-6, msg=f"{name} {batch, accumulation, processes}")
