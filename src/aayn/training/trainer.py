@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import evaluate
@@ -34,6 +35,11 @@ class AaynTrainer(Seq2SeqTrainer):
     """
 
     def __init__(self, *args, max_tokens: int | None = None, model_card: dict | None = None, **kwargs):
+        training_args = kwargs.get("args") if "args" in kwargs else (args[1] if len(args) > 1 else None)
+        if training_args is not None and training_args.hub_token:
+            # The Trainer pickles its arguments into training_args.bin of every checkpoint, the final folder and
+            # the pushes; huggingface_hub reads the token from the environment instead, which nothing writes out.
+            os.environ["HF_TOKEN"], training_args.hub_token = training_args.hub_token, None
         super().__init__(*args, **kwargs)
         self.max_tokens = max_tokens
         self.model_card = model_card  # render_model_card arguments; every saved folder gets its README.md
@@ -41,14 +47,9 @@ class AaynTrainer(Seq2SeqTrainer):
         self._train_lengths = None
 
     def _save(self, output_dir: str | None = None, state_dict=None):
-        """The Trainer's folder, plus: no Hub token in training_args.bin (the Trainer pickles its arguments into
-        every checkpoint and uploads them), a tokenizer that loads on both transformers lines, and aayn's card."""
+        """The Trainer's folder, plus a tokenizer that loads on both transformers lines, and aayn's card."""
         output_dir = output_dir or self.args.output_dir
-        token, self.args.hub_token = self.args.hub_token, None
-        try:
-            super()._save(output_dir, state_dict)
-        finally:
-            self.args.hub_token = token
+        super()._save(output_dir, state_dict)
         if hasattr(self.processing_class, "backend_tokenizer"):
             save_tokenizer(self.processing_class, output_dir)
         self._write_model_card(output_dir)
