@@ -25,7 +25,7 @@ from transformers import MarianMTModel
 from aayn.cli import setup_logging
 from aayn.marian import aayn_state_dict_from_marian, marian_config_for
 from aayn.training.arguments import parse_arguments
-from aayn.training.run import build_model, run
+from aayn.training.job import build_model, run
 
 
 def marian(model_args, tokenizer):

@@ -93,15 +93,28 @@ def test_exported_model_translates_the_test_sentences_like_ours(saved, tmp_path,
     assert sum(a == b for a, b in zip(ours, french)) >= len(french) // 2  # the model does translate
 
 
-def test_export_errors(saved, tmp_path, monkeypatch):
+def export_fails(capsys, *flags: str) -> str:
+    """`aayn export` with a user error: exit status 2 and one message, no traceback."""
+    assert aayn(["export", "--format", "ctranslate2", *flags]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("aayn export: error: ") and "Traceback" not in error
+    return error
+
+
+def test_export_errors(saved, tmp_path, monkeypatch, capsys):
     folder, model, _ = saved
-    with pytest.raises(FileNotFoundError, match=r"--model .* \(no config.json\)"):
-        aayn(["export", "--format", "ctranslate2", "--model", str(tmp_path), "--output_dir", str(tmp_path / "out")])
+    assert "(no config.json)" in export_fails(capsys, "--model", str(tmp_path), "--output_dir", str(tmp_path / "out"))
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "keep.txt").write_text("mine")
-    with pytest.raises(FileExistsError, match="busy exists and is not empty"):
-        aayn(["export", "--format", "ctranslate2", "--model", str(folder), "--output_dir", str(tmp_path / "busy")])
+    error = export_fails(capsys, "--model", str(folder), "--output_dir", str(tmp_path / "busy"))
+    assert "busy exists and is not empty" in error
     assert [path.name for path in (tmp_path / "busy").iterdir()] == ["keep.txt"]
+    from transformers import MarianConfig, MarianMTModel
+
+    MarianMTModel(MarianConfig(vocab_size=40, d_model=16, encoder_layers=1, decoder_layers=1, encoder_ffn_dim=16,
+                               decoder_ffn_dim=16, encoder_attention_heads=2, decoder_attention_heads=2)).save_pretrained(tmp_path / "marian")
+    error = export_fails(capsys, "--model", str(tmp_path / "marian"), "--output_dir", str(tmp_path / "m"))
+    assert "holds a 'marian' model, not an aayn one" in error and not (tmp_path / "m").exists()
     with pytest.raises(SystemExit):
         aayn(["export", "--format", "onnx", "--model", str(folder), "--output_dir", str(tmp_path / "x")])
     with pytest.raises(ValueError, match="activation_function"):

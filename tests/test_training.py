@@ -132,7 +132,7 @@ def test_max_tokens_batches_in_the_trainer(corpus, tmp_path):
     recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path, eval_strategy="no"))
     model_args, data_args, args = parse_arguments([recipe.as_posix()])
     from aayn.data import load_translation_dataset, tokenize_dataset, train_tokenizer
-    from aayn.training.run import build_model
+    from aayn.training.job import build_model
     from transformers import DataCollatorForSeq2Seq
 
     data = load_translation_dataset(str(corpus), source_lang="en", target_lang="fr")

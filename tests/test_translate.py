@@ -32,7 +32,7 @@ def test_token_batches_keep_order_and_equal_one_by_one_decoding(saved):
 
 def test_standard_input_line_by_line(saved, monkeypatch, capsys):
     path, model, tokenizer = saved
-    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(LINES) + "\n"))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(("\n".join(LINES) + "\n").encode())))
     assert aayn(["translate", "--model", str(path), "--max_new_tokens", "8", "--batch_tokens", "20"]) == 0
     printed = capsys.readouterr().out.split("\n")
     assert printed[:-1] == one_by_one(model, tokenizer, LINES, max_new_tokens=8) and printed[-1] == ""
@@ -56,12 +56,25 @@ def test_show_attention_draws_a_heatmap(saved, tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[0] == one_by_one(model, tokenizer, [LINES[0]], max_new_tokens=6)[0]
 
 
-def test_errors(saved, tmp_path, monkeypatch):
+def translate_fails(capsys, *argv: str) -> str:
+    assert aayn(["translate", *argv]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("aayn translate: error: ") and "Traceback" not in error
+    return error
+
+
+def test_errors(saved, tmp_path, monkeypatch, capsys):
     path, _, _ = saved
-    with pytest.raises(SystemExit, match=r"cannot load a model from --model '.*nowhere'"):
-        aayn(["translate", "--model", str(tmp_path / "nowhere"), "Hello."])
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8"))
-    with pytest.raises(SystemExit, match="standard input is not UTF-8 text"):
-        aayn(["translate", "--model", str(path)])
-    with pytest.raises(SystemExit, match="--show-attention draws one sentence; got 2 lines"):
-        aayn(["translate", "--model", str(path), "--show-attention", str(tmp_path / "x.png"), "One.", "Two."])
+    assert "folder not found" in translate_fails(capsys, "--model", str(tmp_path / "nowhere"), "Hello.")
+    assert "holds no config.json" in translate_fails(capsys, "--model", str(tmp_path), "Hello.")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8", errors="surrogateescape"))
+    assert "standard input is not UTF-8 text" in translate_fails(capsys, "--model", str(path))
+    error = translate_fails(capsys, "--model", str(path), "--show-attention", str(tmp_path / "x.png"), "One.", "Two.")
+    assert "--show-attention draws one sentence; got 2 lines" in error
+
+
+def test_one_line_out_per_line_in_even_when_a_translation_holds_a_newline(saved, monkeypatch, capsys):
+    path, _, _ = saved
+    monkeypatch.setattr("aayn.translate.translate_texts", lambda model, tokenizer, texts, **kw: ["a\nb"] * len(texts))
+    assert aayn(["translate", "--model", str(path), "One.", "Two."]) == 0
+    assert capsys.readouterr().out.splitlines() == ["a b", "a b"]

@@ -1,30 +1,101 @@
 """aayn: the "Attention Is All You Need" Transformer as a first-class Hugging Face model.
 
-Importing the package registers model type "aayn" with AutoConfig, AutoModel and AutoModelForSeq2SeqLM, and marks
-the classes so that `save_pretrained` copies their code into the checkpoint (loadable with trust_remote_code=True
-by a process that never imports aayn).
+`import aayn` registers model type "aayn" with AutoConfig, AutoModel and AutoModelForSeq2SeqLM, and marks the
+classes so that `save_pretrained` copies their code into the checkpoint (loadable with trust_remote_code=True by
+a process that never imports aayn).
+
+Nothing heavy is imported here, so that `aayn --help` answers at once: the classes load on first use, and the
+registration runs as soon as transformers is imported (at once if it already is).
 """
 
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
-
-from .configuration_aayn import AaynConfig
-from .modeling_aayn import AaynForConditionalGeneration, AaynModel, AaynPreTrainedModel
-from .pipeline_aayn import AaynTranslationPipeline
+import importlib
+import importlib.abc
+import importlib.util
+import sys
 
 __version__ = "0.1.0"
 
-AutoConfig.register(AaynConfig.model_type, AaynConfig, exist_ok=True)
-AutoModel.register(AaynConfig, AaynModel, exist_ok=True)
-AutoModelForSeq2SeqLM.register(AaynConfig, AaynForConditionalGeneration, exist_ok=True)
-AaynConfig.register_for_auto_class()
-AaynModel.register_for_auto_class("AutoModel")
-AaynForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+_CLASSES = {
+    "AaynConfig": "configuration_aayn",
+    "AaynForConditionalGeneration": "modeling_aayn",
+    "AaynModel": "modeling_aayn",
+    "AaynPreTrainedModel": "modeling_aayn",
+    "AaynTranslationPipeline": "pipeline_aayn",
+}
 
+
+def __getattr__(name: str):
+    if name in _CLASSES:
+        return getattr(importlib.import_module(f".{_CLASSES[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def register() -> None:
+    """Register model type "aayn" with transformers' Auto classes (safe to call again)."""
+    from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+
+    from .configuration_aayn import AaynConfig
+    from .modeling_aayn import AaynForConditionalGeneration, AaynModel
+
+    AutoConfig.register(AaynConfig.model_type, AaynConfig, exist_ok=True)
+    AutoModel.register(AaynConfig, AaynModel, exist_ok=True)
+    AutoModelForSeq2SeqLM.register(AaynConfig, AaynForConditionalGeneration, exist_ok=True)
+    AaynConfig.register_for_auto_class()
+    AaynModel.register_for_auto_class("AutoModel")
+    AaynForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+
+
+_MODEL_CODE = ("aayn.configuration_aayn", "aayn.modeling_aayn", "aayn.pipeline_aayn")
+
+
+def _initializing(name: str) -> bool:
+    module = sys.modules.get(name)
+    return module is not None and getattr(module.__spec__, "_initializing", False)
+
+
+class _RegisterWhenReady(importlib.abc.MetaPathFinder):
+    """Runs `register()` at the first moment transformers is imported and none of aayn's model files is halfway
+    through its own import (they import transformers themselves), then steps aside."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "transformers" and fullname not in _MODEL_CODE:
+            return None
+        for finder in sys.meta_path:
+            spec = None if finder is self else finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        execute = spec.loader.exec_module
+
+        def exec_module(module):
+            execute(module)
+            others = [name for name in _MODEL_CODE if name != fullname]
+            if self in sys.meta_path and "transformers" in sys.modules and not any(map(_initializing, others)):
+                sys.meta_path.remove(self)
+                register()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _register_later() -> None:
+    """For the `aayn` command: no registration on `import transformers` (parsing a recipe imports it); each
+    command calls `register()` once its arguments are known to be good."""
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _RegisterWhenReady)]
+
+
+if "transformers" in sys.modules:
+    register()
+elif not any(isinstance(finder, _RegisterWhenReady) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _RegisterWhenReady())
 
 
 def translation_pipeline(model, **kwargs):
     """`pipeline("translation")` for an AAYN model where aayn is installed (no `trust_remote_code` needed)."""
     from transformers import pipeline
+
+    from .pipeline_aayn import AaynTranslationPipeline
 
     return pipeline("translation", model=model, pipeline_class=AaynTranslationPipeline, **kwargs)
 
@@ -35,5 +106,6 @@ __all__ = [
     "AaynModel",
     "AaynPreTrainedModel",
     "AaynTranslationPipeline",
+    "register",
     "translation_pipeline",
 ]

@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+from . import _register_later, register
+
 
 def copy_task(args: argparse.Namespace) -> None:
     """Train a tiny AAYN on the copy task, check it by greedy decoding, save it and load it back."""
@@ -29,9 +31,12 @@ def copy_task(args: argparse.Namespace) -> None:
 def train(args: argparse.Namespace) -> None:
     """Train a translation model from a YAML recipe (see recipes/); flags after the recipe override it."""
     from .training.arguments import parse_arguments
-    from .training.run import run
 
-    run(*parse_arguments(args.recipe_and_flags))
+    arguments = parse_arguments(args.recipe_and_flags)  # `aayn train --help` lists every key
+    register()
+    from .training.job import run  # datasets, evaluate, ...: only once the arguments are known to be good
+
+    run(*arguments)
 
 
 def average(args: argparse.Namespace) -> None:
@@ -73,30 +78,44 @@ def translate(args: argparse.Namespace) -> None:
     if args.text:
         lines = args.text
     else:
-        try:
-            lines = sys.stdin.read().split("\n")
+        try:  # bytes, decoded here: a C or surrogateescape locale would let undecodable bytes through
+            lines = sys.stdin.buffer.read().decode("utf-8").split("\n")
         except UnicodeDecodeError as error:
-            raise SystemExit(f"aayn translate: standard input is not UTF-8 text ({error})") from None
+            raise ValueError(f"standard input is not UTF-8 text ({error})") from None
         if lines and lines[-1] == "":
             lines.pop()  # the newline that ends the last line
+    if args.show_attention and len(lines) != 1:
+        raise ValueError(f"--show-attention draws one sentence; got {len(lines)} lines")
+    location = model_location(args.model)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(args.model)
-        model = AutoModelForSeq2SeqLM.from_pretrained(args.model).to(args.device).eval()
+        tokenizer = AutoTokenizer.from_pretrained(location)
+        model = AutoModelForSeq2SeqLM.from_pretrained(location).to(args.device).eval()
     except (OSError, ValueError) as error:
-        raise SystemExit(f"aayn translate: cannot load a model from --model {args.model!r}: {error}") from None
+        raise ValueError(f"cannot load a model from --model {args.model!r}: {error}") from None
     generate = {
         name: value
         for name, value in (("num_beams", args.num_beams), ("length_penalty", args.length_penalty), ("max_new_tokens", args.max_new_tokens))
         if value is not None
     }
     if args.show_attention:
-        if len(lines) != 1:
-            raise SystemExit(f"aayn translate: --show-attention draws one sentence; got {len(lines)} lines")
         print(plot_cross_attention(model, tokenizer, lines[0], args.show_attention, per_head=args.per_head, **generate))
         print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
         return
     for line in translate_texts(model, tokenizer, [line.rstrip("\r") for line in lines], batch_tokens=args.batch_tokens, **generate):
-        print(line)
+        print(" ".join(line.splitlines()))  # one line out per line in, whatever the model emits
+
+
+def model_location(value: str) -> str:
+    """--model as given: a saved folder here, or else a Hub id. Names that cannot be a Hub id (absolute or
+    relative paths other than `owner/name`) must be folders that exist."""
+    path = Path(value).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"--model {value}: the folder holds no config.json, so it is no saved model")
+        return str(path)
+    if path.exists() or value.startswith((".", "/", "~")) or value.count("/") != 1:
+        raise FileNotFoundError(f"--model {value}: folder not found")
+    return value
 
 
 def bench(args: argparse.Namespace) -> None:
@@ -134,8 +153,29 @@ def positive_int(text: str) -> int:
     return value
 
 
+# What a user's input can get wrong (a recipe, a path, a folder, a value): one line naming it, no traceback.
+# Anything else is a bug and keeps its traceback; --debug keeps it for these too.
+USER_ERRORS = (ValueError, OSError, FloatingPointError)
+
+
+def report_user_errors(command: str, work, debug: bool) -> int:
+    """Run `work()`; a user error prints `aayn COMMAND: error: ...` and returns 2 (argparse's code for usage)."""
+    try:
+        work()
+    except USER_ERRORS as error:
+        if debug:
+            raise
+        print(f"aayn {command}: error: {error}\n(run with --debug for the traceback)", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="aayn", description=__doc__)
+    _register_later()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [arg for arg in argv if arg != "--debug"]
+    parser = argparse.ArgumentParser(prog="aayn", description=__doc__, epilog="--debug anywhere: tracebacks for errors")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("copy-task", help=copy_task.__doc__)
     demo.add_argument("--output_dir", default="runs/copy-task", help="where to save the trained model")
@@ -190,12 +230,16 @@ def main(argv: list[str] | None = None) -> int:
     exporter.add_argument("--quantization", choices=["int8", "int8_float32", "int16", "float16", "bfloat16"],
                           help="CTranslate2 weight type (default: float32, outputs equal to PyTorch's)")
     exporter.set_defaults(run=export)
-    args = parser.parse_args(argv)
+    if argv[:1] == ["train"]:  # everything after `train` is the recipe's parser's, --help included
+        args = argparse.Namespace(command="train", recipe_and_flags=argv[1:], run=train)
+    else:
+        args = parser.parse_args(argv)
     if args.command == "copy-task" and args.steps <= 0:
         parser.error(f"--steps must be a positive integer, got {args.steps}")
     setup_logging()
-    args.run(args)
-    return 0
+    if args.command != "train":  # train registers after parsing its recipe
+        register()
+    return report_user_errors(args.command, lambda: args.run(args), debug)
 
 
 if __name__ == "__main__":

@@ -317,6 +317,7 @@ class AaynEmbeddings(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.d_model = config.d_model
         self.max_positions = config.max_position_embeddings
+        self.warned_of_length = False
 
     def forward(
         self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, past_length: int = 0
@@ -334,8 +335,9 @@ class AaynEmbeddings(nn.Module):
                     )
             inputs_embeds = self.embed_tokens(input_ids)
         length = inputs_embeds.shape[1]
-        if past_length + length > self.max_positions:
-            logger.warning_once(
+        if past_length + length > self.max_positions and not self.warned_of_length:
+            self.warned_of_length = True  # once per model, not once per length (decoding steps lengthen one by one)
+            logger.warning(
                 f"A sequence of {past_length + length} positions exceeds max_position_embeddings="
                 f"{self.max_positions}; the sinusoids extend to it (§3.5) but the model was not trained on such lengths."
             )

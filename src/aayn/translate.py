@@ -6,8 +6,11 @@ from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging
 
 from .data.batching import MaxTokensBatchSampler
+
+logger = logging.get_logger(__name__)
 
 
 @torch.inference_mode()
@@ -27,7 +30,11 @@ def translate_texts(
     todo = [i for i, text in enumerate(texts) if text.strip()]
     if not todo:
         return outputs
-    encoded = tokenizer([texts[i] for i in todo], truncation=True, max_length=limit)["input_ids"]
+    encoded = tokenizer([texts[i] for i in todo])["input_ids"]
+    long = [todo[j] + 1 for j, ids in enumerate(encoded) if len(ids) > limit]
+    if long:
+        logger.warning(f"{len(long)} input(s) longer than {limit} tokens truncated (numbers {long[:10]}...)")
+        encoded = [ids if len(ids) <= limit else ids[: limit - 1] + ids[-1:] for ids in encoded]  # keeps </s>
     lengths = [min(len(ids), batch_tokens) for ids in encoded]
     for batch in MaxTokensBatchSampler(lengths, max(batch_tokens, 1), shuffle=False):
         inputs = tokenizer.pad({"input_ids": [encoded[j] for j in batch]}, return_tensors="pt").to(model.device)

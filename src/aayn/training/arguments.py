@@ -7,14 +7,16 @@ wrong type is an error that names the key.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
-from ..data.preprocess import OVERLONG
 
 
 @dataclass
@@ -50,12 +52,12 @@ class DataTrainingArguments:
     source_lang: str = field(metadata={"help": "source language code, e.g. en"})
     target_lang: str = field(metadata={"help": "target language code, e.g. fr"})
     dataset_config_name: str | None = field(default=None, metadata={"help": "Hub config such as de-en; default: found from the languages"})
-    train_split: str = field(default="train", metadata={"help": "split expression for training, slicing allowed: train[:10%]"})
+    train_split: str = field(default="train", metadata={"help": "split expression for training, slicing allowed: train[:10%%]"})
     validation_split: str = field(default="validation")
     test_split: str = field(default="test")
     max_source_length: int = field(default=256)
     max_target_length: int = field(default=256)
-    overlong: str = field(default="drop", metadata={"help": f"over-long pairs in training: one of {', '.join(OVERLONG)}"})
+    overlong: str = field(default="drop", metadata={"help": "over-long pairs in training: truncate or drop"})
     max_train_samples: int | None = field(default=None)
     max_eval_samples: int | None = field(default=None)
     max_predict_samples: int | None = field(default=None)
@@ -71,6 +73,8 @@ class DataTrainingArguments:
     license: str = field(default="apache-2.0", metadata={"help": "license in the model card's metadata"})
 
     def __post_init__(self):
+        from ..data.preprocess import OVERLONG
+
         if self.overlong not in OVERLONG:
             raise ValueError(f"overlong={self.overlong!r}; allowed: {', '.join(OVERLONG)}")
         if self.max_tokens is not None and self.max_tokens <= 0:
@@ -79,10 +83,40 @@ class DataTrainingArguments:
             raise ValueError(f"average_last_checkpoints must be >= 0, got {self.average_last_checkpoints}")
 
 
-ARGUMENT_CLASSES = (ModelArguments, DataTrainingArguments, Seq2SeqTrainingArguments)
+@dataclass
+class RunArguments:
+    """transformers 5.x dropped `overwrite_output_dir` from the Trainer's arguments (4.57 still has it); aayn train
+    keeps run_translation.py's meaning on both lines."""
+
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": "delete an earlier run in output_dir and start clean (default: refuse)"}
+    )
 
 
-def _as_flags(recipe: dict, path: str) -> list[str]:
+TRAINER_HAS_OVERWRITE = "overwrite_output_dir" in {f.name for f in dataclasses.fields(Seq2SeqTrainingArguments)}
+ARGUMENT_CLASSES = (ModelArguments, DataTrainingArguments, Seq2SeqTrainingArguments) + (
+    () if TRAINER_HAS_OVERWRITE else (RunArguments,)
+)
+
+
+class RecipeError(ValueError):
+    """A recipe or flag that aayn train cannot take; the message names it."""
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """YAML with the booleans of YAML 1.2 (true/false only): `eval_strategy: no` is the string "no", not False."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def _as_flags(recipe: dict) -> list[str]:
     flags = []
     for key, value in recipe.items():
         if value is None:
@@ -104,18 +138,49 @@ def read_recipe(path: str) -> dict:
     if not recipe_path.is_file():
         raise FileNotFoundError(f"recipe {path!r} does not exist")
     try:
-        recipe = yaml.safe_load(recipe_path.read_text(encoding="utf-8")) or {}
+        recipe = yaml.load(recipe_path.read_text(encoding="utf-8"), Loader=_Yaml12Loader) or {}
     except yaml.YAMLError as error:
-        raise ValueError(f"recipe {path} is not valid YAML: {error}") from error
+        raise RecipeError(f"recipe {path} is not valid YAML: {error}") from error
     if not isinstance(recipe, dict):
-        raise ValueError(f"recipe {path} must be a mapping of key: value, got {type(recipe).__name__}")
+        raise RecipeError(f"recipe {path} must be a mapping of key: value, got {type(recipe).__name__}")
     return recipe
+
+
+def _known_keys() -> list[str]:
+    return [f.name for cls in ARGUMENT_CLASSES for f in dataclasses.fields(cls) if f.init]
+
+
+def _check_keys(keys: list[str], where: str, prefix: str = "") -> None:
+    """An exact key or an error naming it and the nearest valid one: argparse alone would take `max_step` for
+    `max_steps` (an abbreviation)."""
+    known = _known_keys()
+    for key in keys:
+        if key.replace("-", "_") not in known:
+            near = difflib.get_close_matches(key.replace("-", "_"), known, n=1, cutoff=0.6)
+            hint = f"; did you mean {prefix}{near[0]}?" if near else "; `aayn train --help` lists them"
+            raise RecipeError(f"unknown {where} {prefix}{key}{hint}")
+
+
+def argument_parser() -> HfArgumentParser:
+    return HfArgumentParser(
+        ARGUMENT_CLASSES, prog="aayn train", description="Train an AAYN translation model.", allow_abbrev=False
+    )
 
 
 def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataTrainingArguments, Seq2SeqTrainingArguments]:
     """`[RECIPE.yaml] [--key value ...]`: the recipe's values first, the flags after it win."""
-    parser = HfArgumentParser(ARGUMENT_CLASSES, prog="aayn train", description="Train an AAYN translation model.")
     flags = list(argv)
+    parser = argument_parser()
+    if {"-h", "--help"} & set(flags):
+        parser.print_help()
+        raise SystemExit(0)
     if flags and not flags[0].startswith("-"):
-        flags = _as_flags(read_recipe(flags[0]), flags[0]) + flags[1:]
-    return parser.parse_args_into_dataclasses(args=flags)
+        recipe = read_recipe(flags[0])
+        _check_keys(list(recipe), f"key in recipe {flags[0]}:")
+        flags = _as_flags(recipe) + flags[1:]
+    _check_keys([flag[2:].split("=")[0] for flag in flags if flag.startswith("--")], "flag", "--")
+    parsed = parser.parse_args_into_dataclasses(args=flags)
+    model_args, data_args, args = parsed[:3]
+    if not TRAINER_HAS_OVERWRITE:
+        args.overwrite_output_dir = parsed[3].overwrite_output_dir
+    return model_args, data_args, args
