@@ -630,6 +630,8 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         self.model = AaynModel(config)
         self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
         self._tied_weights_keys = tied_parameters(config, lm_head=True)
+        # stored once (under their source); listed so the Trainer's resume ties them instead of warning of them
+        self._keys_to_ignore_on_save = set(tied_parameters(config, lm_head=True))
         self._decoding_matrix: list[torch.Tensor | None] | None = None  # see _output_logits
         self.post_init()
         # §6.1's beam size and alpha are the defaults of new models (generation_config.json keeps them)

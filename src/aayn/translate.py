@@ -30,7 +30,7 @@ def translate_texts(
     todo = [i for i, text in enumerate(texts) if text.strip()]
     if not todo:
         return outputs
-    encoded = tokenizer([texts[i] for i in todo])["input_ids"]
+    encoded = tokenizer([texts[i] for i in todo], verbose=False)["input_ids"]  # one warning below, not one per input
     long = [todo[j] + 1 for j, ids in enumerate(encoded) if len(ids) > limit]
     if long:
         logger.warning(f"{len(long)} input(s) longer than {limit} tokens truncated (numbers {long[:10]}...)")

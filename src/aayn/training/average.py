@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors.torch import load_file
 from transformers import PreTrainedModel
 from transformers.utils import logging
 
@@ -36,6 +36,13 @@ def last_checkpoints(output_dir: str | Path, count: int) -> list[Path]:
     return checkpoints[-count:]
 
 
+def read_weights(path: Path) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(str(path))
+    except Exception as error:  # safetensors raises its own error types for a cut or corrupt file
+        raise ValueError(f"{path} is not a readable safetensors file ({error}); was its save cut short?") from None
+
+
 def averaged_state_dict(checkpoints: list[str | Path]) -> dict[str, torch.Tensor]:
     """The element-wise mean of the checkpoints' weights, accumulated in float64, cast back to each tensor's dtype."""
     if not checkpoints:
@@ -46,22 +53,23 @@ def averaged_state_dict(checkpoints: list[str | Path]) -> dict[str, torch.Tensor
         path = Path(checkpoint) / WEIGHTS
         if not path.is_file():
             raise FileNotFoundError(f"checkpoint {checkpoint} has no {WEIGHTS}")
-        with safe_open(str(path), framework="pt") as weights:
-            names = set(weights.keys())
-            if number and names != set(total):
-                raise ValueError(f"checkpoint {checkpoint} holds other tensors than {checkpoints[0]}: {sorted(names ^ set(total))[:5]}")
-            for name in sorted(names):
-                tensor = weights.get_tensor(name)
-                if number and tensor.shape != total[name].shape:
-                    raise ValueError(f"{name} is {tuple(tensor.shape)} in {checkpoint} but {tuple(total[name].shape)} in {checkpoints[0]}")
-                dtypes[name] = tensor.dtype
-                total[name] = total[name] + tensor.double() if number else tensor.double()
+        weights = read_weights(path)
+        if number and set(weights) != set(total):
+            raise ValueError(f"checkpoint {checkpoint} holds other tensors than {checkpoints[0]}: {sorted(set(weights) ^ set(total))[:5]}")
+        for name in sorted(weights):
+            tensor = weights[name]
+            if number and tensor.shape != total[name].shape:
+                raise ValueError(f"{name} is {tuple(tensor.shape)} in {checkpoint} but {tuple(total[name].shape)} in {checkpoints[0]}")
+            dtypes[name] = tensor.dtype
+            total[name] = total[name] + tensor.double() if number else tensor.double()
     return {name: (value / len(checkpoints)).to(dtypes[name]) for name, value in total.items()}
 
 
-def load_average(model: PreTrainedModel, checkpoints: list[str | Path]) -> PreTrainedModel:
-    """Put the average of the checkpoints' weights into `model` (same architecture), in place."""
-    averaged = averaged_state_dict(checkpoints)
+def load_average(
+    model: PreTrainedModel, checkpoints: list[str | Path], averaged: dict[str, torch.Tensor] | None = None
+) -> PreTrainedModel:
+    """Put the average of the checkpoints' weights (`averaged`, if already computed) into `model`, in place."""
+    averaged = averaged_state_dict(checkpoints) if averaged is None else averaged
     parameters = model.state_dict()
     with torch.no_grad():
         for name, value in averaged.items():
@@ -87,17 +95,22 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -
     for checkpoint in checkpoints:
         if not (checkpoint / WEIGHTS).is_file():
             raise FileNotFoundError(f"checkpoint {checkpoint} has no {WEIGHTS}")
+    last = checkpoints[-1]
+    if not (last / "tokenizer.json").is_file():
+        raise FileNotFoundError(
+            f"checkpoint {last} holds no tokenizer (tokenizer.json): the averaged folder could not translate; "
+            "average checkpoints written by aayn train or save_pretrained with their tokenizer"
+        )
     output = Path(output_dir)
     if output.exists() and any(output.iterdir()):
         raise FileExistsError(f"output_dir {output} exists and is not empty")
-    last = checkpoints[-1]
-    model = load_average(AutoModelForSeq2SeqLM.from_pretrained(last), checkpoints)
+    averaged = averaged_state_dict(checkpoints)  # every file read and checked before anything else
+    model = load_average(AutoModelForSeq2SeqLM.from_pretrained(last), checkpoints, averaged)
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
     try:
         model.save_pretrained(staging)
-        if (last / "tokenizer.json").is_file() or (last / "tokenizer_config.json").is_file():
-            save_tokenizer(AutoTokenizer.from_pretrained(last), staging)
+        save_tokenizer(AutoTokenizer.from_pretrained(last), staging)
         card = card_metadata(last)
         if card:
             write_model_card(

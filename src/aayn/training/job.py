@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,10 +22,13 @@ from ..configuration_aayn import AaynConfig
 from ..data import load_translation_dataset, save_tokenizer, tokenize_dataset, train_tokenizer
 from ..modeling_aayn import AaynForConditionalGeneration
 from .arguments import DataTrainingArguments, ModelArguments
-from .average import last_checkpoints, load_average
+from .average import checkpoint_step, last_checkpoints, load_average
 from .trainer import AaynTrainer, plot_history, translation_metrics
 
 logger = logging.get_logger("aayn.training")
+
+# what the Trainer writes into a checkpoint before the next one may start; a resume needs them all
+CHECKPOINT_FILES = ("model.safetensors", "trainer_state.json", "optimizer.pt", "scheduler.pt")
 
 
 def load_tokenizer(model_args: ModelArguments, data_args: DataTrainingArguments, args: Seq2SeqTrainingArguments, train):
@@ -42,6 +47,87 @@ def load_tokenizer(model_args: ModelArguments, data_args: DataTrainingArguments,
         if args.process_index == 0:
             save_tokenizer(tokenizer, folder)
         return tokenizer
+
+
+def complete_checkpoints(output_dir: str | Path) -> tuple[list[Path], dict[Path, list[str]]]:
+    """`checkpoint-N` folders a run can resume from, oldest first, and the others with what they lack (a run
+    killed while saving leaves a checkpoint without its trainer state)."""
+    complete, incomplete = [], {}
+    for folder in sorted(Path(output_dir).glob("checkpoint-*"), key=checkpoint_step):
+        if checkpoint_step(folder) < 0:
+            continue
+        missing = [name for name in CHECKPOINT_FILES if not (folder / name).is_file()]
+        if missing:
+            incomplete[folder] = missing
+        else:
+            complete.append(folder)
+    return complete, incomplete
+
+
+def resume_checkpoint(args: Seq2SeqTrainingArguments) -> str | None:
+    """`resume_from_checkpoint`: a checkpoint folder, or true (the newest complete one in output_dir)."""
+    value = args.resume_from_checkpoint
+    if value is None or str(value).lower() in ("false", "no", ""):
+        return None
+    complete, incomplete = complete_checkpoints(args.output_dir)
+    if str(value).lower() in ("true", "yes"):
+        if not complete:
+            raise ValueError(f"resume_from_checkpoint=true but {args.output_dir} holds no complete checkpoint")
+        for folder, missing in incomplete.items():
+            if checkpoint_step(folder) > checkpoint_step(complete[-1]):
+                logger.warning(f"skipping {folder.name}: it lacks {', '.join(missing)} (a save that did not finish)")
+        logger.warning(f"resuming from {complete[-1]}, the newest complete checkpoint")
+        return str(complete[-1])
+    folder = Path(value)
+    missing = [name for name in CHECKPOINT_FILES if not (folder / name).is_file()]
+    if missing:
+        raise ValueError(f"resume_from_checkpoint={value} cannot be resumed from: it lacks {', '.join(missing)}")
+    return str(folder)
+
+
+def saved_checkpoints(args: Seq2SeqTrainingArguments) -> int | None:
+    """How many checkpoints the run will have written by its end, where the arguments tell (None: unknown)."""
+    if args.save_strategy == "no":
+        return 0
+    if args.save_strategy != "steps" or args.max_steps <= 0 or args.save_steps < 1:
+        return None
+    steps = int(args.save_steps)
+    count = args.max_steps // steps + (args.max_steps % steps > 0)  # the Trainer also saves at the last step
+    return min(count, args.save_total_limit) if args.save_total_limit else count
+
+
+def prepare_output_dir(args: Seq2SeqTrainingArguments, data_args: DataTrainingArguments) -> str | None:
+    """What can be checked before any work is spent, as run_translation.py does: an earlier run in output_dir is
+    resumed when asked, replaced with --overwrite_output_dir, refused otherwise; averaging has checkpoints to
+    average; output_dir is writable. Returns the checkpoint to resume from."""
+    output = Path(args.output_dir)
+    resume = resume_checkpoint(args)
+    earlier = output.is_dir() and any(output.iterdir())
+    if earlier and resume is None:
+        if not args.overwrite_output_dir:
+            raise FileExistsError(
+                f"output_dir {output} holds an earlier run; resume it with --resume_from_checkpoint true, "
+                "replace it with --overwrite_output_dir true, or give another output_dir"
+            )
+        with args.main_process_first(desc="clearing output_dir"):
+            if args.process_index == 0:
+                logger.warning(f"--overwrite_output_dir: deleting the earlier run in {output}")
+                shutil.rmtree(output)
+    wanted = data_args.average_last_checkpoints
+    count = saved_checkpoints(args)
+    if wanted and count is not None and count < wanted:
+        raise ValueError(
+            f"average_last_checkpoints={wanted}, but save_strategy={args.save_strategy}, save_steps={args.save_steps}, "
+            f"max_steps={args.max_steps} and save_total_limit={args.save_total_limit} leave {count} checkpoints at the "
+            f"end; save more often, raise save_total_limit, or average fewer"
+        )
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=output):
+            pass
+    except OSError as error:
+        raise PermissionError(f"output_dir {output} cannot be written: {error}") from None
+    return resume
 
 
 def build_model(model_args: ModelArguments, tokenizer) -> AaynForConditionalGeneration:
@@ -106,7 +192,12 @@ def run(
 
     `model_builder(model_args, tokenizer)` makes the model; the default builds AAYN (benchmarks swap in Marian).
     """
+    resume = prepare_output_dir(args, data_args)
     set_seed(args.seed)
+    if not args.predict_with_generate:
+        # without generation nothing uses the predictions; the Trainer would gather the full-vocabulary logits of
+        # every evaluated sentence (the test split of a base model: tens of GB) to hand them to no metric
+        args.prediction_loss_only = True
     if args.ddp_find_unused_parameters is None:
         args.ddp_find_unused_parameters = False  # every parameter takes part in every step
     start = time.perf_counter()
@@ -163,7 +254,7 @@ def run(
         max_tokens=data_args.max_tokens,
         model_card={**card, "training": training_summary(model_args, data_args, args, smoothing)},
     )
-    result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
+    result = trainer.train(resume_from_checkpoint=resume)
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
     if data_args.average_last_checkpoints:

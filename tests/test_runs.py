@@ -1,0 +1,195 @@
+"""aayn train as users run it: mistakes found before any work is spent, reruns into the same folder, resume
+after a kill, exact recipe keys, help, imports light enough for the command line, the multi-process launch."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
+
+from aayn.cli import main as aayn
+from aayn.training import parse_arguments
+
+FAST = dict(max_steps=4, save_steps=2, eval_strategy="no", generation_num_beams=1, max_predict_samples=4,
+            num_examples_to_print=0)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_numbers_corpus(tmp_path_factory.mktemp("numbers"))
+
+
+def train(tmp_path: Path, recipe: dict, *flags: str, name: str = "r.yaml") -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    path = write_recipe(tmp_path / name, recipe)
+    return subprocess.run([sys.executable, "-m", "aayn.train", str(path), *flags], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def test_averaging_more_checkpoints_than_the_run_saves_stops_before_training(corpus, tmp_path, capsys):
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST, average_last_checkpoints=3))
+    assert aayn(["train", str(recipe)]) == 2
+    error = capsys.readouterr().err
+    assert "average_last_checkpoints=3" in error and "leave 2 checkpoints" in error and "Traceback" not in error
+    assert not (tmp_path / "out").exists()  # nothing was written, no step was taken
+
+
+def test_evaluation_without_generation_keeps_no_logits(corpus, tmp_path, monkeypatch):
+    """The Trainer would gather the full-vocabulary logits of the whole test split for no metric."""
+    from aayn.training import AaynTrainer, run
+
+    seen = []
+    predict = AaynTrainer.predict
+
+    def recording(self, *args, **kwargs):
+        output = predict(self, *args, **kwargs)
+        seen.append(output.predictions)
+        return output
+
+    monkeypatch.setattr(AaynTrainer, "predict", recording)
+    recipe = tiny_recipe(corpus, tmp_path / "out", **FAST, predict_with_generate=False)
+    metrics = run(*parse_arguments([write_recipe(tmp_path / "r.yaml", recipe).as_posix()]))
+    assert seen == [None] and "test_loss" in metrics
+
+
+def test_a_rerun_into_the_same_folder_is_refused_resumed_or_started_clean(corpus, tmp_path):
+    first = train(tmp_path, tiny_recipe(corpus, tmp_path / "out", **FAST))
+    assert first.returncode == 0, first.stderr[-3000:]
+    weights = (tmp_path / "out" / "model.safetensors").read_bytes()
+    other_pair = tiny_recipe(corpus, tmp_path / "out", **FAST, source_lang="fr", target_lang="en")
+    refused = train(tmp_path, other_pair)
+    assert refused.returncode == 2 and "holds an earlier run" in refused.stderr and "--overwrite_output_dir" in refused.stderr
+    assert (tmp_path / "out" / "model.safetensors").read_bytes() == weights  # untouched
+
+    clean = train(tmp_path, {**other_pair, "max_steps": 2}, "--overwrite_output_dir", "true")
+    assert clean.returncode == 0, clean.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "out").glob("checkpoint-*")) == ["checkpoint-2"]  # the old run is gone
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "(fr to en)" in card and "2 steps" in card
+
+
+def test_resume_true_takes_the_newest_complete_checkpoint(corpus, tmp_path):
+    recipe = tiny_recipe(corpus, tmp_path / "out", **FAST)
+    assert train(tmp_path, recipe).returncode == 0
+    (tmp_path / "out" / "checkpoint-4" / "trainer_state.json").unlink()  # as a kill -9 during the save leaves it
+    resumed = train(tmp_path, {**recipe, "max_steps": 6}, "--resume_from_checkpoint", "true")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "skipping checkpoint-4: it lacks trainer_state.json" in resumed.stderr
+    assert "resuming from" in resumed.stderr and "checkpoint-2, the newest complete checkpoint" in resumed.stderr
+    assert "missing keys" not in resumed.stderr  # the tied weights load exactly; no false warning
+    state = json.loads((tmp_path / "out" / "checkpoint-6" / "trainer_state.json").read_text())
+    assert state["global_step"] == 6
+    (tmp_path / "out" / "checkpoint-6" / "trainer_state.json").unlink()
+    incomplete = train(tmp_path, recipe, "--resume_from_checkpoint", str(tmp_path / "out" / "checkpoint-6"))
+    assert incomplete.returncode == 2 and "lacks trainer_state.json" in incomplete.stderr
+
+
+@pytest.mark.parametrize(
+    "recipe_change, flags, message",
+    [
+        ({"max_step": 5}, [], "unknown key in recipe"),
+        ({"d_mod": 48}, [], "d_mod; did you mean d_model?"),
+        ({}, ["--learning_rat", "0.1"], "unknown flag --learning_rat; did you mean --learning_rate?"),
+        ({}, ["--max_step", "5"], "unknown flag --max_step; did you mean --max_steps?"),
+    ],
+)
+def test_keys_are_exact(corpus, tmp_path, recipe_change, flags, message):
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **recipe_change))
+    with pytest.raises(ValueError, match="unknown") as error:
+        parse_arguments([str(recipe), *flags])
+    assert message in str(error.value)
+
+
+def test_yaml_no_is_the_word_no(corpus, tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"dataset_name: {corpus}\nsource_lang: en\ntarget_lang: fr\neval_strategy: no\n"
+                      f"save_strategy: no\nnorm_first: true\noutput_dir: {tmp_path / 'out'}\n")
+    model_args, _, args = parse_arguments([str(recipe)])
+    assert args.eval_strategy == "no" and args.save_strategy == "no" and model_args.norm_first is True
+
+
+def test_help_answers_and_the_command_line_imports_no_torch_to_do_so(tmp_path):
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    for command in (["-m", "aayn.train", "--help"], ["-m", "aayn.cli", "train", "--help"]):
+        result = subprocess.run([sys.executable, *command], capture_output=True, text=True, env=env)
+        assert result.returncode == 0 and "--max_steps" in result.stdout and "--overwrite_output_dir" in result.stdout
+    probe = """
+import sys
+from aayn.cli import main
+for argv in (["--help"], ["translate", "--help"], ["evaluate"]):
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+import aayn
+print(sorted(name for name in ("torch", "transformers", "datasets") if name in sys.modules))
+"""
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stderr[-2000:]
+
+
+def test_accelerate_launch_runs_two_processes_on_cpu(corpus, tmp_path):
+    """The README's launch line: `accelerate launch --multi_gpu --num_processes 2 -m aayn.train` (torchrun under
+    the hood; gloo on CPU). `--cpu` would pick accelerate's single-process launcher."""
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST, save_strategy="no"))
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    accelerate = Path(sys.executable).with_name("accelerate")
+    result = subprocess.run([str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                             "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "aayn.train", str(recipe)],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "x 2 processes" in (tmp_path / "out" / "README.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def finished(corpus, tmp_path_factory):
+    """One finished tiny run (checkpoints 2 and 4, a final folder)."""
+    tmp_path = tmp_path_factory.mktemp("finished")
+    result = train(tmp_path, tiny_recipe(corpus, tmp_path / "out", **FAST, max_source_length=8))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return tmp_path / "out"
+
+
+def test_saved_tokenizers_carry_no_training_truncation(finished):
+    from tokenizers import Tokenizer
+
+    long_sentence = " ".join(["six one eight"] * 60) + "."
+    for folder in (finished, finished / "checkpoint-4", finished / "tokenizer"):
+        assert json.loads((folder / "tokenizer.json").read_text())["truncation"] is None, folder
+        ids = Tokenizer.from_file(str(folder / "tokenizer.json")).encode(long_sentence).ids
+        assert len(ids) > 100  # not cut to the training's max_source_length=8
+
+
+def test_average_names_a_cut_file_and_a_missing_tokenizer(finished, tmp_path, capsys):
+    import shutil
+
+    cut = tmp_path / "cut"
+    shutil.copytree(finished / "checkpoint-4", cut)
+    data = (cut / "model.safetensors").read_bytes()
+    (cut / "model.safetensors").write_bytes(data[: len(data) // 2])
+    assert aayn(["average", "--output_dir", str(tmp_path / "a"), str(finished / "checkpoint-2"), str(cut)]) == 2
+    error = capsys.readouterr().err
+    assert f"{cut / 'model.safetensors'} is not a readable safetensors file" in error
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("model.safetensors", "config.json"):
+        shutil.copy(finished / "checkpoint-4" / name, bare / name)
+    assert aayn(["average", "--output_dir", str(tmp_path / "b"), str(finished / "checkpoint-2"), str(bare)]) == 2
+    assert "holds no tokenizer" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_long_inputs_warn_once(saved, caplog):
+    from aayn.translate import translate_texts
+
+    path, model, tokenizer = saved
+    long_text = " ".join(["Six one eight."] * 40)  # far over the tokenizer's 32 and the model's 64 positions
+    with caplog.at_level("WARNING"):
+        translate_texts(model, tokenizer, [long_text, long_text, "Two."], max_new_tokens=70, num_beams=1)
+    truncated = [r for r in caplog.records if "longer than" in r.getMessage()]  # ours only, not one per input
+    positions = [r for r in caplog.records if "exceeds max_position_embeddings" in r.getMessage()]
+    assert len(truncated) == 1 and "2 input(s)" in truncated[0].getMessage()
+    assert len(positions) == 1
