@@ -215,6 +215,7 @@ def test_aayn_average_errors(trained, tmp_path):
     AaynForConditionalGeneration(AaynConfig(vocab_size=300, d_model=32, encoder_layers=2, decoder_layers=2,
                                             encoder_attention_heads=4, decoder_attention_heads=4,
                                             encoder_ffn_dim=32, decoder_ffn_dim=32)).save_pretrained(other)
+    AutoTokenizer.from_pretrained(trained).save_pretrained(other)
     with pytest.raises(ValueError, match=r"feed_forward\.fc\d\.(weight|bias) is \(32(, 32)?,?\) in .*other but \(.*64.*\) in"):
         average_checkpoints([trained / "checkpoint-4", other], tmp_path / "b")
     assert not (tmp_path / "b").exists()

@@ -3,7 +3,6 @@
 import io
 import sys
 
-import pytest
 
 from aayn.cli import main as aayn
 from aayn.translate import translate_texts
