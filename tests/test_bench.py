@@ -11,6 +11,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from aayn import AaynForConditionalGeneration
 from aayn.bench import equal_models, forward_flops, padded_batch, run_bench
 
+TRAIN_ROWS = ["train", "train_bf16", "train_demo_bf16"]  # base float32, base bf16 autocast, demo bf16 autocast
+
 
 def test_flop_count_equals_torchs_flop_counter():
     """Eager attention, whose matmuls the counter sees (it has no formula for torch's CPU SDPA kernel)."""
@@ -38,11 +40,11 @@ def test_both_arms_do_equal_work_on_the_same_function():
 
 def test_report_rows_and_ratios(tmp_path):
     report = run_bench(quick=True, config=tiny_config(dropout=0.0), wmt=None)
-    assert [row["name"] for row in report["rows"]] == ["train", "greedy_b1", "greedy_b32", "beam4_b32"]
+    assert [row["name"] for row in report["rows"]] == [*TRAIN_ROWS, "greedy_b1", "greedy_b32", "beam4_b32"]
     ct2 = importlib.util.find_spec("ctranslate2") is not None
     for arm in ("ct2", "ct2_int8"):
-        assert [row[arm] is not None for row in report["rows"]] == [False, ct2, ct2, ct2]
-        for row in report["rows"][1:] if ct2 else []:
+        assert [row[arm] is not None for row in report["rows"]] == [False] * 3 + [ct2] * 3
+        for row in report["rows"][3:] if ct2 else []:
             assert row[f"{arm}_ratio"] == pytest.approx(row[arm] / row["marian"])
             assert arm in row["peak_memory_mib"]
     assert all(set(row["peak_memory_mib"]) >= {"aayn", "marian"} for row in report["rows"])
@@ -82,5 +84,5 @@ def test_ctranslate2_arms_do_the_same_work_on_the_same_function(tmp_path):
 def test_report_without_ctranslate2_has_no_ct2_column(monkeypatch):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as where the package is not installed
     report = run_bench(quick=True, config=tiny_config(dropout=0.0), wmt=None)
-    assert [(row["ct2"], row["ct2_int8"]) for row in report["rows"]] == [(None, None)] * 4
+    assert [(row["ct2"], row["ct2_int8"]) for row in report["rows"]] == [(None, None)] * 6
     assert all(set(row["peak_memory_mib"]) == {"aayn", "marian"} for row in report["rows"])

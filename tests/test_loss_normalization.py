@@ -63,3 +63,53 @@ def test_gradient_accumulation_and_processes_leave_loss_and_gradients_unchanged(
         assert gradients.keys() == expected.keys()
         for name, gradient in gradients.items():
             torch.testing.assert_close(gradient, expected[name], rtol=1e-4, atol=1e-6, msg=f"{name} {batch, accumulation, processes}")
+
+
+def unfused_reference(model, ids, mask, labels, epsilon):
+    """transformers' LabelSmoother on the full logits of the output layer."""
+    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels=labels)
+    outputs = model(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids)
+    return LabelSmoother(epsilon=epsilon)(outputs, labels)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1])
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("chunk_values", [2**24, 40 * 5])  # one chunk; chunks of 5 rows (vocabulary 40)
+def test_the_fused_training_loss_and_every_gradient_equal_the_unfused_reference(epsilon, padded, chunk_values, monkeypatch):
+    from conftest import random_batch, tiny_config
+
+    from aayn import AaynForConditionalGeneration
+
+    monkeypatch.setattr("aayn.modeling_aayn.FUSED_LOSS_CHUNK_VALUES", chunk_values)
+    model = AaynForConditionalGeneration(tiny_config(label_smoothing=epsilon)).train()
+    ids, mask = random_batch(4, 9, 40, [9, 5, 7, 2] if padded else None)
+    labels, label_mask = random_batch(4, 7, 40, [7, 3, 6, 1] if padded else None)
+    labels = labels.masked_fill(label_mask == 0, -100)
+    output = model(input_ids=ids, attention_mask=mask, labels=labels)
+    assert output.logits is None  # never materialized in training
+    output.loss.backward()
+    fused = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+    reference = unfused_reference(model, ids, mask, labels, epsilon)
+    reference.backward()
+    torch.testing.assert_close(output.loss, reference, rtol=1e-5, atol=1e-6)
+    for name, parameter in model.named_parameters():
+        torch.testing.assert_close(fused[name], parameter.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_logits_come_back_where_asked_and_under_bf16_autocast_the_fused_loss_stays_close():
+    from conftest import random_batch, tiny_config
+
+    from aayn import AaynForConditionalGeneration
+
+    model = AaynForConditionalGeneration(tiny_config(label_smoothing=0.1)).train()
+    ids, mask = random_batch(2, 6, 40, [6, 4])
+    labels, _ = random_batch(2, 5, 40)
+    assert model(input_ids=ids, attention_mask=mask, labels=labels, return_logits=True).logits.shape == (2, 5, 40)
+    with torch.no_grad():
+        assert model(input_ids=ids, attention_mask=mask, labels=labels).logits is not None  # evaluation
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fused = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        reference = unfused_reference(model, ids, mask, labels, 0.1)
+    assert fused.dtype == torch.float32
+    torch.testing.assert_close(fused, reference.float(), atol=2e-2, rtol=0)

@@ -70,10 +70,11 @@ def test_under_bf16_autocast_our_loss_is_marians():
 
 def test_trained_from_the_same_weights_we_stay_marian():
     """Training is the same too: Adam steps on the label-smoothed loss of padded batches, from mapped weights,
-    keep our weights equal to Marian's mapped ones (gradients through the tied embedding and the fused QKV alike)."""
+    keep our weights equal to Marian's mapped ones (gradients through the tied embedding and the fused QKV alike).
+    Ours takes the loss itself, fused with the output layer; Marian's comes from the Trainer's LabelSmoother."""
     from transformers.trainer_pt_utils import LabelSmoother
 
-    config = tiny_config(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    config = tiny_config(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, label_smoothing=0.1)
     torch.manual_seed(0)
     marian = MarianMTModel(marian_config_for(config)).train()
     ours = AaynForConditionalGeneration(config).train()
@@ -87,8 +88,11 @@ def test_trained_from_the_same_weights_we_stay_marian():
         labels, label_mask = random_batch(4, 7, config.vocab_size, [7, 3, 6, 4])
         labels = labels.masked_fill(label_mask == 0, -100)
         for name, model in (("aayn", ours), ("marian", marian)):
-            decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels=labels)
-            loss = smoother(model(input_ids=source, attention_mask=mask, decoder_input_ids=decoder_input_ids), labels)
+            if name == "aayn":
+                loss = model(input_ids=source, attention_mask=mask, labels=labels).loss
+            else:
+                decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels=labels)
+                loss = smoother(model(input_ids=source, attention_mask=mask, decoder_input_ids=decoder_input_ids), labels)
             optimizers[name].zero_grad()
             loss.backward()
             optimizers[name].step()

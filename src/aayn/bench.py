@@ -152,12 +152,64 @@ def ctranslate2_translators(model: AaynForConditionalGeneration, folder: str):
     return translators, tokens
 
 
-def equal_models(config: AaynConfig, device: str, dtype: torch.dtype) -> dict[str, torch.nn.Module]:
+# The demo recipe's model (recipes/demo.yaml), the regime users train in on a CPU or a single GPU
+DEMO_SHAPE = dict(vocab_size=4000, d_model=128, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
+                  decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512, init_std=0.02)  # fmt: skip
+LABEL_SMOOTHING = 0.1  # §5.4, in both arms' training loss
+
+
+def equal_models(
+    config: AaynConfig, device: str, dtype: torch.dtype, attn_implementation: str | None = None
+) -> dict[str, torch.nn.Module]:
     torch.manual_seed(0)
-    marian = MarianMTModel(marian_config_for(config))
+    marian_config = marian_config_for(config)
+    if attn_implementation:
+        config._attn_implementation = marian_config._attn_implementation = attn_implementation
+    marian = MarianMTModel(marian_config)
     ours = AaynForConditionalGeneration(config)
     ours.load_state_dict(aayn_state_dict_from_marian(marian), strict=False)
     return {"aayn": ours.to(device, dtype), "marian": marian.to(device, dtype)}
+
+
+def token_batch(lengths: list[int], budget: int, vocab_size: int, generator: torch.Generator, device: str):
+    """A training batch as the max-tokens sampler makes them: sentences of similar length (around the median)
+    whose padded size stays within the budget, with random labels of the same lengths (-100 at padding)."""
+    ordered = sorted(lengths)
+    chosen = [ordered[len(ordered) // 2]]
+    for length in ordered[len(ordered) // 2 + 1 :]:
+        if (len(chosen) + 1) * length > budget:
+            break
+        chosen.append(length)
+    source, mask = padded_batch(chosen, vocab_size, generator)
+    labels = padded_batch(chosen, vocab_size, generator)[0].masked_fill(mask == 0, -100)
+    return source.to(device), mask.to(device), labels.to(device)
+
+
+def training_step(models: dict, batch, device: str, autocast: torch.dtype | None):
+    """One Adam step per call. Ours takes §5.4's loss itself (fused with the output layer); Marian's comes from
+    the Trainer's own `LabelSmoother` on its logits, as `Seq2SeqTrainer` computes it."""
+    from transformers.trainer_pt_utils import LabelSmoother
+
+    source, mask, labels = batch
+    smoother = LabelSmoother(epsilon=LABEL_SMOOTHING)
+    models["aayn"].config.label_smoothing = LABEL_SMOOTHING
+    optimizers = {name: torch.optim.Adam(model.parameters(), lr=1e-7, betas=(0.9, 0.98), eps=1e-9)
+                  for name, model in models.items()}  # fmt: skip
+
+    def step(name):
+        model = models[name].train()
+        with torch.autocast(device.split(":")[0], dtype=autocast or torch.float32, enabled=autocast is not None):
+            if name == "aayn":
+                loss = model(input_ids=source, attention_mask=mask, labels=labels).loss
+            else:
+                decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels=labels)
+                outputs = model(input_ids=source, attention_mask=mask, decoder_input_ids=decoder_input_ids)
+                loss = smoother(outputs, labels)
+        loss.backward()
+        optimizers[name].step()
+        optimizers[name].zero_grad(set_to_none=True)
+
+    return step
 
 
 def run_bench(
@@ -179,28 +231,16 @@ def run_bench(
     generator = torch.Generator().manual_seed(0)
     lengths = sentence_lengths(wmt)
     picks = torch.randperm(len(lengths), generator=generator).tolist()
-    # a token batch as the max-tokens sampler makes them: sentences of similar length (around the median) whose
-    # padded size stays within the budget
-    ordered = sorted(lengths)
-    train_lengths = [ordered[len(ordered) // 2]]
-    for length in ordered[len(ordered) // 2 + 1 :]:
-        if (len(train_lengths) + 1) * length > settings.train_tokens:
-            break
-        train_lengths.append(length)
-    source, mask = padded_batch(train_lengths, config.vocab_size, generator)
-    labels = padded_batch(train_lengths, config.vocab_size, generator)[0].masked_fill(mask == 0, -100)
-    batch32, mask32 = padded_batch([lengths[i] for i in picks[:32]], config.vocab_size, generator)
-    source, mask, labels, batch32, mask32 = (x.to(device) for x in (source, mask, labels, batch32, mask32))
-    optimizers = {name: torch.optim.Adam(model.parameters(), lr=1e-7, betas=(0.9, 0.98), eps=1e-9) for name, model in models.items()}
+    batch = token_batch(lengths, settings.train_tokens, config.vocab_size, generator, device)
+    demo_config = AaynConfig(**DEMO_SHAPE)
+    demo_batch = token_batch(lengths, 1024, demo_config.vocab_size, generator, device)
+    batch32, mask32 = (x.to(device) for x in padded_batch([lengths[i] for i in picks[:32]], config.vocab_size, generator))
     new = settings.new_tokens
-
-    def train(name):
-        model = models[name].train()
-        with torch.autocast(device.split(":")[0], dtype=torch_dtype, enabled=torch_dtype != torch.float32):
-            loss = model(input_ids=source, attention_mask=mask, labels=labels).loss
-        loss.backward()
-        optimizers[name].step()
-        optimizers[name].zero_grad(set_to_none=True)
+    # training keeps float32 weights (bf16 only through autocast), whatever --dtype the generation rows use
+    base32 = models if torch_dtype == torch.float32 else equal_models(config, device, torch.float32)
+    train = training_step(base32, batch, device, None)
+    train_bf16 = training_step(base32, batch, device, torch.bfloat16)
+    train_demo = training_step(equal_models(demo_config, device, torch.float32, "eager"), demo_batch, device, torch.bfloat16)
 
     one, one_mask = batch32[:1, : int(mask32[0].sum())], mask32[:1, : int(mask32[0].sum())]
     # CTranslate2 reads token strings: converted once here, outside the timed calls
@@ -221,9 +261,11 @@ def run_bench(
             return model.generate(ids, attention_mask=attention, num_beams=beams, do_sample=False,
                                   max_new_tokens=new, min_new_tokens=new, **extra)  # fmt: skip
 
-    target_tokens = int((labels != -100).sum())
+    target_tokens = int((batch[2] != -100).sum())
     rows = [
         ("train", "target tokens/s", train, target_tokens),
+        ("train_bf16", "target tokens/s", train_bf16, target_tokens),
+        ("train_demo_bf16", "target tokens/s", train_demo, int((demo_batch[2] != -100).sum())),
         ("greedy_b1", "tokens/s", lambda n: generate(n, one, one_mask, 1), new),
         ("greedy_b32", "tokens/s", lambda n: generate(n, batch32, mask32, 1), 32 * new),
         ("beam4_b32", "tokens/s", lambda n: generate(n, batch32, mask32, 4), 32 * new),
@@ -232,7 +274,7 @@ def run_bench(
     train_seconds = None
     reset_memory, peak_memory = memory_probe(device)
     for name, unit, fn, work in rows:
-        arms = [*models, *translators] if name != "train" else list(models)
+        arms = list(models) if name.startswith("train") else [*models, *translators]
         times = {arm: [] for arm in arms}
         memory = {}
         for arm in arms:  # warm-up, and the peak memory of one call
@@ -256,7 +298,7 @@ def run_bench(
             row[arm] = rate.get(arm)
             row[f"{arm}_ratio"] = rate[arm] / rate["marian"] if arm in rate else None
         results.append({**row, "peak_memory_mib": memory})
-    flops = 3 * forward_flops(config, source.shape[0], source.shape[1], source.shape[1])
+    flops = 3 * forward_flops(config, batch[0].shape[0], batch[0].shape[1], batch[0].shape[1])
     peak = matmul_peak(device, torch_dtype)
     return {
         "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "

@@ -613,11 +613,64 @@ def label_smoothed_loss(
         reduction="sum",
         label_smoothing=epsilon,
     )
+    return _per_label(total, labels, num_items_in_batch)
+
+
+def _per_label(total: torch.Tensor, labels: torch.Tensor, num_items_in_batch: torch.Tensor | int | None):
     if num_items_in_batch is None:
         num_items_in_batch = (labels != -100).sum()
     if torch.is_tensor(num_items_in_batch):
         num_items_in_batch = num_items_in_batch.to(total.device)
     return total / num_items_in_batch
+
+
+# Rows of the output layer's logits computed at once by the fused loss: 16M float32 values (64 MB) a chunk
+FUSED_LOSS_CHUNK_VALUES = 2**24
+
+
+class _LinearLabelSmoothedLoss(torch.autograd.Function):
+    """The summed label-smoothed loss of `hidden @ weight.T` without ever holding all the logits: row chunks are
+    projected, scored and differentiated in the forward pass (Liger's fused linear cross-entropy), so only their
+    gradients are kept. d loss / d logits = softmax - (1 - eps) * onehot(label) - eps / vocab."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, epsilon: float):
+        rows, vocab = hidden.shape[0], weight.shape[0]
+        chunk = max(1, FUSED_LOSS_CHUNK_VALUES // vocab)
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        grad_hidden = torch.empty_like(hidden)
+        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        for start in range(0, rows, chunk):
+            h, y = hidden[start : start + chunk], targets[start : start + chunk, None]  # (n, d), (n, 1)
+            log_probs = torch.log_softmax((h @ weight.t()).float(), dim=-1)  # (n, vocab)
+            nll = -log_probs.gather(1, y)
+            total += ((1 - epsilon) * nll.sum() - epsilon * log_probs.mean(dim=-1).sum())
+            grad = log_probs.exp_().sub_(epsilon / vocab).scatter_add_(1, y, nll.new_full(y.shape, epsilon - 1))
+            grad = grad.to(h.dtype)
+            grad_hidden[start : start + chunk] = grad @ weight.to(h.dtype)
+            grad_weight += (grad.t() @ h).float()
+        ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_total):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return grad_hidden * grad_total.to(grad_hidden.dtype), grad_weight * grad_total.to(grad_weight.dtype), None, None
+
+
+def fused_label_smoothed_loss(
+    hidden_states: torch.Tensor,
+    weight: torch.Tensor,
+    labels: torch.Tensor,
+    epsilon: float,
+    num_items_in_batch: torch.Tensor | int | None = None,
+) -> torch.Tensor:
+    """`label_smoothed_loss(hidden_states @ weight.T, ...)`, computed only at positions whose label is not -100
+    and without the full logits (the base model's 37000-way output layer: 600 MB of float32 per 4096 tokens)."""
+    labels = labels.to(hidden_states.device)
+    keep = labels != -100
+    total = _LinearLabelSmoothedLoss.apply(hidden_states[keep], weight, labels[keep], epsilon)
+    return _per_label(total, labels, num_items_in_batch)
 
 
 class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
@@ -677,12 +730,14 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        return_logits: bool = False,
         **kwargs,
     ) -> Seq2SeqLMOutput | tuple:
         """With `labels` (-100 where ignored), returns the label-smoothed cross-entropy of §5.4
         (`config.label_smoothing`); the decoder input is then the labels shifted right unless given. The Trainer's
         `num_items_in_batch` (labels over the whole accumulated, all-process batch) makes the loss fairseq's token
-        mean over that batch, whatever the gradient accumulation and the number of processes."""
+        mean over that batch, whatever the gradient accumulation and the number of processes. In training the loss
+        is fused with the output layer and `logits` is None unless `return_logits=True`."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if labels is not None:
             use_cache = False
@@ -705,10 +760,14 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         # autocast runs this projection in bfloat16; the logits come back in the parameters' precision (as
         # MarianMTModel's do, through its float32 output bias): CPU autocast does not upcast log_softmax, so a loss
         # taken inside autocast in one's own loop would run in bfloat16 (the Trainer's Accelerate wrapper upcasts)
-        logits = self._output_logits(outputs.last_hidden_state).to(self.lm_head.weight.dtype)
-        loss = None
-        if labels is not None:
-            loss = label_smoothed_loss(logits, labels, self.config.label_smoothing, kwargs.get("num_items_in_batch"))
+        smoothing, items = self.config.label_smoothing, kwargs.get("num_items_in_batch")
+        if labels is not None and self.training and torch.is_grad_enabled() and not return_logits:
+            # training: the loss straight from the hidden states, no logits kept (fused_label_smoothed_loss)
+            logits = None
+            loss = fused_label_smoothed_loss(outputs.last_hidden_state, self.lm_head.weight, labels, smoothing, items)
+        else:
+            logits = self._output_logits(outputs.last_hidden_state).to(self.lm_head.weight.dtype)
+            loss = None if labels is None else label_smoothed_loss(logits, labels, smoothing, items)
         output = Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
