@@ -39,7 +39,7 @@ def test_both_arms_do_equal_work_on_the_same_function():
 
 
 def test_report_rows_and_ratios(tmp_path):
-    report = run_bench(quick=True, config=tiny_config(dropout=0.0), wmt=None)
+    report = run_bench(quick=True, config=tiny_config(dropout=0.0), wmt=None, decoding=False)
     assert [row["name"] for row in report["rows"]] == [*TRAIN_ROWS, "greedy_b1", "greedy_b32", "beam4_b32"]
     ct2 = importlib.util.find_spec("ctranslate2") is not None
     for arm in ("ct2", "ct2_int8"):
@@ -83,6 +83,6 @@ def test_ctranslate2_arms_do_the_same_work_on_the_same_function(tmp_path):
 
 def test_report_without_ctranslate2_has_no_ct2_column(monkeypatch):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as where the package is not installed
-    report = run_bench(quick=True, config=tiny_config(dropout=0.0), wmt=None)
+    report = run_bench(quick=True, config=tiny_config(dropout=0.0), wmt=None, decoding=False)
     assert [(row["ct2"], row["ct2_int8"]) for row in report["rows"]] == [(None, None)] * 6
     assert all(set(row["peak_memory_mib"]) == {"aayn", "marian"} for row in report["rows"])

@@ -133,3 +133,19 @@ def test_with_init_std_our_initial_weights_are_drawn_like_marians():
 def test_marian_cannot_mirror_a_pre_norm_model():
     with pytest.raises(ValueError, match="norm_first must be False"):
         marian_config_for(tiny_config(norm_first=True))
+
+
+def test_our_weights_map_back_onto_marian():
+    from aayn.marian import marian_state_dict_from_aayn
+
+    config = tiny_config(dropout=0.0)
+    torch.manual_seed(0)
+    ours = AaynForConditionalGeneration(config).eval()  # our own initialization, not Marian's
+    marian = MarianMTModel(marian_config_for(config)).eval()
+    marian.load_state_dict(marian_state_dict_from_aayn(ours, marian), strict=False)
+    source, mask = random_batch(3, 8, config.vocab_size, [8, 5, 3])
+    target, _ = random_batch(3, 6, config.vocab_size)
+    with torch.no_grad():
+        theirs = marian(input_ids=source, attention_mask=mask, decoder_input_ids=target).logits
+        mine = ours(input_ids=source, attention_mask=mask, decoder_input_ids=target).logits
+    torch.testing.assert_close(theirs, mine, atol=1e-5, rtol=1e-5)

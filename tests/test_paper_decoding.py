@@ -95,3 +95,55 @@ def test_bad_arguments():
     source, _ = random_batch(1, 4, 40)
     with pytest.raises(ValueError, match="num_return_sequences=5 cannot exceed num_beams=4"):
         model.generate(source, num_return_sequences=5)
+
+
+class HostReads(torch.overrides.TorchFunctionMode):
+    """Counts the calls that make the host wait for the device: reading values (item, tolist, bool, int, ...),
+    copies to the CPU, and the data-dependent shapes of nonzero and boolean-mask indexing."""
+
+    READS = {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.cpu, torch.Tensor.nonzero, torch.nonzero,
+             torch.Tensor.__bool__, torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__,
+             torch.masked_select, torch.Tensor.masked_select}  # fmt: skip
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        boolean_index = func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) and any(
+            isinstance(i, torch.Tensor) and i.dtype == torch.bool
+            for i in (args[1] if isinstance(args[1], tuple) else (args[1],))
+        )
+        self.count += func in self.READS or boolean_index
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_one_host_read_per_step(num_beams):
+    model = model_for()
+    model.lm_head.register_forward_hook(lambda module, args, out: out.index_fill(-1, torch.tensor([2]), -1e4))
+    source, mask = random_batch(3, 7, 40, [7, 3, 5])
+    reads, steps = HostReads(), []
+    model.get_decoder().register_forward_hook(lambda *args: steps.append(reads.count))
+    with reads:
+        model.generate(source, attention_mask=mask, num_beams=num_beams, max_new_tokens=12)
+    assert len(steps) == 12  # eos never wins: every sentence runs to its limit
+    per_step = [after - before for before, after in zip(steps, steps[1:])]
+    assert per_step == [1] * 11, per_step  # the step's decision; the decoder step itself reads nothing
+    assert reads.count - len(steps) <= 5  # before the loop (limits, the encoder, the mask) and after it
+
+
+def test_encoder_keys_and_values_are_kept_once_per_sentence_not_per_beam():
+    model = model_for()
+    source, mask = random_batch(3, 7, 40, [7, 3, 5])
+    rows = []
+
+    def record(module, args, kwargs):
+        cache = kwargs["past_key_values"].cross_attention_cache
+        if cache.get_seq_length():
+            rows.append((cache.layers[0].keys.shape[0], args[1].shape[0], kwargs["inputs_embeds"].shape[0]))
+
+    model.get_decoder().register_forward_pre_hook(record, with_kwargs=True)
+    model.generate(source, attention_mask=mask, num_beams=4, max_new_tokens=5)
+    assert rows and all(keys == sentences and beams == 4 * sentences for keys, sentences, beams in rows), rows

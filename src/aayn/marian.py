@@ -58,7 +58,32 @@ def aayn_state_dict_from_marian(marian: MarianMTModel) -> dict[str, torch.Tensor
     weights = marian.state_dict()
     if weights["final_logits_bias"].abs().max() > 0:
         raise ValueError("MarianMTModel.final_logits_bias is not zero; AAYN has no output bias (§3.4)")
-    perm = residual_permutation(marian.config.d_model)
+    return _mapped(weights, marian.config)
+
+
+def marian_state_dict_from_aayn(model, marian: MarianMTModel) -> dict[str, torch.Tensor]:
+    """The inverse: our weights as a (partial) state dict of `marian` (same shapes), for `load_state_dict(...,
+    strict=False)`. The mapping only moves elements, so mapping the elements' numbers tells where each goes."""
+    weights = marian.state_dict()
+    numbers, start = {}, 0
+    for name, weight in weights.items():
+        numbers[name] = torch.arange(start, start + weight.numel()).view(weight.shape)
+        start += weight.numel()
+    flat = torch.cat([weight.detach().reshape(-1).float() for weight in weights.values()])
+    touched = torch.zeros(start, dtype=torch.bool)
+    ours = model.state_dict()
+    for name, where in _mapped(numbers, marian.config).items():
+        flat[where.reshape(-1)] = ours[name].detach().reshape(-1).float()
+        touched[where.reshape(-1)] = True
+    return {  # tied copies (encoder/decoder embeddings, lm_head) share model.shared's storage and are left out
+        name: flat[numbers[name].reshape(-1)].view(weight.shape).to(weight.dtype)
+        for name, weight in weights.items()
+        if touched[numbers[name].reshape(-1)].all()
+    }
+
+
+def _mapped(weights: dict[str, torch.Tensor], config) -> dict[str, torch.Tensor]:
+    perm = residual_permutation(config.d_model)
     reads = lambda w: w[:, perm]  # noqa: E731  a projection whose input is the residual stream
     writes = lambda w: w[perm]  # noqa: E731  a projection (or its bias, or a LayerNorm) that writes it
 
@@ -89,7 +114,7 @@ def aayn_state_dict_from_marian(marian: MarianMTModel) -> dict[str, torch.Tensor
         }
 
     ours = {"model.shared.weight": reads(weights["model.shared.weight"])}
-    for stack, n in (("encoder", marian.config.encoder_layers), ("decoder", marian.config.decoder_layers)):
+    for stack, n in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
         for i in range(n):
             layer, mine = f"model.{stack}.layers.{i}", f"model.{stack}.layers.{i}"
             ours |= attention(f"{layer}.self_attn", f"{mine}.self_attn", cross=False)

@@ -23,6 +23,8 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
 from .configuration_aayn import AaynConfig
+from .generation_aayn import DECODING_LAYOUT_MAX_ROWS
+from .generation_aayn import generate as paper_generate
 from .pipeline_aayn import AaynTranslationPipeline  # noqa: F401  (relative imports travel with the remote code)
 
 
@@ -197,6 +199,11 @@ class AaynAttention(nn.Module):
             if past_key_values is not None:
                 key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)
 
+        rows, length = query.shape[0], query.shape[2]
+        beams = rows // key.shape[0]
+        if beams > 1:  # beam search keeps the encoder's keys once per sentence: its k beams are k more queries
+            query = query.view(key.shape[0], beams, self.num_heads, length, self.head_dim).transpose(1, 2)
+            query = query.reshape(key.shape[0], self.num_heads, beams * length, self.head_dim)  # (B, nh, k*T, hs)
         implementation = attention_implementation(self.config, output_attentions)
         attention = eager_attention_forward if implementation == "eager" else ALL_ATTENTION_FUNCTIONS[implementation]
         output, weights = attention(
@@ -207,8 +214,10 @@ class AaynAttention(nn.Module):
             attention_mask,
             dropout=self.dropout if self.training else 0.0,
             scaling=self.scaling,
-        )
-        return self.out_proj(output.reshape(*hidden_states.shape[:-1], -1)), weights
+        )  # output (B, k*T, nh, hs)
+        if beams > 1 and weights is not None:  # (B, nh, k*T, S) -> (B*k, nh, T, S)
+            weights = weights.view(key.shape[0], self.num_heads, beams, length, -1).transpose(1, 2).flatten(0, 1)
+        return self.out_proj(output.reshape(rows, length, -1)), weights
 
 
 class AaynFeedForward(nn.Module):
@@ -465,9 +474,12 @@ class AaynDecoder(AaynStack):
         self_mask = attention_mask_for(
             implementation, attention_mask, length, past_length + length, True, hidden_states
         )
-        cross_mask = attention_mask_for(
-            implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states
-        )
+        if encoder_attention_mask is not None and encoder_attention_mask.dim() == 4:
+            cross_mask = encoder_attention_mask  # built by cross_attention_mask
+        else:
+            cross_mask = attention_mask_for(
+                implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states
+            )
         all_hidden_states = () if output_hidden_states else None
         self_attentions = () if output_attentions else None
         cross_attentions = () if output_attentions else None
@@ -490,6 +502,14 @@ class AaynDecoder(AaynStack):
         if output_hidden_states:
             all_hidden_states += (hidden_states,)
         return hidden_states, all_hidden_states, self_attentions, cross_attentions
+
+
+    def cross_attention_mask(self, encoder_attention_mask: torch.Tensor, encoder_hidden_states: torch.Tensor):
+        """The encoder-decoder attention mask in the configured kernel's form, for any number of queries: a search
+        builds it once rather than at every step (building it reads the mask on the host)."""
+        implementation = attention_implementation(self.config, False)
+        length = encoder_hidden_states.shape[1]
+        return attention_mask_for(implementation, encoder_attention_mask, 1, length, False, encoder_hidden_states)
 
 
 class AaynModel(AaynPreTrainedModel):
@@ -584,17 +604,6 @@ class AaynModel(AaynPreTrainedModel):
             encoder_attentions=encoder_outputs.attentions,
         )
         return output if return_dict else output.to_tuple()
-
-
-_PAPER_DECODING_ARGUMENTS = {
-    "input_ids", "attention_mask", "num_beams", "length_penalty", "max_new_tokens", "max_length", "early_stopping",
-    "num_return_sequences", "return_dict_in_generate", "output_scores", "use_cache", "synced_gpus", "do_sample",
-}  # fmt: skip
-
-# Up to this many rows per decoding step (batch x beams), torch's CPU kernels multiply by the output matrix faster
-# stored as (d_model, vocab) than as nn.Linear's (vocab, d_model): 1.4-5.8x at one row, 1.03-1.29x at 32-128 rows
-# (output matrices of 4000 x 128 to 37000 x 1024; the README has the numbers); at 512 rows 0.80-1.14x.
-DECODING_LAYOUT_MAX_ROWS = 128
 
 
 def label_smoothed_loss(
@@ -803,135 +812,12 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
     def generate(self, inputs: torch.Tensor | None = None, generation_config=None, paper_decoding: bool | None = None, **kwargs):
-        """§6.1 decoding unless `paper_decoding=False` (or `config.paper_decoding` is off):
-        beam search ranking finished hypotheses by GNMT's length penalty log P(Y) / ((5 + |Y|) / 6)^alpha
-        (`length_penalty` is alpha; transformers divides by |Y|^alpha instead), at most source length + 50 new
-        tokens per sentence, stopping as soon as no unfinished beam can enter the best `num_beams`. With
-        `num_beams=1` that is greedy decoding. Sampling and options this search does not offer (logits
-        processors, output_attentions, ...) go to transformers' `generate`, as does `paper_decoding=False`."""
-        decode = lambda: self._search(inputs, generation_config, paper_decoding, **kwargs)  # noqa: E731
-        if self.lm_head.weight.device.type != "cpu" or getattr(self, "_decoding_matrix", None) is not None:
-            return decode()
-        self._decoding_matrix = [None]  # filled by the first small decoding step (_output_logits)
-        try:
-            return decode()
-        finally:
-            self._decoding_matrix = None
-
-    def _search(self, inputs, generation_config, paper_decoding, **kwargs):
-        config = self.generation_config if generation_config is None else generation_config
-        paper = self.config.paper_decoding if paper_decoding is None else paper_decoding
-        kwargs.pop("labels", None)  # Seq2SeqTrainer's predict_with_generate passes them along
-        others = set(kwargs) - _PAPER_DECODING_ARGUMENTS
-        if not paper or kwargs.get("do_sample", config.do_sample) or others:
-            if paper and others:
-                logger.warning_once(f"paper decoding does not take {sorted(others)}; using transformers' generate")
-            return super().generate(inputs, generation_config=generation_config, **kwargs)
-        input_ids = inputs if inputs is not None else kwargs["input_ids"]
-        attention_mask = kwargs.get("attention_mask")
-        if attention_mask is None:
-            attention_mask = (input_ids != self.config.pad_token_id).long()
-        limits = attention_mask.sum(-1) + 50
-        if kwargs.get("max_new_tokens") is not None:
-            limits = limits.clamp(max=kwargs["max_new_tokens"])
-        elif kwargs.get("max_length") is not None:
-            limits = limits.clamp(max=kwargs["max_length"] - 1)  # transformers counts the decoder start token
-        sequences, scores = self.paper_beam_search(
-            input_ids,
-            attention_mask,
-            # a generation config written by 4.57 leaves out values at 4.57's defaults, which 5.x reads as None
-            num_beams=kwargs.get("num_beams") or config.num_beams or 1,
-            alpha=next(a for a in (kwargs.get("length_penalty"), config.length_penalty, 1.0) if a is not None),
-            max_new_tokens=limits,
-            num_return_sequences=kwargs.get("num_return_sequences") or config.num_return_sequences or 1,
-        )
-        if kwargs.get("return_dict_in_generate", config.return_dict_in_generate):
-            return ModelOutput(sequences=sequences, sequences_scores=scores)
-        return sequences
-
-    @torch.no_grad()
-    def paper_beam_search(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor,
-        *,
-        num_beams: int,
-        alpha: float,
-        max_new_tokens: torch.Tensor,
-        num_return_sequences: int = 1,
-    ) -> tuple[torch.LongTensor, torch.Tensor]:
-        """Beam search with GNMT's length penalty (Wu et al. 2016, used in §6.1) and a per-sentence length limit.
-
-        Each step extends every live beam by every token and keeps the 2k best candidates by log-probability;
-        candidates ending in eos among the first k are finished (scored log P / lp(|Y|), |Y| counting eos), the
-        best k others live on (fairseq's rule). A sentence is done once k hypotheses are finished and the worst
-        of them beats the best score any live beam could still reach (its log P over lp at the length limit);
-        done sentences leave the batch and the cache (fairseq's way), so a batch costs what its unfinished
-        sentences need. Returns the `num_return_sequences` best hypotheses per sentence, padded, and their scores.
-        """
-        if num_return_sequences > num_beams:
-            raise ValueError(f"num_return_sequences={num_return_sequences} cannot exceed num_beams={num_beams}")
-        batch, k = input_ids.shape[0], num_beams
-        pad, eos = self.config.pad_token_id, self.config.eos_token_id
-        encoder = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-        hidden = encoder.last_hidden_state.repeat_interleave(k, dim=0)
-        mask = attention_mask.repeat_interleave(k, dim=0)
-        cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-        tokens = torch.full((batch * k, 1), self.config.decoder_start_token_id, dtype=torch.long, device=input_ids.device)
-        live = torch.full((batch, k), -math.inf, device=input_ids.device, dtype=torch.float64)
-        live[:, 0] = 0.0  # one live beam at the start, so the first step does not pick the same token k times
-        limits = max_new_tokens.tolist()
-        finished: list[list[tuple[float, float, list[int]]]] = [[] for _ in range(batch)]
-        done = [False] * batch
-        active = list(range(batch))  # the sentences still searched, in row-group order (fairseq drops done ones)
-        penalty = lambda length: ((5 + length) / 6) ** alpha  # noqa: E731
-        vocabulary = torch.arange(self.config.decoder_vocab_size, device=input_ids.device)
-        for step in range(1, max(limits) + 1):
-            logits = self(
-                encoder_outputs=(hidden,), attention_mask=mask, decoder_input_ids=tokens[:, -1:],
-                past_key_values=cache, use_cache=True, return_dict=True,
-            ).logits[:, -1]
-            log_probs = F.log_softmax(logits.double(), dim=-1)
-            at_limit = torch.tensor([step >= limits[b] for b in active], device=log_probs.device).repeat_interleave(k)
-            log_probs[at_limit] = torch.where(vocabulary == eos, log_probs[at_limit], -math.inf)
-            candidates = (live.view(-1, 1) + log_probs).view(len(active), -1)
-            values, indices = candidates.topk(2 * k, dim=-1)
-            beams, words = indices // log_probs.shape[-1], indices % log_probs.shape[-1]
-            ends = words == eos
-            for row, i in (ends[:, :k] & torch.isfinite(values[:, :k])).nonzero().tolist():
-                hypothesis = tokens[row * k + beams[row, i]].tolist()[1:] + [eos]
-                score = values[row, i].item()
-                finished[active[row]].append((score / penalty(step), score, hypothesis))
-            # the k best candidates that do not end here live on; the others are set aside with -inf
-            keep = (~ends).cumsum(-1) <= k
-            keep &= ~ends
-            order = torch.where(keep, torch.arange(2 * k, device=keep.device), 2 * k).argsort(dim=-1, stable=True)[:, :k]
-            live = values.gather(1, order).masked_fill(~keep.gather(1, order), -math.inf)
-            chosen = beams.gather(1, order) + (torch.arange(len(active), device=beams.device) * k)[:, None]
-            tokens = torch.cat([tokens[chosen.view(-1)], words.gather(1, order).view(-1, 1)], dim=-1)
-            for row, (b, best_live) in enumerate(zip(active, live.max(dim=-1).values.tolist())):
-                finished[b] = sorted(finished[b], key=lambda h: -h[0])[:k]
-                reachable = best_live / penalty(limits[b]) if best_live > -math.inf else -math.inf
-                done[b] = step >= limits[b] or (len(finished[b]) == k and finished[b][-1][0] >= reachable)
-            rows = [row for row, b in enumerate(active) if not done[b]]
-            if not rows:
-                break
-            if len(rows) < len(active):  # drop finished sentences from the batch and the cache
-                active = [active[row] for row in rows]
-                rows = torch.tensor(rows, device=tokens.device)
-                chosen, live = chosen[rows], live[rows]
-                beam_rows = (rows[:, None] * k + torch.arange(k, device=rows.device)).view(-1)
-                tokens, hidden, mask = tokens[beam_rows], hidden[beam_rows], mask[beam_rows]
-            cache.reorder_cache(chosen.view(-1))
-        best = [sorted(hyps, key=lambda h: -h[0])[:num_return_sequences] for hyps in finished]
-        length = max(len(h[2]) for hyps in best for h in hyps) + 1
-        sequences = torch.full((batch * num_return_sequences, length), pad, dtype=torch.long, device=input_ids.device)
-        sequences[:, 0] = self.config.decoder_start_token_id
-        scores = torch.empty(batch * num_return_sequences, dtype=torch.float64, device=input_ids.device)
-        for row, (score, _, hypothesis) in enumerate(h for hyps in best for h in hyps):
-            sequences[row, 1 : 1 + len(hypothesis)] = torch.tensor(hypothesis, device=input_ids.device)
-            scores[row] = score
-        return sequences, scores.float()
+        """§6.1 decoding unless `paper_decoding=False` (or `config.paper_decoding` is off): beam search ranking
+        finished hypotheses by GNMT's length penalty log P(Y) / ((5 + |Y|) / 6)^alpha (`length_penalty` is alpha;
+        transformers divides by |Y|^alpha instead), at most source length + 50 new tokens per sentence, stopping as
+        soon as no live beam can enter the best `num_beams`; `num_beams=1` is greedy. Sampling and options that
+        search does not take go to transformers' `generate`. The search lives in `generation_aayn.py`."""
+        return paper_generate(self, inputs, generation_config, paper_decoding, super().generate, **kwargs)
 
 
 __all__ = ["AaynPreTrainedModel", "AaynModel", "AaynForConditionalGeneration"]

