@@ -86,3 +86,19 @@ def test_report_without_ctranslate2_has_no_ct2_column(monkeypatch):
     report = run_bench(quick=True, config=tiny_config(dropout=0.0), wmt=None, decoding=False)
     assert [(row["ct2"], row["ct2_int8"]) for row in report["rows"]] == [(None, None)] * 6
     assert all(set(row["peak_memory_mib"]) == {"aayn", "marian"} for row in report["rows"])
+
+
+def test_decoding_rows_time_the_default_search_against_marians_on_the_same_sentences(saved, monkeypatch):
+    """The rows' shape and bookkeeping (not timings), with the tiny saved model standing in for the trained one."""
+    from aayn.bench_decoding import decoding_rows
+
+    _, model, tokenizer = saved
+    monkeypatch.setattr("aayn.bench_decoding.train_demo_model", lambda steps: (model, tokenizer, ["Six one eight."] * 40))
+    rows = decoding_rows(quick=True)
+    assert [row["name"] for row in rows] == ["beam4_default", "beam4_exact", "greedy_default", "pipeline"]
+    for row in rows[:3]:
+        assert row["sentences"] == 40 and set(row["seconds_per_sentence"]) == {"aayn", "marian"}
+        seconds, rates = row["seconds_per_sentence"], row["tokens_per_second"]
+        assert row["time_ratio"] == pytest.approx(seconds["marian"] / seconds["aayn"])
+        assert row["token_rate_ratio"] == pytest.approx(rates["aayn"] / rates["marian"])
+    assert rows[3]["sentences_per_second"] > 0

@@ -40,7 +40,34 @@ def reference_beam_search(model, source, k, alpha, limit):
     return sorted(finished, key=lambda f: -f[0])
 
 
-@pytest.mark.parametrize("k, alpha, returned", [(4, 0.6, 1), (4, 0.6, 4), (3, 1.0, 2), (1, 0.6, 1), (4, 0.0, 1)])
+@torch.no_grad()
+def reference_greedy(model, source, alpha, limit):
+    """The likeliest token at each step, full forward passes, until eos or the limit (eos forced there)."""
+    eos, start = model.config.eos_token_id, model.config.decoder_start_token_id
+    tokens, log_p = [], 0.0
+    for step in range(1, limit + 1):
+        logits = model(input_ids=source[None], decoder_input_ids=torch.tensor([[start, *tokens]])).logits[0, -1]
+        log_probs = torch.log_softmax(logits.double(), -1)
+        word = eos if step == limit else int(log_probs.argmax())
+        tokens, log_p = tokens + [word], log_p + log_probs[word].item()
+        if word == eos:
+            return [(log_p / ((5 + step) / 6) ** alpha, tokens)]
+
+
+@pytest.mark.parametrize("alpha", [0.6, 1.0])
+def test_greedy_equals_the_reference_greedy_decoding(alpha):
+    model = model_for(vocab_size=12)
+    lengths = [6, 2, 4]
+    source, mask = random_batch(3, 6, 12, lengths)
+    out = model.generate(source, attention_mask=mask, num_beams=1, length_penalty=alpha, max_new_tokens=9,
+                         return_dict_in_generate=True)
+    for row, n in enumerate(lengths):
+        [(score, tokens)] = reference_greedy(model, source[row, :n], alpha, limit=9)
+        assert out.sequences[row, 1 : 1 + len(tokens)].tolist() == tokens and (out.sequences[row, 1 + len(tokens) :] == 0).all()
+        assert out.sequences_scores[row].item() == pytest.approx(score, rel=1e-6)
+
+
+@pytest.mark.parametrize("k, alpha, returned", [(4, 0.6, 1), (4, 0.6, 4), (3, 1.0, 2), (2, 0.6, 1), (4, 0.0, 1)])
 def test_hypotheses_and_scores_equal_the_reference_beam_search(k, alpha, returned):
     model = model_for(vocab_size=12)  # a small vocabulary makes eos likely, so hypotheses finish at many lengths
     lengths = [6, 2, 4]

@@ -99,7 +99,8 @@ def paper_search(
     max_new_tokens: torch.Tensor,
     num_return_sequences: int = 1,
 ) -> tuple[torch.LongTensor, torch.Tensor]:
-    """Beam search with GNMT's length penalty and a length limit per sentence; `num_beams=1` is greedy.
+    """Beam search with GNMT's length penalty and a length limit per sentence; `num_beams=1` is greedy decoding
+    (the likeliest token at each step until eos, as tensor2tensor, the paper's code, decodes with beam size 1).
 
     A sentence is done once its k finished hypotheses all score at least what its best live beam could still
     reach (log P / lp(limit): log P only falls and lp only grows), or at its limit, where eos is the only choice.
@@ -143,26 +144,32 @@ def paper_search(
         log_probs = F.log_softmax(model._output_logits(states[:, -1]).to(dtype), dim=-1).view(n, k, -1)
         at_limit = step >= limits  # (n,): eos is the only choice
         log_probs = torch.where(at_limit[:, None, None] & (vocabulary != eos), -math.inf, log_probs)
-        values, beams, words = search.step(scores, log_probs)
-
-        # candidates among the first k that end in eos join the finished ones (top k by normalized score)
-        ending = (words[:, :k] == eos) & torch.isfinite(values[:, :k])
-        rows = (beams[:, :k] + torch.arange(n, device=device)[:, None] * k).view(-1)
-        ended_tokens = history[rows].view(n, k, -1).clone()
-        ended_tokens[:, :, step] = eos
-        merged = torch.cat([finished, torch.where(ending, values[:, :k] / gnmt_length_penalty(step, alpha), -math.inf)], 1)
-        finished, pick = merged.topk(k, dim=-1)  # (n, k)
-        finished_tokens = torch.cat([finished_tokens, ended_tokens], 1).gather(
-            1, pick[:, :, None].expand(-1, -1, finished_tokens.shape[-1])
-        )
-
-        scores, beams, words = search.live_on(values, beams, words)
-        reachable = scores.max(-1).values / gnmt_length_penalty(limits, alpha)
-        done = at_limit | (finished[:, -1] >= reachable)  # (n,)
-        rows = (beams + torch.arange(n, device=device)[:, None] * k).view(-1)  # (n * k,) the beams that live on
-        history = history[rows]
-        history[:, step] = words.view(-1)
-        cache.self_attention_cache.reorder_cache(rows)
+        if k == 1:  # greedy, as tensor2tensor decodes with beam size 1: the likeliest token; eos ends it
+            value, word = log_probs[:, 0].max(dim=-1)  # (n,)
+            scores = scores + value[:, None]
+            history[:, step] = word
+            done = word == eos  # at the limit eos is the only choice
+            finished = torch.where(done[:, None], scores / gnmt_length_penalty(step, alpha), finished)
+            finished_tokens = torch.where(done[:, None, None], history[:, None], finished_tokens)
+        else:
+            values, beams, words = search.step(scores, log_probs)
+            # candidates among the first k that end in eos join the finished ones (top k by normalized score)
+            ending = (words[:, :k] == eos) & torch.isfinite(values[:, :k])
+            rows = (beams[:, :k] + torch.arange(n, device=device)[:, None] * k).view(-1)
+            ended_tokens = history[rows].view(n, k, -1).clone()  # (n, k, L)
+            ended_tokens[:, :, step] = eos
+            ended = torch.where(ending, values[:, :k] / gnmt_length_penalty(step, alpha), -math.inf)
+            finished, pick = torch.cat([finished, ended], 1).topk(k, dim=-1)  # (n, k), best first
+            finished_tokens = torch.cat([finished_tokens, ended_tokens], 1).gather(
+                1, pick[:, :, None].expand(-1, -1, finished_tokens.shape[-1])
+            )
+            scores, beams, words = search.live_on(values, beams, words)
+            reachable = scores.max(-1).values / gnmt_length_penalty(limits, alpha)
+            done = at_limit | (finished[:, -1] >= reachable)  # (n,)
+            rows = (beams + torch.arange(n, device=device)[:, None] * k).view(-1)  # (n * k,) the beams living on
+            history = history[rows]
+            history[:, step] = words.view(-1)
+            cache.self_attention_cache.reorder_cache(rows)
 
         flags = done.tolist()  # the one host read of the step; the indices below are built from it on the host
         if any(flags):
