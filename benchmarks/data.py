@@ -18,7 +18,13 @@ import torch
 from datasets import IterableDataset
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
-from aayn.data import MaxTokensBatchSampler, load_translation_dataset, padding_fraction, tokenize_dataset, train_tokenizer
+from aayn.data import (
+    MaxTokensBatchSampler,
+    load_translation_dataset,
+    padding_fraction,
+    tokenize_dataset,
+    train_tokenizer,
+)
 
 
 def timed(fn):
@@ -35,20 +41,26 @@ def corpus_rows(name, config, source, target, stream_pairs):
     data = load_translation_dataset(name, config, source_lang=source, target_lang=target)
     train = data["train"]
     print(f"\n## {name} {source}-{target}: {len(train):,} training pairs")
-    tokenizer, seconds = timed(lambda: train_tokenizer(train, source_lang=source, target_lang=target, show_progress=False))
+    tokenizer, seconds = timed(
+        lambda: train_tokenizer(train, source_lang=source, target_lang=target, show_progress=False)
+    )
     print(f"tokenizer (vocab {len(tokenizer):,}): {2 * len(train) / seconds:,.0f} sentences/s ({seconds:.1f}s)")
     if stream_pairs:
 
         def repeated():
-            for row in itertools.islice(itertools.cycle(train), stream_pairs):
-                yield row
+            yield from itertools.islice(itertools.cycle(train), stream_pairs)
 
         streamed = IterableDataset.from_generator(repeated)
-        _, seconds = timed(lambda: train_tokenizer(streamed, source_lang=source, target_lang=target, show_progress=False))
-        print(f"tokenizer on {stream_pairs:,} streamed pairs: {2 * stream_pairs / seconds:,.0f} sentences/s ({seconds:.1f}s)")
+        _, seconds = timed(
+            lambda: train_tokenizer(streamed, source_lang=source, target_lang=target, show_progress=False)
+        )
+        print(
+            f"tokenizer on {stream_pairs:,} streamed pairs: "
+            f"{2 * stream_pairs / seconds:,.0f} sentences/s ({seconds:.1f}s)"
+        )
     for num_proc in (None, 2):
         tokenized, seconds = timed(
-            lambda: tokenize_dataset(
+            lambda num_proc=num_proc: tokenize_dataset(
                 data, tokenizer, source_lang=source, target_lang=target, num_proc=num_proc, load_from_cache_file=False
             )
         )
@@ -63,7 +75,9 @@ def padding_table(train, max_tokens):
     lengths = [max(s, t) for s, t in zip(source, target)]
     ours = list(MaxTokensBatchSampler(lengths, max_tokens, seed=0))
     size = round(len(lengths) / len(ours))
-    grouped = chunks(list(LengthGroupedSampler(size, lengths=lengths, generator=torch.Generator().manual_seed(0))), size)
+    grouped = chunks(
+        list(LengthGroupedSampler(size, lengths=lengths, generator=torch.Generator().manual_seed(0))), size
+    )
     shuffled = chunks(np.random.default_rng(0).permutation(len(lengths)).tolist(), size)
     print(f"\npadding fraction (source + target), max_tokens={max_tokens}, {size} sentences per batch on average:")
     print("| batching | padding |\n| --- | --- |")
@@ -81,7 +95,10 @@ def main():
     parser.add_argument("--stream_pairs", type=int, default=1_000_000)
     parser.add_argument("--max_tokens", type=int, default=4096)
     args = parser.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads; {time.strftime('%Y-%m-%d')}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads; "
+        f"{time.strftime('%Y-%m-%d')}"
+    )
     wmt = corpus_rows(args.wmt, "de-en", "en", "de", args.stream_pairs)
     padding_table(wmt, args.max_tokens)
     bible = corpus_rows("bible", None, "en", "fr", 0)

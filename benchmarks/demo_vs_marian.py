@@ -53,7 +53,9 @@ def pop_option(argv: list[str], flag: str, parse, example: str):
     try:
         value = parse(argv[i + 1])
     except (IndexError, ValueError) as error:
-        raise SystemExit(f"{flag}: {error if isinstance(error, ValueError) else 'missing value'}; e.g. {example}") from None
+        raise SystemExit(
+            f"{flag}: {error if isinstance(error, ValueError) else 'missing value'}; e.g. {example}"
+        ) from None
     return argv[:i] + argv[i + 2 :], value
 
 
@@ -88,19 +90,31 @@ def main():
             model_args, data_args, args = parse_arguments([*argv, *extra, "--output_dir", out])
             start = time.perf_counter()
             metrics = run(model_args, data_args, args, model_builder=builders[name])
-            rows.append({"model": label, "seed": args.seed, "bleu": metrics["test_bleu"], "chrf": metrics["test_chrf"],
-                         "loss": metrics["test_loss"], "minutes": (time.perf_counter() - start) / 60})
+            rows.append(
+                {
+                    "model": label,
+                    "seed": args.seed,
+                    "bleu": metrics["test_bleu"],
+                    "chrf": metrics["test_chrf"],
+                    "loss": metrics["test_loss"],
+                    "minutes": (time.perf_counter() - start) / 60,
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     print("| model | seed | test BLEU | test chrF | test loss | wall time |\n| --- | --- | --- | --- | --- | --- |")
     for row in rows:
-        print(f"| {row['model']} | {row['seed']} | {row['bleu']:.2f} | {row['chrf']:.2f} | {row['loss']:.3f} "
-              f"| {row['minutes']:.1f} min |")
+        print(
+            f"| {row['model']} | {row['seed']} | {row['bleu']:.2f} | {row['chrf']:.2f} | {row['loss']:.3f} "
+            f"| {row['minutes']:.1f} min |"
+        )
     if len(rows) > len({row["model"] for row in rows}):
         for name in dict.fromkeys(row["model"] for row in rows):
             mine = [r for r in rows if r["model"] == name]
             mean = {k: statistics.mean(r[k] for r in mine) for k in ("bleu", "chrf", "loss", "minutes")}
-            print(f"| {name} | mean of {len(mine)} | {mean['bleu']:.2f} | {mean['chrf']:.2f} | {mean['loss']:.3f} "
-                  f"| {mean['minutes']:.1f} min |")
+            print(
+                f"| {name} | mean of {len(mine)} | {mean['bleu']:.2f} | {mean['chrf']:.2f} | {mean['loss']:.3f} "
+                f"| {mean['minutes']:.1f} min |"
+            )
     print(json.dumps(rows))
 
 

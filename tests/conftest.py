@@ -53,9 +53,10 @@ def wmt14_mini() -> Path:
 @pytest.fixture(scope="session")
 def saved(tmp_path_factory):
     """An untrained tiny model and a BPE tokenizer (numbers corpus), saved: (folder, model, tokenizer)."""
+    from training_helpers import write_numbers_corpus
+
     from aayn import AaynForConditionalGeneration
     from aayn.data import load_translation_dataset, train_tokenizer
-    from training_helpers import write_numbers_corpus
 
     folder = tmp_path_factory.mktemp("model")
     data = load_translation_dataset(str(write_numbers_corpus(folder / "data")), source_lang="en", target_lang="fr")

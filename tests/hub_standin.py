@@ -69,9 +69,14 @@ class HubStandIn:
                     repo = "/".join(parts[2:-2])
                     if parts[-2] == "preupload":
                         files = json.loads(body)["files"]
-                        return self._reply(200, {"files": [
-                            {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files
-                        ]})
+                        return self._reply(
+                            200,
+                            {
+                                "files": [
+                                    {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files
+                                ]
+                            },
+                        )
                     lines = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
                     files = {}
                     for line in lines:
@@ -81,8 +86,14 @@ class HubStandIn:
                     hub.repos.setdefault(repo, {}).update(files)
                     hub.commits.append({"repo": repo, "message": header.get("summary"), "files": files})
                     oid = hashlib.sha1(str(len(hub.commits)).encode()).hexdigest()
-                    return self._reply(200, {"commitUrl": f"http://{self.headers['Host']}/{repo}/commit/{oid}",
-                                             "commitOid": oid, "pullRequestUrl": None})
+                    return self._reply(
+                        200,
+                        {
+                            "commitUrl": f"http://{self.headers['Host']}/{repo}/commit/{oid}",
+                            "commitOid": oid,
+                            "pullRequestUrl": None,
+                        },
+                    )
                 return self._reply(404, {"error": f"stand-in has no POST {self.path}"})
 
             def do_GET(self):
@@ -104,7 +115,7 @@ class HubStandIn:
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> HubStandIn:
+    def __enter__(self) -> HubStandIn:  # noqa: PYI034
         self.thread.start()
         return self
 

@@ -2,12 +2,11 @@ import logging
 
 import pytest
 import torch
+from conftest import random_batch, tiny_config
 from transformers import DynamicCache
 
 from aayn import AaynForConditionalGeneration
 from aayn.modeling_aayn import sinusoidal_positions
-
-from conftest import random_batch, tiny_config
 
 
 @pytest.fixture
@@ -27,9 +26,8 @@ def test_token_ids_outside_the_vocabulary_are_a_clear_error(model, bad_id):
 
 def test_inputs_longer_than_max_positions_extend_the_sinusoid_with_a_warning(model, caplog):
     long_source, _ = random_batch(1, 80, 40)  # max_position_embeddings=64
-    with caplog.at_level(logging.WARNING):
-        with torch.no_grad():
-            logits = model(input_ids=long_source, decoder_input_ids=long_source[:, :3]).logits
+    with caplog.at_level(logging.WARNING), torch.no_grad():
+        logits = model(input_ids=long_source, decoder_input_ids=long_source[:, :3]).logits
     assert torch.isfinite(logits).all()
     embed = model.model.encoder.embed
     with torch.no_grad():

@@ -32,8 +32,9 @@ def test_both_arms_do_equal_work_on_the_same_function():
     outputs = {}
     for name, model in models.items():
         extra = {"paper_decoding": False} if name == "aayn" else {}
-        outputs[name] = model.eval().generate(source, attention_mask=mask, num_beams=4, do_sample=False,
-                                              max_new_tokens=7, min_new_tokens=7, **extra)
+        outputs[name] = model.eval().generate(
+            source, attention_mask=mask, num_beams=4, do_sample=False, max_new_tokens=7, min_new_tokens=7, **extra
+        )
     assert outputs["aayn"].shape == outputs["marian"].shape == (3, 8)  # start token + 7 new for every sentence
     assert torch.equal(outputs["aayn"], outputs["marian"])
 
@@ -62,9 +63,21 @@ def test_ctranslate2_arms_do_the_same_work_on_the_same_function(tmp_path):
     translators, tokens = ctranslate2_translators(models["aayn"], tmp_path)
     assert set(translators) == {"ct2", "ct2_int8"}
     source, mask = padded_batch([9, 4, 6], 40, torch.Generator().manual_seed(0))
-    ours = models["aayn"].eval().generate(source, attention_mask=mask, num_beams=1, do_sample=False,
-                                          max_new_tokens=7, min_new_tokens=7, paper_decoding=False,
-                                          output_logits=True, return_dict_in_generate=True)
+    ours = (
+        models["aayn"]
+        .eval()
+        .generate(
+            source,
+            attention_mask=mask,
+            num_beams=1,
+            do_sample=False,
+            max_new_tokens=7,
+            min_new_tokens=7,
+            paper_decoding=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+    )
     log_probs = torch.stack(ours.logits, 1).log_softmax(-1).gather(-1, ours.sequences[:, 1:, None]).sum((1, 2))
     sources = [[tokens[i] for i in row[:length]] for row, length in zip(source.tolist(), mask.sum(1).tolist())]
     for arm, translator in translators.items():
@@ -93,7 +106,9 @@ def test_decoding_rows_time_the_default_search_against_marians_on_the_same_sente
     from aayn.bench_decoding import decoding_rows
 
     _, model, tokenizer = saved
-    monkeypatch.setattr("aayn.bench_decoding.train_demo_model", lambda steps: (model, tokenizer, ["Six one eight."] * 40))
+    monkeypatch.setattr(
+        "aayn.bench_decoding.train_demo_model", lambda steps: (model, tokenizer, ["Six one eight."] * 40)
+    )
     rows = decoding_rows(quick=True)
     assert [row["name"] for row in rows] == ["beam4_default", "beam4_exact", "greedy_default", "pipeline"]
     for row in rows[:3]:

@@ -20,9 +20,13 @@ def test_base_model_has_the_papers_parameter_count():
 
 def test_big_model_is_reachable_by_arguments():
     config = AaynConfig(
-        d_model=1024, encoder_ffn_dim=4096, decoder_ffn_dim=4096, encoder_attention_heads=16, decoder_attention_heads=16,
+        d_model=1024,
+        encoder_ffn_dim=4096,
+        decoder_ffn_dim=4096,
+        encoder_attention_heads=16,
+        decoder_attention_heads=16,
         dropout=0.3,
-    )  # fmt: skip
+    )
     assert config.d_model // config.encoder_attention_heads == 64
 
 

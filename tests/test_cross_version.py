@@ -50,11 +50,22 @@ def use(python: str, folder) -> dict:
 
 def train(python: str, tmp_path, name: str):
     corpus = write_numbers_corpus(tmp_path / "data")
-    recipe = tiny_recipe(corpus, tmp_path / name, max_steps=4, eval_strategy="no", save_steps=4,
-                         generation_num_beams=1, max_predict_samples=4)
+    recipe = tiny_recipe(
+        corpus,
+        tmp_path / name,
+        max_steps=4,
+        eval_strategy="no",
+        save_steps=4,
+        generation_num_beams=1,
+        max_predict_samples=4,
+    )
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    result = subprocess.run([python, "-m", "aayn.train", str(write_recipe(tmp_path / f"{name}.yaml", recipe))],
-                            capture_output=True, text=True, env=env)
+    result = subprocess.run(
+        [python, "-m", "aayn.train", str(write_recipe(tmp_path / f"{name}.yaml", recipe))],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert result.returncode == 0, f"{python}: {result.stderr[-3000:]}"
     return tmp_path / name
 

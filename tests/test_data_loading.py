@@ -48,7 +48,12 @@ def test_subsets_by_count_and_by_split_slicing(wmt14_mini):
         splits={"test": "test[:1%]"},
     )
     assert (len(data["train"]), len(data["validation"]), len(data["test"])) == (100, 7, 30)  # 1% of 3,003
-    assert len(load_translation_dataset(str(wmt14_mini), source_lang="fr", target_lang="en", max_predict_samples=5)["test"]) == 5
+    assert (
+        len(
+            load_translation_dataset(str(wmt14_mini), source_lang="fr", target_lang="en", max_predict_samples=5)["test"]
+        )
+        == 5
+    )
     full = load_translation_dataset(str(wmt14_mini), source_lang="fr", target_lang="en")
     assert data["train"][:] == full["train"][:100]
 

@@ -32,7 +32,8 @@ def test_ctranslate2_scores_equal_ours(norm_first, tmp_path):
     target[:, -1] = 2
     # CTranslate2 starts the decoder from decoder_start_token and appends </s> itself
     scores = translator.score_batch(
-        [[TOKENS[i] for i in row] for row in source.tolist()], [[TOKENS[i] for i in row[:-1]] for row in target.tolist()]
+        [[TOKENS[i] for i in row] for row in source.tolist()],
+        [[TOKENS[i] for i in row[:-1]] for row in target.tolist()],
     )
     with torch.no_grad():
         decoder_input = torch.cat([torch.full((3, 1), model.config.decoder_start_token_id), target[:, :-1]], dim=1)
@@ -57,10 +58,14 @@ def trained_numbers_model(tokenizer, corpus, steps: int = 60) -> AaynForConditio
     from aayn.data import load_translation_dataset
 
     train = load_translation_dataset(str(corpus), source_lang="en", target_lang="fr")["train"]["translation"]
-    batch = tokenizer([row["en"] for row in train], text_target=[row["fr"] for row in train], padding=True, return_tensors="pt")
+    batch = tokenizer(
+        [row["en"] for row in train], text_target=[row["fr"] for row in train], padding=True, return_tensors="pt"
+    )
     batch["labels"] = batch["labels"].masked_fill(batch["labels"] == tokenizer.pad_token_id, -100)
     torch.manual_seed(0)
-    model = AaynForConditionalGeneration(tiny_config(vocab_size=len(tokenizer), d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128))
+    model = AaynForConditionalGeneration(
+        tiny_config(vocab_size=len(tokenizer), d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128)
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
     for _ in range(steps):
         model(**batch).loss.backward()
@@ -70,12 +75,25 @@ def trained_numbers_model(tokenizer, corpus, steps: int = 60) -> AaynForConditio
 
 
 def test_exported_model_translates_the_test_sentences_like_ours(saved, tmp_path, capsys):
-    folder, _, tokenizer = saved
+    _, _, tokenizer = saved
     corpus = write_numbers_corpus(tmp_path / "numbers")
     model = trained_numbers_model(tokenizer, corpus)
     model.save_pretrained(tmp_path / "trained")
     tokenizer.save_pretrained(tmp_path / "trained")
-    assert aayn(["export", "--format", "ctranslate2", "--model", str(tmp_path / "trained"), "--output_dir", str(tmp_path / "ct2")]) == 0
+    assert (
+        aayn(
+            [
+                "export",
+                "--format",
+                "ctranslate2",
+                "--model",
+                str(tmp_path / "trained"),
+                "--output_dir",
+                str(tmp_path / "ct2"),
+            ]
+        )
+        == 0
+    )
     assert "ctranslate2 model written to" in capsys.readouterr().out
     assert {"model.bin", "config.json", "tokenizer.json"} <= {path.name for path in (tmp_path / "ct2").iterdir()}
 
@@ -111,8 +129,20 @@ def test_export_errors(saved, tmp_path, monkeypatch, capsys):
     assert [path.name for path in (tmp_path / "busy").iterdir()] == ["keep.txt"]
     from transformers import MarianConfig, MarianMTModel
 
-    MarianMTModel(MarianConfig(vocab_size=40, pad_token_id=0, decoder_start_token_id=0, d_model=16, encoder_layers=1, decoder_layers=1, encoder_ffn_dim=16,
-                               decoder_ffn_dim=16, encoder_attention_heads=2, decoder_attention_heads=2)).save_pretrained(tmp_path / "marian")
+    MarianMTModel(
+        MarianConfig(
+            vocab_size=40,
+            pad_token_id=0,
+            decoder_start_token_id=0,
+            d_model=16,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_ffn_dim=16,
+            decoder_ffn_dim=16,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+        )
+    ).save_pretrained(tmp_path / "marian")
     error = export_fails(capsys, "--model", str(tmp_path / "marian"), "--output_dir", str(tmp_path / "m"))
     assert "holds a 'marian' model, not an aayn one" in error and not (tmp_path / "m").exists()
     with pytest.raises(SystemExit):

@@ -2,11 +2,10 @@
 
 import pytest
 import torch
+from conftest import random_batch, tiny_config
 
 from aayn import AaynForConditionalGeneration
 from aayn.modeling_aayn import EncoderDecoderCache
-
-from conftest import random_batch, tiny_config
 
 
 def model_for(**overrides) -> AaynForConditionalGeneration:
@@ -132,7 +131,7 @@ def test_attention_implementations_agree(attn_implementation, monkeypatch):
         import transformers.integrations.flex_attention as flex
         from torch.nn.attention.flex_attention import flex_attention
 
-        uncompiled = lambda query, key, value, training=False, **kwargs: flex_attention(query, key, value, **kwargs)  # noqa: E731
+        uncompiled = lambda query, key, value, training=False, **kwargs: flex_attention(query, key, value, **kwargs)
         monkeypatch.setattr(flex, "compile_friendly_flex_attention", uncompiled)
     reference = model_for()
     reference.config._attn_implementation = "eager"

@@ -38,8 +38,16 @@ def pushed_run(tmp_path_factory):
     """`aayn train --push_to_hub` with a --hub_token, against the stand-in: (hub, output folder)."""
     tmp_path = tmp_path_factory.mktemp("push")
     corpus = write_numbers_corpus(tmp_path / "data")
-    recipe = tiny_recipe(corpus, tmp_path / "run", max_steps=4, save_steps=2, eval_strategy="no",
-                         generation_num_beams=1, max_predict_samples=4, license="cc-by-sa-4.0: see NOTICE, #1")
+    recipe = tiny_recipe(
+        corpus,
+        tmp_path / "run",
+        max_steps=4,
+        save_steps=2,
+        eval_strategy="no",
+        generation_num_beams=1,
+        max_predict_samples=4,
+        license="cc-by-sa-4.0: see NOTICE, #1",
+    )
     flags = ["--push_to_hub", "true", "--hub_model_id", "me/numbers", "--hub_token", TOKEN]
     with HubStandIn() as hub:
         run_against(hub, tmp_path, "-m", "aayn.train", str(write_recipe(tmp_path / "r.yaml", recipe)), *flags)
@@ -49,8 +57,17 @@ def pushed_run(tmp_path_factory):
 def test_aayn_train_pushes_a_complete_folder_with_aayns_card(pushed_run):
     hub, output = pushed_run
     uploaded = hub.repos["me/numbers"]
-    assert {"model.safetensors", "config.json", "generation_config.json", "configuration_aayn.py", "modeling_aayn.py",
-            "pipeline_aayn.py", "tokenizer.json", "tokenizer_config.json", "README.md"} <= set(uploaded)
+    assert {
+        "model.safetensors",
+        "config.json",
+        "generation_config.json",
+        "configuration_aayn.py",
+        "modeling_aayn.py",
+        "pipeline_aayn.py",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "README.md",
+    } <= set(uploaded)
     assert not [path for path in uploaded if path.startswith("checkpoint-")]
     assert uploaded["README.md"] == (output / "README.md").read_bytes()  # the card written at the end, not replaced
     meta = card_metadata(uploaded["README.md"])
@@ -87,8 +104,16 @@ def test_model_and_tokenizer_push_to_hub_without_aayn(pushed_run, tmp_path):
     with HubStandIn() as hub:
         run_against(hub, tmp_path, "-c", PUSH_WITHOUT_AAYN, str(output), "you/copy", TOKEN)
     uploaded = hub.repos["you/copy"]
-    assert {"model.safetensors", "config.json", "configuration_aayn.py", "modeling_aayn.py", "pipeline_aayn.py",
-            "tokenizer.json", "tokenizer_config.json", "README.md"} <= set(uploaded)
+    assert {
+        "model.safetensors",
+        "config.json",
+        "configuration_aayn.py",
+        "modeling_aayn.py",
+        "pipeline_aayn.py",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "README.md",
+    } <= set(uploaded)
     assert [commit["message"] for commit in hub.commits] == ["Upload AaynForConditionalGeneration", "Upload tokenizer"]
     for commit in hub.commits:  # neither push replaced the card with transformers' generic one
         meta = card_metadata(commit["files"]["README.md"])

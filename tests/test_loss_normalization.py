@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq
 from training_helpers import EIGHT_PAIRS
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq
 from transformers.trainer_pt_utils import LabelSmoother
 
 SCRIPT = Path(__file__).parent / "scripts" / "trainer_gradients.py"
@@ -29,8 +29,16 @@ def free_port() -> int:
 def trainer_step(folder, out, batch, accumulation, smoothing, processes=1):
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     launcher = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port", str(free_port())]
-    command = [sys.executable, *(launcher if processes > 1 else []), str(SCRIPT), str(folder), str(out), str(batch),
-               str(accumulation), str(smoothing)]
+    command = [
+        sys.executable,
+        *(launcher if processes > 1 else []),
+        str(SCRIPT),
+        str(folder),
+        str(out),
+        str(batch),
+        str(accumulation),
+        str(smoothing),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads((out / "loss.json").read_text()), load_file(out / "gradients.safetensors")
@@ -62,7 +70,9 @@ def test_gradient_accumulation_and_processes_leave_loss_and_gradients_unchanged(
         assert loss["loss"] == pytest.approx(expected_loss, rel=1e-5), (batch, accumulation, processes)
         assert gradients.keys() == expected.keys()
         for name, gradient in gradients.items():
-            torch.testing.assert_close(gradient, expected[name], rtol=1e-4, atol=1e-6, msg=f"{name} {batch, accumulation, processes}")
+            torch.testing.assert_close(
+                gradient, expected[name], rtol=1e-4, atol=1e-6, msg=f"{name} {batch, accumulation, processes}"
+            )
 
 
 def unfused_reference(model, ids, mask, labels, epsilon):
@@ -75,7 +85,9 @@ def unfused_reference(model, ids, mask, labels, epsilon):
 @pytest.mark.parametrize("epsilon", [0.0, 0.1])
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("chunk_values", [2**24, 40 * 5])  # one chunk; chunks of 5 rows (vocabulary 40)
-def test_the_fused_training_loss_and_every_gradient_equal_the_unfused_reference(epsilon, padded, chunk_values, monkeypatch):
+def test_the_fused_training_loss_and_every_gradient_equal_the_unfused_reference(
+    epsilon, padded, chunk_values, monkeypatch
+):
     from conftest import random_batch, tiny_config
 
     from aayn import AaynForConditionalGeneration

@@ -2,12 +2,11 @@
 
 import pytest
 import torch
+from conftest import random_batch, tiny_config
 from transformers import MarianMTModel
 
 from aayn import AaynForConditionalGeneration
 from aayn.marian import aayn_state_dict_from_marian, marian_config_for, residual_permutation
-
-from conftest import random_batch, tiny_config
 
 
 def test_residual_permutation_maps_marians_sinusoid_layout_onto_ours():
@@ -15,7 +14,9 @@ def test_residual_permutation_maps_marians_sinusoid_layout_onto_ours():
 
     marian = MarianMTModel(marian_config_for(tiny_config()))
     positions = marian.model.encoder.embed_positions(torch.Size([1, 20]))
-    assert torch.allclose(positions[:, residual_permutation(32)], sinusoidal_positions(0, 20, 32, positions.device), atol=1e-6)
+    assert torch.allclose(
+        positions[:, residual_permutation(32)], sinusoidal_positions(0, 20, 32, positions.device), atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("num_beams", [1, 4])
@@ -92,7 +93,9 @@ def test_trained_from_the_same_weights_we_stay_marian():
                 loss = model(input_ids=source, attention_mask=mask, labels=labels).loss
             else:
                 decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels=labels)
-                loss = smoother(model(input_ids=source, attention_mask=mask, decoder_input_ids=decoder_input_ids), labels)
+                loss = smoother(
+                    model(input_ids=source, attention_mask=mask, decoder_input_ids=decoder_input_ids), labels
+                )
             optimizers[name].zero_grad()
             loss.backward()
             optimizers[name].step()
@@ -109,7 +112,7 @@ def test_trained_from_the_same_weights_we_stay_marian():
             keep = torch.ones_like(weight, dtype=torch.bool)
             keep[keys] = False
             mine, weight = mine[keep], weight[keep]
-        torch.testing.assert_close(mine, weight, atol=1e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(mine, weight, atol=1e-5, rtol=1e-4, msg=lambda m, name=name: f"{name}: {m}")
     assert ours.lm_head.weight.data_ptr() == ours.model.shared.weight.data_ptr()
 
 

@@ -1,6 +1,7 @@
 """§6.1 decoding (beam 4, GNMT length penalty alpha 0.6, at most source length + 50): checked against a
 reference beam search written out here, one sentence at a time, full forward passes, no cache, no early stop."""
 
+import itertools
 import math
 
 import pytest
@@ -59,11 +60,15 @@ def test_greedy_equals_the_reference_greedy_decoding(alpha):
     model = model_for(vocab_size=12)
     lengths = [6, 2, 4]
     source, mask = random_batch(3, 6, 12, lengths)
-    out = model.generate(source, attention_mask=mask, num_beams=1, length_penalty=alpha, max_new_tokens=9,
-                         return_dict_in_generate=True)
+    out = model.generate(
+        source, attention_mask=mask, num_beams=1, length_penalty=alpha, max_new_tokens=9, return_dict_in_generate=True
+    )
     for row, n in enumerate(lengths):
         [(score, tokens)] = reference_greedy(model, source[row, :n], alpha, limit=9)
-        assert out.sequences[row, 1 : 1 + len(tokens)].tolist() == tokens and (out.sequences[row, 1 + len(tokens) :] == 0).all()
+        assert (
+            out.sequences[row, 1 : 1 + len(tokens)].tolist() == tokens
+            and (out.sequences[row, 1 + len(tokens) :] == 0).all()
+        )
         assert out.sequences_scores[row].item() == pytest.approx(score, rel=1e-6)
 
 
@@ -72,8 +77,15 @@ def test_hypotheses_and_scores_equal_the_reference_beam_search(k, alpha, returne
     model = model_for(vocab_size=12)  # a small vocabulary makes eos likely, so hypotheses finish at many lengths
     lengths = [6, 2, 4]
     source, mask = random_batch(3, 6, 12, lengths)
-    out = model.generate(source, attention_mask=mask, num_beams=k, length_penalty=alpha, num_return_sequences=returned,
-                         max_new_tokens=9, return_dict_in_generate=True)
+    out = model.generate(
+        source,
+        attention_mask=mask,
+        num_beams=k,
+        length_penalty=alpha,
+        num_return_sequences=returned,
+        max_new_tokens=9,
+        return_dict_in_generate=True,
+    )
     for row, n in enumerate(lengths):
         expected = reference_beam_search(model, source[row, :n], k, alpha, limit=9)[:returned]
         for j, (score, tokens) in enumerate(expected):
@@ -98,7 +110,11 @@ def test_no_output_is_longer_than_its_source_plus_50():
 
 def test_defaults_are_the_papers_and_one_argument_switches_back():
     model = model_for()
-    assert (model.generation_config.num_beams, model.generation_config.length_penalty, model.config.paper_decoding) == (4, 0.6, True)
+    assert (model.generation_config.num_beams, model.generation_config.length_penalty, model.config.paper_decoding) == (
+        4,
+        0.6,
+        True,
+    )
     source, mask = random_batch(2, 5, 40)
     kwargs = dict(attention_mask=mask, max_new_tokens=6)
     transformers_own = GenerationMixin.generate(model, source, **kwargs)
@@ -156,7 +172,7 @@ def test_one_host_read_per_step(num_beams):
     with reads:
         model.generate(source, attention_mask=mask, num_beams=num_beams, max_new_tokens=12)
     assert len(steps) == 12  # eos never wins: every sentence runs to its limit
-    per_step = [after - before for before, after in zip(steps, steps[1:])]
+    per_step = [after - before for before, after in itertools.pairwise(steps)]
     assert per_step == [1] * 11, per_step  # the step's decision; the decoder step itself reads nothing
     assert reads.count - len(steps) <= 5  # before the loop (limits, the encoder, the mask) and after it
 

@@ -4,12 +4,11 @@ import math
 
 import pytest
 import torch
+from conftest import random_batch, tiny_config
 from torch import nn
 
 from aayn import AaynForConditionalGeneration
 from aayn.modeling_aayn import AaynDecoderLayer, AaynEncoderLayer, attention_mask_for, sinusoidal_positions
-
-from conftest import random_batch, tiny_config
 
 ATOL = 1e-5
 
@@ -130,7 +129,7 @@ def test_whole_stacks_match_torch(norm_first):
     config = tiny_config(norm_first=norm_first, encoder_layers=3, decoder_layers=3)
     model = AaynForConditionalGeneration(config).eval()
     encoder_layer, decoder_layer = torch_layers(config)
-    final_norm = lambda: nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if norm_first else None  # noqa: E731
+    final_norm = lambda: nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if norm_first else None
     encoder = nn.TransformerEncoder(encoder_layer, 3, norm=final_norm(), enable_nested_tensor=False).eval()
     decoder = nn.TransformerDecoder(decoder_layer, 3, norm=final_norm()).eval()
     for reference, ours in zip(encoder.layers, model.model.encoder.layers):
@@ -148,7 +147,7 @@ def test_whole_stacks_match_torch(norm_first):
     source_ids, source_mask = random_batch(3, 10, config.vocab_size, source_lengths)
     target_ids, _ = random_batch(3, 8, config.vocab_size)
     embedding = model.model.shared.weight
-    embed = lambda ids: embedding[ids] * math.sqrt(config.d_model) + reference_positions(ids.shape[1], config.d_model)  # noqa: E731
+    embed = lambda ids: embedding[ids] * math.sqrt(config.d_model) + reference_positions(ids.shape[1], config.d_model)
     with torch.no_grad():
         expected_memory = encoder(embed(source_ids), src_key_padding_mask=source_mask == 0)
         expected = decoder(

@@ -43,7 +43,9 @@ print(json.dumps(out))
     expected = [reference(model, tokenizer, text, max_new_tokens=8) for text in SOURCES]
     assert out["single"] == [{"translation_text": expected[0]}]
     assert out["batch"] == [{"translation_text": text} for text in expected]
-    assert out["beams"] == [{"translation_text": reference(model, tokenizer, SOURCES[0], num_beams=3, max_new_tokens=8)}]
+    assert out["beams"] == [
+        {"translation_text": reference(model, tokenizer, SOURCES[0], num_beams=3, max_new_tokens=8)}
+    ]
     assert out["empty"] == [{"translation_text": ""}, {"translation_text": expected[1]}]
     assert len(out["long"]) == 1 and "truncated to max_source_length=32" in result.stderr
 
@@ -51,7 +53,9 @@ print(json.dumps(out))
 def test_shortest_call_with_aayn_installed(saved):
     path, model, tokenizer = saved
     translate = translation_pipeline(str(path))
-    assert translate(SOURCES[1], max_new_tokens=8) == [{"translation_text": reference(model, tokenizer, SOURCES[1], max_new_tokens=8)}]
+    assert translate(SOURCES[1], max_new_tokens=8) == [
+        {"translation_text": reference(model, tokenizer, SOURCES[1], max_new_tokens=8)}
+    ]
     with pytest.raises(TypeError, match="takes a string or a list of strings, got int"):
         translate(3)
 

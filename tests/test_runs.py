@@ -13,8 +13,14 @@ from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
 from aayn.cli import main as aayn
 from aayn.training import parse_arguments
 
-FAST = dict(max_steps=4, save_steps=2, eval_strategy="no", generation_num_beams=1, max_predict_samples=4,
-            num_examples_to_print=0)
+FAST = dict(
+    max_steps=4,
+    save_steps=2,
+    eval_strategy="no",
+    generation_num_beams=1,
+    max_predict_samples=4,
+    num_examples_to_print=0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,12 +31,15 @@ def corpus(tmp_path_factory):
 def train(tmp_path: Path, recipe: dict, *flags: str, name: str = "r.yaml") -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     path = write_recipe(tmp_path / name, recipe)
-    return subprocess.run([sys.executable, "-m", "aayn.train", str(path), *flags], capture_output=True, text=True,
-                          env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "aayn.train", str(path), *flags], capture_output=True, text=True, env=env, timeout=600
+    )
 
 
 def test_averaging_more_checkpoints_than_the_run_saves_stops_before_training(corpus, tmp_path, capsys):
-    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST, average_last_checkpoints=3))
+    recipe = write_recipe(
+        tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST, average_last_checkpoints=3)
+    )
     assert aayn(["train", str(recipe)]) == 2
     error = capsys.readouterr().err
     assert "average_last_checkpoints=3" in error and "leave 2 checkpoints" in error and "Traceback" not in error
@@ -61,7 +70,11 @@ def test_a_rerun_into_the_same_folder_is_refused_resumed_or_started_clean(corpus
     weights = (tmp_path / "out" / "model.safetensors").read_bytes()
     other_pair = tiny_recipe(corpus, tmp_path / "out", **FAST, source_lang="fr", target_lang="en")
     refused = train(tmp_path, other_pair)
-    assert refused.returncode == 2 and "holds an earlier run" in refused.stderr and "--overwrite_output_dir" in refused.stderr
+    assert (
+        refused.returncode == 2
+        and "holds an earlier run" in refused.stderr
+        and "--overwrite_output_dir" in refused.stderr
+    )
     assert (tmp_path / "out" / "model.safetensors").read_bytes() == weights  # untouched
 
     clean = train(tmp_path, {**other_pair, "max_steps": 2}, "--overwrite_output_dir", "true")
@@ -105,8 +118,10 @@ def test_keys_are_exact(corpus, tmp_path, recipe_change, flags, message):
 
 def test_yaml_no_is_the_word_no(corpus, tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"dataset_name: {corpus}\nsource_lang: en\ntarget_lang: fr\neval_strategy: no\n"
-                      f"save_strategy: no\nnorm_first: true\noutput_dir: {tmp_path / 'out'}\n")
+    recipe.write_text(
+        f"dataset_name: {corpus}\nsource_lang: en\ntarget_lang: fr\neval_strategy: no\n"
+        f"save_strategy: no\nnorm_first: true\noutput_dir: {tmp_path / 'out'}\n"
+    )
     model_args, _, args = parse_arguments([str(recipe)])
     assert args.eval_strategy == "no" and args.save_strategy == "no" and model_args.norm_first is True
 
@@ -137,9 +152,28 @@ def test_accelerate_launch_runs_two_processes_on_cpu(corpus, tmp_path):
     recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST, save_strategy="no"))
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     accelerate = Path(sys.executable).with_name("accelerate")
-    result = subprocess.run([str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-                             "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "aayn.train", str(recipe)],
-                            capture_output=True, text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [
+            str(accelerate),
+            "launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "-m",
+            "aayn.train",
+            str(recipe),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "x 2 processes" in (tmp_path / "out" / "README.md").read_text()
 
@@ -185,7 +219,7 @@ def test_average_names_a_cut_file_and_a_missing_tokenizer(finished, tmp_path, ca
 def test_long_inputs_warn_once(saved, caplog):
     from aayn.translate import translate_texts
 
-    path, model, tokenizer = saved
+    _, model, tokenizer = saved
     long_text = " ".join(["Six one eight."] * 40)  # far over the tokenizer's 32 and the model's 64 positions
     with caplog.at_level("WARNING"):
         translate_texts(model, tokenizer, [long_text, long_text, "Two."], max_new_tokens=70, num_beams=1)

@@ -7,12 +7,11 @@ import sys
 
 import pytest
 import torch
+from conftest import random_batch, tiny_config
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from aayn import AaynForConditionalGeneration, AaynModel
-
-from conftest import random_batch, tiny_config
 
 
 def logits_of(model, source, mask, target):

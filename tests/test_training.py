@@ -85,9 +85,20 @@ def test_missing_or_malformed_recipe(tmp_path):
 
 def test_output_folder_is_hub_ready(trained):
     names = {path.name for path in trained.iterdir()}
-    assert {"model.safetensors", "config.json", "configuration_aayn.py", "modeling_aayn.py", "pipeline_aayn.py", "tokenizer.json",
-            "tokenizer_config.json", "generation_config.json", "all_results.json", "README.md",
-            "training_curves.png", "runs"} <= names
+    assert {
+        "model.safetensors",
+        "config.json",
+        "configuration_aayn.py",
+        "modeling_aayn.py",
+        "pipeline_aayn.py",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+        "all_results.json",
+        "README.md",
+        "training_curves.png",
+        "runs",
+    } <= names
     config = json.loads((trained / "config.json").read_text())
     assert config["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_aayn.AaynForConditionalGeneration"
     assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_aayn.AaynTranslationPipeline"
@@ -130,16 +141,23 @@ print(config.model_type, generation.num_beams, out.shape[0])
 
 def test_max_tokens_batches_in_the_trainer(corpus, tmp_path):
     recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path, eval_strategy="no"))
-    model_args, data_args, args = parse_arguments([recipe.as_posix()])
+    model_args, _, args = parse_arguments([recipe.as_posix()])
+    from transformers import DataCollatorForSeq2Seq
+
     from aayn.data import load_translation_dataset, tokenize_dataset, train_tokenizer
     from aayn.training.job import build_model
-    from transformers import DataCollatorForSeq2Seq
 
     data = load_translation_dataset(str(corpus), source_lang="en", target_lang="fr")
     tokenizer = train_tokenizer(data["train"], source_lang="en", target_lang="fr", vocab_size=300, show_progress=False)
     train = tokenize_dataset(data["train"], tokenizer, source_lang="en", target_lang="fr")
     model = build_model(model_args, tokenizer)
-    trainer = AaynTrainer(model=model, args=args, train_dataset=train, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model), max_tokens=100)
+    trainer = AaynTrainer(
+        model=model,
+        args=args,
+        train_dataset=train,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        max_tokens=100,
+    )
     loader = trainer.get_train_dataloader()
     seen = []
     for batch in loader:
@@ -149,7 +167,15 @@ def test_max_tokens_batches_in_the_trainer(corpus, tmp_path):
 
 
 def test_diverging_run_stops_with_a_clear_message_and_saves_nothing(corpus, tmp_path):
-    recipe = tiny_recipe(corpus, tmp_path / "out", learning_rate=1e30, warmup_steps=0, save_steps=1, eval_strategy="no", max_grad_norm=0.0)
+    recipe = tiny_recipe(
+        corpus,
+        tmp_path / "out",
+        learning_rate=1e30,
+        warmup_steps=0,
+        save_steps=1,
+        eval_strategy="no",
+        max_grad_norm=0.0,
+    )
     with pytest.raises(TrainingDiverged, match=r"training diverged: the loss is (nan|inf) at step \d+"):
         run(*parse_arguments([write_recipe(tmp_path / "r.yaml", recipe).as_posix()]))
     assert not (tmp_path / "out" / "model.safetensors").exists()
@@ -167,17 +193,46 @@ def test_metrics_module_equals_sacrebleu():
 
 
 def test_aayn_evaluate_prints_bleu_of_the_models_translations(trained, corpus, capsys):
-    assert aayn(["evaluate", "--model", str(trained), "--dataset_name", str(corpus), "--source_lang", "en",
-                 "--target_lang", "fr", "--split", "test", "--max_samples", "8", "--num_beams", "2",
-                 "--length_penalty", "1.0"]) == 0
+    assert (
+        aayn(
+            [
+                "evaluate",
+                "--model",
+                str(trained),
+                "--dataset_name",
+                str(corpus),
+                "--source_lang",
+                "en",
+                "--target_lang",
+                "fr",
+                "--split",
+                "test",
+                "--max_samples",
+                "8",
+                "--num_beams",
+                "2",
+                "--length_penalty",
+                "1.0",
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
-    assert set(printed) == {"bleu", "chrf", "bleu_signature", "chrf_signature", "sentences"} and printed["sentences"] == 8
+    assert (
+        set(printed) == {"bleu", "chrf", "bleu_signature", "chrf_signature", "sentences"} and printed["sentences"] == 8
+    )
     from transformers import AutoModelForSeq2SeqLM
 
     model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(trained), AutoTokenizer.from_pretrained(trained)
     sources = (corpus / "test.en").read_text().splitlines()[:8]
     references = (corpus / "test.fr").read_text().splitlines()[:8]
-    outputs = [tokenizer.decode(model.generate(**tokenizer([s], return_tensors="pt"), num_beams=2, length_penalty=1.0)[0], skip_special_tokens=True).strip() for s in sources]
+    outputs = [
+        tokenizer.decode(
+            model.generate(**tokenizer([s], return_tensors="pt"), num_beams=2, length_penalty=1.0)[0],
+            skip_special_tokens=True,
+        ).strip()
+        for s in sources
+    ]
     assert printed["bleu"] == pytest.approx(sacrebleu.corpus_bleu(outputs, [references]).score)
 
 
@@ -212,18 +267,35 @@ def test_aayn_average_errors(trained, tmp_path):
     other = tmp_path / "other"
     from aayn import AaynConfig, AaynForConditionalGeneration
 
-    AaynForConditionalGeneration(AaynConfig(vocab_size=300, d_model=32, encoder_layers=2, decoder_layers=2,
-                                            encoder_attention_heads=4, decoder_attention_heads=4,
-                                            encoder_ffn_dim=32, decoder_ffn_dim=32)).save_pretrained(other)
+    AaynForConditionalGeneration(
+        AaynConfig(
+            vocab_size=300,
+            d_model=32,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=32,
+            decoder_ffn_dim=32,
+        )
+    ).save_pretrained(other)
     AutoTokenizer.from_pretrained(trained).save_pretrained(other)
-    with pytest.raises(ValueError, match=r"feed_forward\.fc\d\.(weight|bias) is \(32(, 32)?,?\) in .*other but \(.*64.*\) in"):
+    with pytest.raises(
+        ValueError, match=r"feed_forward\.fc\d\.(weight|bias) is \(32(, 32)?,?\) in .*other but \(.*64.*\) in"
+    ):
         average_checkpoints([trained / "checkpoint-4", other], tmp_path / "b")
     assert not (tmp_path / "b").exists()
 
 
 def test_fine_tuning_from_a_saved_model(trained, corpus, tmp_path):
-    recipe = tiny_recipe(corpus, tmp_path / "tuned", model_name_or_path=str(trained), max_steps=2, eval_strategy="no",
-                         generation_num_beams=1)  # greedy evaluation: the saved generation config must stay valid
+    recipe = tiny_recipe(
+        corpus,
+        tmp_path / "tuned",
+        model_name_or_path=str(trained),
+        max_steps=2,
+        eval_strategy="no",
+        generation_num_beams=1,
+    )  # greedy evaluation: the saved generation config must stay valid
     metrics = run(*parse_arguments([write_recipe(tmp_path / "r.yaml", recipe).as_posix()]))
     assert "test_bleu" in metrics
     assert GenerationConfig.from_pretrained(tmp_path / "tuned").num_beams == 1
@@ -266,8 +338,14 @@ print(tokenizer.batch_decode(predictions.clip(min=0), skip_special_tokens=True))
 
 def test_the_plain_transformers_route_needs_no_aayn_glue(trained, corpus, tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    result = subprocess.run([sys.executable, "-c", PLAIN_TRANSFORMERS_SCRIPT, str(trained), str(corpus), str(tmp_path)],
-                            capture_output=True, text=True, env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", PLAIN_TRANSFORMERS_SCRIPT, str(trained), str(corpus), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(eval(result.stdout.strip().splitlines()[-1])) == 4  # four decoded predictions
-    assert {"pipeline_aayn.py", "modeling_aayn.py", "configuration_aayn.py"} <= {p.name for p in (tmp_path / "tuned").iterdir()}
+    assert {"pipeline_aayn.py", "modeling_aayn.py", "configuration_aayn.py"} <= {
+        p.name for p in (tmp_path / "tuned").iterdir()
+    }

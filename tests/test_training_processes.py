@@ -30,10 +30,27 @@ def python(*args, **kwargs):
 def test_two_process_data_parallel_training_on_cpu(tmp_path):
     corpus = write_numbers_corpus(tmp_path / "data")
     output = tmp_path / "out"
-    recipe = tiny_recipe(corpus, output, num_train_epochs=1, max_steps=-1, eval_strategy="no", save_strategy="no",
-                         predict_with_generate=False, max_tokens=300)
-    result = python("-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(),
-                    SCRIPTS / "record_training_data.py", write_recipe(tmp_path / "r.yaml", recipe), timeout=600)
+    recipe = tiny_recipe(
+        corpus,
+        output,
+        num_train_epochs=1,
+        max_steps=-1,
+        eval_strategy="no",
+        save_strategy="no",
+        predict_with_generate=False,
+        max_tokens=300,
+    )
+    result = python(
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        2,
+        "--master_port",
+        free_port(),
+        SCRIPTS / "record_training_data.py",
+        write_recipe(tmp_path / "r.yaml", recipe),
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     records = [json.loads((output / f"seen-{rank}.json").read_text()) for rank in (0, 1)]
     assert [r["world_size"] for r in records] == [2, 2]

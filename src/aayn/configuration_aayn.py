@@ -6,7 +6,6 @@ This file travels with saved checkpoints as Hub remote code: it imports only tra
 from transformers import PretrainedConfig  # the 4.57 name; 5.x keeps it as an alias of PreTrainedConfig
 from transformers.activations import ACT2FN
 
-
 TRANSLATION_PIPELINE = {
     "impl": "pipeline_aayn.AaynTranslationPipeline",
     "pt": ["AutoModelForSeq2SeqLM"],

@@ -91,7 +91,7 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):
     stack(spec.encoder, "encoder")
     stack(spec.decoder, "decoder")
     spec.decoder.projection.weight = weights["lm_head.weight"]
-    vocabulary = lambda size: tokens[:size] + [f"<madeupword{i}>" for i in range(size - len(tokens))]  # noqa: E731
+    vocabulary = lambda size: tokens[:size] + [f"<madeupword{i}>" for i in range(size - len(tokens))]
     spec.register_source_vocabulary(vocabulary(config.vocab_size))
     spec.register_target_vocabulary(vocabulary(config.decoder_vocab_size))
     spec.config.bos_token = tokens[config.bos_token_id]
@@ -124,7 +124,9 @@ def save_ctranslate2(
     return output_dir
 
 
-def export_model(model_dir: str | Path, output_dir: str | Path, format: str = "ctranslate2", quantization: str | None = None) -> Path:
+def export_model(
+    model_dir: str | Path, output_dir: str | Path, format: str = "ctranslate2", quantization: str | None = None
+) -> Path:
     """A saved aayn folder (weights + tokenizer) as a CTranslate2 model folder, with the tokenizer copied beside it
     so the exported folder tokenizes by itself (`AutoTokenizer.from_pretrained(output_dir)`)."""
     from transformers import AutoTokenizer

@@ -134,7 +134,9 @@ def paper_search(
     history[:, 0] = config.decoder_start_token_id
     finished = torch.full((batch, k), -math.inf, dtype=dtype, device=device)  # normalized scores, best first
     finished_tokens = torch.full((batch, k, longest + 1), pad, dtype=torch.long, device=device)
-    best = torch.full((batch, k), -math.inf, dtype=dtype, device=device)  # per original sentence, filled as sentences finish
+    best = torch.full(
+        (batch, k), -math.inf, dtype=dtype, device=device
+    )  # per original sentence, filled as sentences finish
     best_tokens = finished_tokens.clone()
     vocabulary = torch.arange(config.decoder_vocab_size, device=device)
     for step in range(1, longest + 1):

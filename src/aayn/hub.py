@@ -1,4 +1,4 @@
-"""What a saved folder needs for the Hub besides weights, config and code: the model card rendered from model_card.md."""
+"""What a saved folder needs for the Hub besides weights, config and code: the model card (from model_card.md)."""
 
 from __future__ import annotations
 
@@ -22,22 +22,28 @@ def render_model_card(
     results: dict[str, float] | None = None,
     license: str = "apache-2.0",
 ) -> str:
-    """`model_card.md` filled in: Hub YAML metadata (languages, license, dataset, metrics with their values) and body."""
+    """`model_card.md` filled in: Hub YAML metadata (languages, license, dataset, metrics and values) and body."""
     config = model.config
     results = results or {}
     metrics = sorted(name for name in ("bleu", "chrf") if name in results)
-    model_index = [
-        {
-            "name": repo_id.split("/")[-1],
-            "results": [
-                {
-                    "task": {"type": "translation", "name": f"Translation {source_lang}-{target_lang}"},
-                    "dataset": {"name": dataset, "type": dataset},
-                    "metrics": [{"type": name, "value": round(results[name], 2), "name": name.upper()} for name in metrics],
-                }
-            ],
-        }
-    ] if metrics else []
+    model_index = (
+        [
+            {
+                "name": repo_id.split("/")[-1],
+                "results": [
+                    {
+                        "task": {"type": "translation", "name": f"Translation {source_lang}-{target_lang}"},
+                        "dataset": {"name": dataset, "type": dataset},
+                        "metrics": [
+                            {"type": name, "value": round(results[name], 2), "name": name.upper()} for name in metrics
+                        ],
+                    }
+                ],
+            }
+        ]
+        if metrics
+        else []
+    )
     evaluation = (
         "\n".join(f"- {name.upper()}: {results[name]:.2f} (sacreBLEU, detokenized)" for name in metrics)
         if metrics

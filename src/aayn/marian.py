@@ -84,11 +84,11 @@ def marian_state_dict_from_aayn(model, marian: MarianMTModel) -> dict[str, torch
 
 def _mapped(weights: dict[str, torch.Tensor], config) -> dict[str, torch.Tensor]:
     perm = residual_permutation(config.d_model)
-    reads = lambda w: w[:, perm]  # noqa: E731  a projection whose input is the residual stream
-    writes = lambda w: w[perm]  # noqa: E731  a projection (or its bias, or a LayerNorm) that writes it
+    reads = lambda w: w[:, perm]
+    writes = lambda w: w[perm]
 
     def attention(marian_prefix: str, ours: str, cross: bool) -> dict[str, torch.Tensor]:
-        get = lambda name: weights[f"{marian_prefix}.{name}"]  # noqa: E731
+        get = lambda name: weights[f"{marian_prefix}.{name}"]
         kv = ("k_proj", "v_proj")
         fused = ("kv_proj", kv) if cross else ("qkv_proj", ("q_proj", *kv))
         out = {

@@ -18,7 +18,6 @@ from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
-from transformers.utils import ModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
@@ -26,7 +25,6 @@ from .configuration_aayn import AaynConfig
 from .generation_aayn import DECODING_LAYOUT_MAX_ROWS
 from .generation_aayn import generate as paper_generate
 from .pipeline_aayn import AaynTranslationPipeline  # noqa: F401  (relative imports travel with the remote code)
-
 
 logger = logging.get_logger(__name__)
 
@@ -348,7 +346,8 @@ class AaynEmbeddings(nn.Module):
             self.warned_of_length = True  # once per model, not once per length (decoding steps lengthen one by one)
             logger.warning(
                 f"A sequence of {past_length + length} positions exceeds max_position_embeddings="
-                f"{self.max_positions}; the sinusoids extend to it (§3.5) but the model was not trained on such lengths."
+                f"{self.max_positions}; the sinusoids extend to it (§3.5), but the model was not trained on such "
+                "lengths."
             )
         positions = sinusoidal_positions(past_length, length, self.d_model, inputs_embeds.device)
         return self.dropout(inputs_embeds * self.scale + positions.to(inputs_embeds.dtype))
@@ -503,7 +502,6 @@ class AaynDecoder(AaynStack):
             all_hidden_states += (hidden_states,)
         return hidden_states, all_hidden_states, self_attentions, cross_attentions
 
-
     def cross_attention_mask(self, encoder_attention_mask: torch.Tensor, encoder_hidden_states: torch.Tensor):
         """The encoder-decoder attention mask in the configured kernel's form, for any number of queries: a search
         builds it once rather than at every step (building it reads the mask on the host)."""
@@ -653,7 +651,7 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
             h, y = hidden[start : start + chunk], targets[start : start + chunk, None]  # (n, d), (n, 1)
             log_probs = torch.log_softmax((h @ weight.t()).float(), dim=-1)  # (n, vocab)
             nll = -log_probs.gather(1, y)
-            total += ((1 - epsilon) * nll.sum() - epsilon * log_probs.mean(dim=-1).sum())
+            total += (1 - epsilon) * nll.sum() - epsilon * log_probs.mean(dim=-1).sum()
             grad = log_probs.exp_().sub_(epsilon / vocab).scatter_add_(1, y, nll.new_full(y.shape, epsilon - 1))
             grad = grad.to(h.dtype)
             grad_hidden[start : start + chunk] = grad @ weight.to(h.dtype)
@@ -664,7 +662,12 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_total):
         grad_hidden, grad_weight = ctx.saved_tensors
-        return grad_hidden * grad_total.to(grad_hidden.dtype), grad_weight * grad_total.to(grad_weight.dtype), None, None
+        return (
+            grad_hidden * grad_total.to(grad_hidden.dtype),
+            grad_weight * grad_total.to(grad_weight.dtype),
+            None,
+            None,
+        )
 
 
 def fused_label_smoothed_loss(
@@ -811,7 +814,9 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
-    def generate(self, inputs: torch.Tensor | None = None, generation_config=None, paper_decoding: bool | None = None, **kwargs):
+    def generate(
+        self, inputs: torch.Tensor | None = None, generation_config=None, paper_decoding: bool | None = None, **kwargs
+    ):
         """§6.1 decoding unless `paper_decoding=False` (or `config.paper_decoding` is off): beam search ranking
         finished hypotheses by GNMT's length penalty log P(Y) / ((5 + |Y|) / 6)^alpha (`length_penalty` is alpha;
         transformers divides by |Y|^alpha instead), at most source length + 50 new tokens per sentence, stopping as
@@ -820,4 +825,4 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         return paper_generate(self, inputs, generation_config, paper_decoding, super().generate, **kwargs)
 
 
-__all__ = ["AaynPreTrainedModel", "AaynModel", "AaynForConditionalGeneration"]
+__all__ = ["AaynForConditionalGeneration", "AaynModel", "AaynPreTrainedModel"]

@@ -72,12 +72,18 @@ def plot_cross_attention(
     weights = outputs.cross_attentions[-1][0].float().cpu()  # heads x target x source
     source = token_labels(tokenizer, inputs["input_ids"][0].tolist())
     target = token_labels(tokenizer, output[1:].tolist())
-    panels = [(f"head {h + 1}", weights[h]) for h in range(weights.shape[0])] if per_head else [("mean of heads", weights.mean(0))]
+    panels = (
+        [(f"head {h + 1}", weights[h]) for h in range(weights.shape[0])]
+        if per_head
+        else [("mean of heads", weights.mean(0))]
+    )
     columns = min(len(panels), 4)
     rows = -(-len(panels) // columns)
     scale = 0.35
     figure, axes = plt.subplots(
-        rows, columns, squeeze=False,
+        rows,
+        columns,
+        squeeze=False,
         figsize=(max(4, columns * (2 + scale * len(source))), max(3, rows * (1.5 + scale * len(target)))),
     )
     for axis, (title, matrix) in zip(axes.flat, panels):

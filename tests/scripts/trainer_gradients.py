@@ -7,17 +7,28 @@ imported); writes the training loss and the gradients it would apply (after the 
 import json
 import os
 import sys
-
 from pathlib import Path
 
 from safetensors.torch import save_file
-from transformers import (AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer,
-                          Seq2SeqTrainingArguments, TrainerCallback)
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    DataCollatorForSeq2Seq,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+    TrainerCallback,
+)
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from training_helpers import EIGHT_PAIRS  # noqa: E402
+from training_helpers import EIGHT_PAIRS
 
-folder, out, batch, accumulation, smoothing = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+folder, out, batch, accumulation, smoothing = (
+    sys.argv[1],
+    sys.argv[2],
+    int(sys.argv[3]),
+    int(sys.argv[4]),
+    float(sys.argv[5]),
+)
 model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)
 model.config.label_smoothing = smoothing
 tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
@@ -32,11 +43,28 @@ class Record(TrainerCallback):
                 gradients[name] = parameter.grad.detach().clone()
 
 
-args = Seq2SeqTrainingArguments(out, per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
-                                max_steps=1, learning_rate=1e-3, max_grad_norm=0.0, report_to=[], use_cpu=True,
-                                save_strategy="no", logging_steps=1, dataloader_pin_memory=False, seed=0)
-trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=features, processing_class=tokenizer,
-                         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model), callbacks=[Record()])
+args = Seq2SeqTrainingArguments(
+    out,
+    per_device_train_batch_size=batch,
+    gradient_accumulation_steps=accumulation,
+    max_steps=1,
+    learning_rate=1e-3,
+    max_grad_norm=0.0,
+    report_to=[],
+    use_cpu=True,
+    save_strategy="no",
+    logging_steps=1,
+    dataloader_pin_memory=False,
+    seed=0,
+)
+trainer = Seq2SeqTrainer(
+    model=model,
+    args=args,
+    train_dataset=features,
+    processing_class=tokenizer,
+    data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+    callbacks=[Record()],
+)
 loss = trainer.train().training_loss
 assert "aayn" not in sys.modules
 if int(os.environ.get("RANK", "0")) == 0:

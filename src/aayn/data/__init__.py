@@ -8,8 +8,8 @@ from .tokenizer import SPECIAL_TOKENS, save_tokenizer, train_tokenizer
 
 __all__ = [
     "BIBLE_VERSIONS",
-    "MaxTokensBatchSampler",
     "SPECIAL_TOKENS",
+    "MaxTokensBatchSampler",
     "example_lengths",
     "load_translation_dataset",
     "padding_fraction",

@@ -157,7 +157,8 @@ def _load_split_file(files: dict[str, list[str]], spec: str, cache_dir: str | No
     split = spec.split("[")[0]
     if split not in files:
         raise FileNotFoundError(
-            f"no file for split {split!r}; found splits {sorted(files)} ({[f for split_files in files.values() for f in split_files]})"
+            f"no file for split {split!r}; found splits {sorted(files)} "
+            f"({[f for split_files in files.values() for f in split_files]})"
         )
     builder = _FILE_FORMATS[Path(files[split][0]).suffix]
     return datasets.load_dataset(builder, data_files={split: files[split]}, split=spec, cache_dir=cache_dir)

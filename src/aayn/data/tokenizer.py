@@ -51,7 +51,7 @@ def train_tokenizer(
     batch_size: int = 1000,
     show_progress: bool = True,
 ) -> PreTrainedTokenizerFast:
-    """Train a shared byte-level BPE on both sides of `dataset` (a split in the WMT schema) and wrap it for transformers.
+    """Train a shared byte-level BPE on both sides of `dataset` (a split in the WMT schema), wrapped for transformers.
 
     NFKC normalizes; the byte-level pre-tokenizer keeps every space, so `decode(encode(text)) == NFKC(text)` and
     no character is ever unknown. `</s>` is appended to every sequence, labels included (`text_target=`). The

@@ -25,4 +25,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = sorted(_NAMES)
+__all__ = list(_NAMES)

@@ -18,14 +18,19 @@ import yaml
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
 
-
 @dataclass
 class ModelArguments:
     """The model to train: a saved aayn model to fine-tune, or the shape of a new one (AaynConfig fields)."""
 
-    model_name_or_path: str | None = field(default=None, metadata={"help": "a saved aayn model (folder or Hub id) to fine-tune"})
-    tokenizer_name: str | None = field(default=None, metadata={"help": "a saved tokenizer; default: the model's, or a new BPE"})
-    vocab_size: int = field(default=37000, metadata={"help": "size of the shared BPE vocabulary trained for a new model"})
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "a saved aayn model (folder or Hub id) to fine-tune"}
+    )
+    tokenizer_name: str | None = field(
+        default=None, metadata={"help": "a saved tokenizer; default: the model's, or a new BPE"}
+    )
+    vocab_size: int = field(
+        default=37000, metadata={"help": "size of the shared BPE vocabulary trained for a new model"}
+    )
     d_model: int = field(default=512, metadata={"help": "model width (base 512, big 1024)"})
     encoder_layers: int = field(default=6)
     decoder_layers: int = field(default=6)
@@ -40,7 +45,8 @@ class ModelArguments:
     norm_first: bool = field(default=False, metadata={"help": "pre-norm instead of the paper's post-norm"})
     max_position_embeddings: int = field(default=1024)
     attn_implementation: str = field(
-        default="sdpa", metadata={"help": "sdpa, eager, flex_attention or flash_attention_2 (see the model's README section)"}
+        default="sdpa",
+        metadata={"help": "sdpa, eager, flex_attention or flash_attention_2 (see the model's README section)"},
     )
 
 
@@ -48,11 +54,17 @@ class ModelArguments:
 class DataTrainingArguments:
     """What to train on and how to batch it."""
 
-    dataset_name: str = field(metadata={"help": 'Hub id, local folder, or "bible" (see aayn.data.load_translation_dataset)'})
+    dataset_name: str = field(
+        metadata={"help": 'Hub id, local folder, or "bible" (see aayn.data.load_translation_dataset)'}
+    )
     source_lang: str = field(metadata={"help": "source language code, e.g. en"})
     target_lang: str = field(metadata={"help": "target language code, e.g. fr"})
-    dataset_config_name: str | None = field(default=None, metadata={"help": "Hub config such as de-en; default: found from the languages"})
-    train_split: str = field(default="train", metadata={"help": "split expression for training, slicing allowed: train[:10%%]"})
+    dataset_config_name: str | None = field(
+        default=None, metadata={"help": "Hub config such as de-en; default: found from the languages"}
+    )
+    train_split: str = field(
+        default="train", metadata={"help": "split expression for training, slicing allowed: train[:10%%]"}
+    )
     validation_split: str = field(default="validation")
     test_split: str = field(default="test")
     max_source_length: int = field(default=256)
@@ -64,11 +76,16 @@ class DataTrainingArguments:
     preprocessing_num_workers: int | None = field(default=None)
     max_tokens: int | None = field(
         default=None,
-        metadata={"help": "token budget of a padded batch per device (fairseq --max-tokens); replaces per_device_train_batch_size"},
+        metadata={
+            "help": "token budget of a padded batch per device (fairseq --max-tokens); "
+            "replaces per_device_train_batch_size"
+        },
     )
     num_beams: int | None = field(default=None, metadata={"help": "beams for evaluation; default generation_num_beams"})
     length_penalty: float | None = field(default=None, metadata={"help": "length penalty alpha for beam search"})
-    average_last_checkpoints: int = field(default=0, metadata={"help": "average the last N checkpoints into the final model (§6.1)"})
+    average_last_checkpoints: int = field(
+        default=0, metadata={"help": "average the last N checkpoints into the final model (§6.1)"}
+    )
     num_examples_to_print: int = field(default=5, metadata={"help": "test translations printed at the end"})
     license: str = field(default="apache-2.0", metadata={"help": "license in the model card's metadata"})
 

@@ -27,7 +27,9 @@ def checkpoint_step(path: Path) -> int:
 
 def last_checkpoints(output_dir: str | Path, count: int) -> list[Path]:
     """The `count` most recent `checkpoint-N` folders of a training run, oldest first."""
-    checkpoints = sorted((p for p in Path(output_dir).glob("checkpoint-*") if checkpoint_step(p) >= 0), key=checkpoint_step)
+    checkpoints = sorted(
+        (p for p in Path(output_dir).glob("checkpoint-*") if checkpoint_step(p) >= 0), key=checkpoint_step
+    )
     if len(checkpoints) < count:
         raise ValueError(
             f"average_last_checkpoints={count} but {output_dir} holds {len(checkpoints)} checkpoints; "
@@ -39,7 +41,7 @@ def last_checkpoints(output_dir: str | Path, count: int) -> list[Path]:
 def read_weights(path: Path) -> dict[str, torch.Tensor]:
     try:
         return load_file(str(path))
-    except Exception as error:  # safetensors raises its own error types for a cut or corrupt file
+    except Exception as error:  # noqa: BLE001  safetensors raises its own error types for a cut or corrupt file
         raise ValueError(f"{path} is not a readable safetensors file ({error}); was its save cut short?") from None
 
 
@@ -55,11 +57,17 @@ def averaged_state_dict(checkpoints: list[str | Path]) -> dict[str, torch.Tensor
             raise FileNotFoundError(f"checkpoint {checkpoint} has no {WEIGHTS}")
         weights = read_weights(path)
         if number and set(weights) != set(total):
-            raise ValueError(f"checkpoint {checkpoint} holds other tensors than {checkpoints[0]}: {sorted(set(weights) ^ set(total))[:5]}")
+            raise ValueError(
+                f"checkpoint {checkpoint} holds other tensors than {checkpoints[0]}: "
+                f"{sorted(set(weights) ^ set(total))[:5]}"
+            )
         for name in sorted(weights):
             tensor = weights[name]
             if number and tensor.shape != total[name].shape:
-                raise ValueError(f"{name} is {tuple(tensor.shape)} in {checkpoint} but {tuple(total[name].shape)} in {checkpoints[0]}")
+                raise ValueError(
+                    f"{name} is {tuple(tensor.shape)} in {checkpoint} "
+                    f"but {tuple(total[name].shape)} in {checkpoints[0]}"
+                )
             dtypes[name] = tensor.dtype
             total[name] = total[name] + tensor.double() if number else tensor.double()
     return {name: (value / len(checkpoints)).to(dtypes[name]) for name, value in total.items()}
@@ -76,7 +84,9 @@ def load_average(
             if name not in parameters:
                 raise ValueError(f"checkpoint tensor {name} is not a parameter of the model")
             parameters[name].copy_(value)
-    logger.info(f"averaged the weights of {len(checkpoints)} checkpoints: {', '.join(Path(c).name for c in checkpoints)}")
+    logger.info(
+        f"averaged the weights of {len(checkpoints)} checkpoints: {', '.join(Path(c).name for c in checkpoints)}"
+    )
     return model
 
 
@@ -118,7 +128,8 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -
                 model,
                 **card,
                 repo_id=output.name,
-                training=f"Average of the weights of {len(checkpoints)} checkpoints ({', '.join(c.name for c in checkpoints)}).",
+                training=f"Average of the weights of {len(checkpoints)} checkpoints "
+                f"({', '.join(c.name for c in checkpoints)}).",
                 results=None,
             )
         if output.exists():
@@ -127,4 +138,3 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return output
-

@@ -42,7 +42,10 @@ def load_tokenizer(model_args: ModelArguments, data_args: DataTrainingArguments,
             logger.info(f"reusing the tokenizer in {folder} (delete it to train a new one)")
             return AutoTokenizer.from_pretrained(folder)
         tokenizer = train_tokenizer(
-            train, source_lang=data_args.source_lang, target_lang=data_args.target_lang, vocab_size=model_args.vocab_size
+            train,
+            source_lang=data_args.source_lang,
+            target_lang=data_args.target_lang,
+            vocab_size=model_args.vocab_size,
         )
         if args.process_index == 0:
             save_tokenizer(tokenizer, folder)
@@ -160,19 +163,27 @@ def build_model(model_args: ModelArguments, tokenizer) -> AaynForConditionalGene
 
 
 def training_summary(model_args, data_args, args, smoothing: float, seconds: float | None = None) -> str:
-    shape = "fine-tuned from " + model_args.model_name_or_path if model_args.model_name_or_path else "trained from scratch"
+    shape = (
+        "fine-tuned from " + model_args.model_name_or_path if model_args.model_name_or_path else "trained from scratch"
+    )
     batch = (
         f"batches of at most {data_args.max_tokens} padded tokens per device"
         if data_args.max_tokens
         else f"{args.per_device_train_batch_size} sentence pairs per device"
     )
     lines = [
-        f"{shape} with `aayn train` on `{data_args.dataset_name}` ({data_args.source_lang} to {data_args.target_lang}):",
-        f"{args.max_steps if args.max_steps > 0 else args.num_train_epochs} {'steps' if args.max_steps > 0 else 'epochs'}, "
-        f"{batch} x {args.gradient_accumulation_steps} accumulation x {args.world_size} processes, "
-        f"Adam (beta2 {args.adam_beta2}, eps {args.adam_epsilon}), learning rate {args.learning_rate:g} with "
-        f"{getattr(args.lr_scheduler_type, 'value', args.lr_scheduler_type)} schedule and {args.warmup_steps:g} "
-        f"warmup steps, label smoothing {smoothing}.",
+        (
+            f"{shape} with `aayn train` on `{data_args.dataset_name}` "
+            f"({data_args.source_lang} to {data_args.target_lang}):"
+        ),
+        (
+            f"{args.max_steps if args.max_steps > 0 else args.num_train_epochs} "
+            f"{'steps' if args.max_steps > 0 else 'epochs'}, "
+            f"{batch} x {args.gradient_accumulation_steps} accumulation x {args.world_size} processes, "
+            f"Adam (beta2 {args.adam_beta2}, eps {args.adam_epsilon}), learning rate {args.learning_rate:g} with "
+            f"{getattr(args.lr_scheduler_type, 'value', args.lr_scheduler_type)} schedule and {args.warmup_steps:g} "
+            f"warmup steps, label smoothing {smoothing}."
+        ),
     ]
     if data_args.average_last_checkpoints:
         lines.append(f"The weights are the average of the last {data_args.average_last_checkpoints} checkpoints.")
@@ -227,9 +238,13 @@ def run(
     if model.generation_config.num_beams == 1:  # greedy: GenerationConfig refuses to save a beam-only setting
         model.generation_config.length_penalty = 1.0
     model.generation_config.max_length = args.generation_max_length
-    lengths = dict(source_lang=data_args.source_lang, target_lang=data_args.target_lang,
-                   max_source_length=data_args.max_source_length, max_target_length=data_args.max_target_length,
-                   num_proc=data_args.preprocessing_num_workers)
+    lengths = dict(
+        source_lang=data_args.source_lang,
+        target_lang=data_args.target_lang,
+        max_source_length=data_args.max_source_length,
+        max_target_length=data_args.max_target_length,
+        num_proc=data_args.preprocessing_num_workers,
+    )
     with args.main_process_first(desc="tokenizing"):
         train = tokenize_dataset(data["train"], tokenizer, overlong=data_args.overlong, **lengths)
         validation = tokenize_dataset(data["validation"], tokenizer, overlong="truncate", **lengths)
@@ -248,7 +263,9 @@ def run(
         train_dataset=train,
         eval_dataset=validation,
         processing_class=tokenizer,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, pad_to_multiple_of=8 if args.bf16 or args.fp16 else None),
+        data_collator=DataCollatorForSeq2Seq(
+            tokenizer, model=model, pad_to_multiple_of=8 if args.bf16 or args.fp16 else None
+        ),
         compute_metrics=translation_metrics(tokenizer) if args.predict_with_generate else None,
         callbacks=callbacks,
         max_tokens=data_args.max_tokens,

@@ -121,7 +121,9 @@ def plot_history(log_history: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    train = [(entry["step"], entry["loss"]) for entry in log_history if "loss" in entry and math.isfinite(entry["loss"])]
+    train = [
+        (entry["step"], entry["loss"]) for entry in log_history if "loss" in entry and math.isfinite(entry["loss"])
+    ]
     evals = [entry for entry in log_history if "eval_loss" in entry]
     figure, (losses, bleu) = plt.subplots(1, 2, figsize=(11, 4))
     if train:
