@@ -7,7 +7,6 @@ as Hub remote code: it imports only torch, transformers and `configuration_aayn`
 import math
 import os
 import shutil
-from collections.abc import Callable
 
 import torch
 import transformers
@@ -171,7 +170,7 @@ class AaynAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, length, d_model) -> (batch, heads, length, head_dim)"""
+        """(B, T, d_model) -> (B, nh, T, hs)"""
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
 
     def forward(
@@ -183,17 +182,19 @@ class AaynAttention(nn.Module):
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self.is_cross_attention:
-            query = self._heads(self.q_proj(hidden_states))
+            query = self._heads(self.q_proj(hidden_states))  # (B, nh, T, hs)
             cache = past_key_values.cross_attention_cache if past_key_values is not None else None
             if cache is not None and past_key_values.is_updated.get(self.layer_idx):
                 key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
             else:
-                key, value = (self._heads(x) for x in self.kv_proj(key_value_states).chunk(2, dim=-1))
+                key, value = (self._heads(x) for x in self.kv_proj(key_value_states).chunk(2, dim=-1))  # (B, nh, S, hs)
                 if cache is not None:
                     key, value = cache.update(key, value, self.layer_idx)
                     past_key_values.is_updated[self.layer_idx] = True
         else:
-            query, key, value = (self._heads(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
+            query, key, value = (
+                self._heads(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1)
+            )  # (B, nh, T, hs)
             if past_key_values is not None:
                 key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)
 
@@ -215,7 +216,7 @@ class AaynAttention(nn.Module):
         )  # output (B, k*T, nh, hs)
         if beams > 1 and weights is not None:  # (B, nh, k*T, S) -> (B*k, nh, T, S)
             weights = weights.view(key.shape[0], self.num_heads, beams, length, -1).transpose(1, 2).flatten(0, 1)
-        return self.out_proj(output.reshape(rows, length, -1)), weights
+        return self.out_proj(output.reshape(rows, length, -1)), weights  # (B, T, d_model)
 
 
 class AaynFeedForward(nn.Module):
@@ -232,58 +233,61 @@ class AaynFeedForward(nn.Module):
         return self.fc2(self.activation_dropout(self.activation(self.fc1(hidden_states))))
 
 
-class AaynSublayerConnection(nn.LayerNorm):
-    """§3.1 + §5.4 residual connection around a sub-layer: LayerNorm(x + Dropout(Sublayer(x))).
-
-    With `config.norm_first` it is the pre-norm variant x + Dropout(Sublayer(LayerNorm(x))).
-    """
+class AaynLayer(GradientCheckpointingLayer):
+    """§3.1 + §5.4: "the output of each sub-layer is LayerNorm(x + Sublayer(x))", with dropout "applied to the
+    output of each sub-layer, before it is added to the sub-layer input". With `config.norm_first` the pre-norm
+    variant x + Dropout(Sublayer(LayerNorm(x))). Each sub-layer owns its LayerNorm (`*_norm`)."""
 
     def __init__(self, config: AaynConfig):
-        super().__init__(config.d_model, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.dropout)
+        super().__init__()
         self.norm_first = config.norm_first
+        self.dropout = nn.Dropout(config.dropout)
 
-    def forward(
-        self, hidden_states: torch.Tensor, sublayer: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Returns the new hidden states and the sub-layer's attention weights (None if it has none)."""
-        output, weights = sublayer(super().forward(hidden_states) if self.norm_first else hidden_states)
+    def sublayer_input(self, hidden_states: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+        return norm(hidden_states) if self.norm_first else hidden_states
+
+    def add_and_norm(self, hidden_states: torch.Tensor, output: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
         hidden_states = hidden_states + self.dropout(output)
-        return (hidden_states if self.norm_first else super().forward(hidden_states)), weights
+        return hidden_states if self.norm_first else norm(hidden_states)
 
 
-class AaynEncoderLayer(GradientCheckpointingLayer):
+def layer_norm(config: AaynConfig) -> nn.LayerNorm:
+    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
+
+class AaynEncoderLayer(AaynLayer):
     """§3.1 Encoder layer: multi-head self-attention, then the feed-forward network."""
 
     def __init__(self, config: AaynConfig, layer_idx: int):
-        super().__init__()
+        super().__init__(config)
         self.self_attn = AaynAttention(config, config.encoder_attention_heads, layer_idx, causal=False, cross=False)
-        self.self_attn_norm = AaynSublayerConnection(config)
+        self.self_attn_norm = layer_norm(config)
         self.feed_forward = AaynFeedForward(config, config.encoder_ffn_dim)
-        self.feed_forward_norm = AaynSublayerConnection(config)
+        self.feed_forward_norm = layer_norm(config)
 
     def forward(
         self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, output_attentions: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        hidden_states, self_weights = self.self_attn_norm(
-            hidden_states, lambda x: self.self_attn(x, attention_mask, output_attentions=output_attentions)
-        )
-        hidden_states, _ = self.feed_forward_norm(hidden_states, lambda x: (self.feed_forward(x), None))
-        return hidden_states, self_weights
+        x = self.sublayer_input(hidden_states, self.self_attn_norm)
+        attended, weights = self.self_attn(x, attention_mask, output_attentions=output_attentions)
+        hidden_states = self.add_and_norm(hidden_states, attended, self.self_attn_norm)
+        x = self.sublayer_input(hidden_states, self.feed_forward_norm)
+        hidden_states = self.add_and_norm(hidden_states, self.feed_forward(x), self.feed_forward_norm)
+        return hidden_states, weights
 
 
-class AaynDecoderLayer(GradientCheckpointingLayer):
+class AaynDecoderLayer(AaynLayer):
     """§3.1 Decoder layer: masked self-attention, attention over the encoder output, then the feed-forward network."""
 
     def __init__(self, config: AaynConfig, layer_idx: int):
-        super().__init__()
+        super().__init__(config)
         heads = config.decoder_attention_heads
         self.self_attn = AaynAttention(config, heads, layer_idx, causal=True, cross=False)
-        self.self_attn_norm = AaynSublayerConnection(config)
+        self.self_attn_norm = layer_norm(config)
         self.encoder_attn = AaynAttention(config, heads, layer_idx, causal=False, cross=True)
-        self.encoder_attn_norm = AaynSublayerConnection(config)
+        self.encoder_attn_norm = layer_norm(config)
         self.feed_forward = AaynFeedForward(config, config.decoder_ffn_dim)
-        self.feed_forward_norm = AaynSublayerConnection(config)
+        self.feed_forward_norm = layer_norm(config)
 
     def forward(
         self,
@@ -294,23 +298,22 @@ class AaynDecoderLayer(GradientCheckpointingLayer):
         past_key_values: EncoderDecoderCache | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        hidden_states, self_weights = self.self_attn_norm(
-            hidden_states,
-            lambda x: self.self_attn(
-                x, attention_mask, past_key_values=past_key_values, output_attentions=output_attentions
-            ),
+        x = self.sublayer_input(hidden_states, self.self_attn_norm)
+        attended, self_weights = self.self_attn(
+            x, attention_mask, past_key_values=past_key_values, output_attentions=output_attentions
         )
-        hidden_states, cross_weights = self.encoder_attn_norm(
-            hidden_states,
-            lambda x: self.encoder_attn(
-                x,
-                encoder_attention_mask,
-                key_value_states=encoder_hidden_states,
-                past_key_values=past_key_values,
-                output_attentions=output_attentions,
-            ),
+        hidden_states = self.add_and_norm(hidden_states, attended, self.self_attn_norm)
+        x = self.sublayer_input(hidden_states, self.encoder_attn_norm)
+        attended, cross_weights = self.encoder_attn(
+            x,
+            encoder_attention_mask,
+            key_value_states=encoder_hidden_states,
+            past_key_values=past_key_values,
+            output_attentions=output_attentions,
         )
-        hidden_states, _ = self.feed_forward_norm(hidden_states, lambda x: (self.feed_forward(x), None))
+        hidden_states = self.add_and_norm(hidden_states, attended, self.encoder_attn_norm)
+        x = self.sublayer_input(hidden_states, self.feed_forward_norm)
+        hidden_states = self.add_and_norm(hidden_states, self.feed_forward(x), self.feed_forward_norm)
         return hidden_states, self_weights, cross_weights
 
 
@@ -406,10 +409,26 @@ class AaynStack(nn.Module):
         self.config = config
         self.embed = AaynEmbeddings(config, embed_tokens)
         self.layers = nn.ModuleList(layer_class(config, i) for i in range(num_layers))
-        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+        self.layer_norm = layer_norm(config) if config.norm_first else None
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embed.embed_tokens
+
+    def run_layers(self, hidden_states: torch.Tensor, output_hidden_states: bool, call) -> tuple:
+        """`call(layer, hidden_states)` through the N layers, then the final norm: (last hidden states, the hidden
+        states entering each layer plus the last if asked, and per kind of attention the layers' weights)."""
+        all_hidden_states = () if output_hidden_states else None
+        weights = []
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            hidden_states, *layer_weights = call(layer, hidden_states)
+            weights.append(layer_weights)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
+        return hidden_states, all_hidden_states, tuple(zip(*weights))
 
 
 class AaynEncoder(AaynStack):
@@ -425,27 +444,23 @@ class AaynEncoder(AaynStack):
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> BaseModelOutput:
-        hidden_states = self.embed(input_ids, inputs_embeds)
+        return_dict: bool | None = None,  # transformers' generate calls the encoder with it
+    ) -> BaseModelOutput | tuple:
+        hidden_states = self.embed(input_ids, inputs_embeds)  # (B, S, d_model)
         length = hidden_states.shape[1]
         implementation = attention_implementation(self.config, output_attentions)
         mask = attention_mask_for(implementation, attention_mask, length, length, False, hidden_states)
-        all_hidden_states = () if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        for layer in self.layers:
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states, weights = layer(hidden_states, mask, output_attentions=bool(output_attentions))
-            if output_attentions:
-                all_attentions += (weights,)
-        if self.layer_norm is not None:
-            hidden_states = self.layer_norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states += (hidden_states,)
-        return BaseModelOutput(
-            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
+        hidden_states, all_hidden_states, (weights,) = self.run_layers(
+            hidden_states,
+            output_hidden_states,
+            lambda layer, x: layer(x, mask, output_attentions=bool(output_attentions)),
         )
+        output = BaseModelOutput(
+            last_hidden_state=hidden_states,
+            hidden_states=all_hidden_states,
+            attentions=weights if output_attentions else None,
+        )
+        return output.to_tuple() if return_dict is False else output
 
 
 class AaynDecoder(AaynStack):
@@ -467,7 +482,7 @@ class AaynDecoder(AaynStack):
         output_hidden_states: bool = False,
     ) -> tuple[torch.Tensor, tuple | None, tuple | None, tuple | None]:
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
-        hidden_states = self.embed(input_ids, inputs_embeds, past_length)
+        hidden_states = self.embed(input_ids, inputs_embeds, past_length)  # (B, T, d_model)
         length = hidden_states.shape[1]
         implementation = attention_implementation(self.config, output_attentions)
         self_mask = attention_mask_for(
@@ -479,28 +494,21 @@ class AaynDecoder(AaynStack):
             cross_mask = attention_mask_for(
                 implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states
             )
-        all_hidden_states = () if output_hidden_states else None
-        self_attentions = () if output_attentions else None
-        cross_attentions = () if output_attentions else None
-        for layer in self.layers:
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states, self_weights, cross_weights = layer(
-                hidden_states,
+        hidden_states, all_hidden_states, (self_weights, cross_weights) = self.run_layers(
+            hidden_states,
+            output_hidden_states,
+            lambda layer, x: layer(
+                x,
                 encoder_hidden_states,  # positional, so that gradient checkpointing passes its gradient
                 self_mask,
                 cross_mask,
                 past_key_values=past_key_values,
                 output_attentions=output_attentions,
-            )
-            if output_attentions:
-                self_attentions += (self_weights,)
-                cross_attentions += (cross_weights,)
-        if self.layer_norm is not None:
-            hidden_states = self.layer_norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states += (hidden_states,)
-        return hidden_states, all_hidden_states, self_attentions, cross_attentions
+            ),
+        )
+        if not output_attentions:
+            self_weights = cross_weights = None
+        return hidden_states, all_hidden_states, self_weights, cross_weights
 
     def cross_attention_mask(self, encoder_attention_mask: torch.Tensor, encoder_hidden_states: torch.Tensor):
         """The encoder-decoder attention mask in the configured kernel's form, for any number of queries: a search
