@@ -9,9 +9,9 @@ with the mean number of sentences per batch that the max-tokens sampler produced
 
 import argparse
 import itertools
+import os
 import platform
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -91,7 +91,12 @@ def padding_table(train, max_tokens):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--wmt", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "wmt14-mini"))
+    parser.add_argument(
+        "--wmt",
+        default=os.environ.get("AAYN_WMT14_MINI"),
+        required="AAYN_WMT14_MINI" not in os.environ,
+        help="wmt14-mini folder (default: $AAYN_WMT14_MINI)",
+    )
     parser.add_argument("--stream_pairs", type=int, default=1_000_000)
     parser.add_argument("--max_tokens", type=int, default=4096)
     args = parser.parse_args()

@@ -19,8 +19,8 @@ def test_flop_count_equals_torchs_flop_counter():
     config = tiny_config(encoder_ffn_dim=48, decoder_ffn_dim=80, decoder_layers=3)
     config._attn_implementation = "eager"
     model = AaynForConditionalGeneration(config).eval()
-    source, mask = padded_batch([7, 5, 3], config.vocab_size, torch.Generator().manual_seed(0))
-    target, _ = padded_batch([6, 6, 2], config.vocab_size, torch.Generator().manual_seed(1))
+    source, mask = padded_batch([7, 5, 3], config, torch.Generator().manual_seed(0))
+    target, _ = padded_batch([6, 6, 2], config, torch.Generator().manual_seed(1))
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         model(input_ids=source, attention_mask=mask, decoder_input_ids=target)
     assert forward_flops(config, 3, source.shape[1], target.shape[1]) == counter.get_total_flops()
@@ -28,7 +28,7 @@ def test_flop_count_equals_torchs_flop_counter():
 
 def test_both_arms_do_equal_work_on_the_same_function():
     models = equal_models(tiny_config(dropout=0.0), "cpu", torch.float32)
-    source, mask = padded_batch([9, 4, 6], 40, torch.Generator().manual_seed(0))
+    source, mask = padded_batch([9, 4, 6], tiny_config(), torch.Generator().manual_seed(0))
     outputs = {}
     for name, model in models.items():
         extra = {"paper_decoding": False} if name == "aayn" else {}
@@ -62,7 +62,7 @@ def test_ctranslate2_arms_do_the_same_work_on_the_same_function(tmp_path):
     models = equal_models(tiny_config(dropout=0.0), "cpu", torch.float32)
     translators, tokens = ctranslate2_translators(models["aayn"], tmp_path)
     assert set(translators) == {"ct2", "ct2_int8"}
-    source, mask = padded_batch([9, 4, 6], 40, torch.Generator().manual_seed(0))
+    source, mask = padded_batch([9, 4, 6], tiny_config(), torch.Generator().manual_seed(0))
     ours = (
         models["aayn"]
         .eval()

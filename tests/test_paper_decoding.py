@@ -86,8 +86,10 @@ def test_hypotheses_and_scores_equal_the_reference_beam_search(k, alpha, returne
         max_new_tokens=9,
         return_dict_in_generate=True,
     )
+    assert out.sequences.shape[0] == out.sequences_scores.shape[0] == 3 * returned
     for row, n in enumerate(lengths):
         expected = reference_beam_search(model, source[row, :n], k, alpha, limit=9)[:returned]
+        assert len(expected) == returned
         for j, (score, tokens) in enumerate(expected):
             got = out.sequences[row * returned + j]
             assert got[0] == model.config.decoder_start_token_id

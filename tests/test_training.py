@@ -5,6 +5,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import sacrebleu
@@ -15,6 +16,8 @@ from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
 from transformers import AutoTokenizer, GenerationConfig, get_scheduler
 
 from aayn.cli import main as aayn
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 from aayn.training import AaynTrainer, TrainingDiverged, parse_arguments, run
 from aayn.training.trainer import METRICS_MODULE
 
@@ -33,20 +36,24 @@ def trained(corpus, tmp_path_factory):
     return output
 
 
-def test_inverse_sqrt_schedule_is_the_papers_formula():
-    """§5.3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) is transformers' `inverse_sqrt` schedule
-    with learning_rate = (d_model * warmup)^-0.5. The Trainer steps the scheduler after each optimizer step, so
-    update k uses the paper's rate of step k - 1 (the very first update has rate 0)."""
-    d_model, warmup = 512, 4000
+@pytest.mark.parametrize("recipe", ["base-wmt14-en-de", "base-wmt14-en-fr", "big-wmt14-en-de"])
+def test_the_paper_recipes_follow_the_papers_learning_rate_schedule(recipe):
+    """§5.3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), which is transformers' `inverse_sqrt` schedule
+    with learning_rate = (d_model * warmup)^-0.5. Each recipe's values, through the Trainer's scheduler, against the
+    formula (the Trainer steps the scheduler after each optimizer step, so update k uses step k - 1's rate)."""
+    model_args, _, args = parse_arguments([str(RECIPES / f"{recipe}.yaml"), "--bf16", "false"])  # parsed on a CPU
+    d_model, warmup = model_args.d_model, args.warmup_steps
+    assert (args.lr_scheduler_type, warmup) == ("inverse_sqrt", 4000)
+    assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon) == (0.9, 0.98, 1e-9)
     parameter = torch.nn.Parameter(torch.zeros(1))
-    optimizer = torch.optim.Adam([parameter], lr=(d_model * warmup) ** -0.5, betas=(0.9, 0.98), eps=1e-9)
-    scheduler = get_scheduler("inverse_sqrt", optimizer, num_warmup_steps=warmup)
+    optimizer = torch.optim.Adam([parameter], lr=args.learning_rate)
+    scheduler = get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=warmup)
     for step in range(1, 100_001):
         optimizer.step()
         scheduler.step()
         if step in (1, 10, 1000, 3999, 4000, 4001, 10_000, 100_000):
             paper = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
-            assert math.isclose(scheduler.get_last_lr()[0], paper, rel_tol=1e-12), step
+            assert math.isclose(scheduler.get_last_lr()[0], paper, rel_tol=1e-4), step
 
 
 def test_recipe_values_are_overridden_by_flags(tmp_path, corpus):

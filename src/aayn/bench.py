@@ -59,11 +59,15 @@ def sentence_lengths(wmt: str | Path | None) -> list[int]:
     return [max(2, round(count * TOKENS_PER_WORD) + 1) for count in counts]
 
 
-def padded_batch(lengths: list[int], vocab_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    ids = torch.randint(4, vocab_size, (len(lengths), max(lengths)), generator=generator)
+def padded_batch(
+    lengths: list[int], config: AaynConfig, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random ids clear of the special ones, each sentence ending in eos, right-padded; and the attention mask."""
+    special = {config.pad_token_id, config.bos_token_id, config.eos_token_id, config.decoder_start_token_id}
+    ids = torch.randint(max(special) + 1, config.vocab_size, (len(lengths), max(lengths)), generator=generator)
     mask = (torch.arange(max(lengths))[None] < torch.tensor(lengths)[:, None]).long()
-    ids = ids.masked_fill(mask == 0, 0)
-    ids[torch.arange(len(lengths)), torch.tensor(lengths) - 1] = 2  # eos
+    ids = ids.masked_fill(mask == 0, config.pad_token_id)
+    ids[torch.arange(len(lengths)), torch.tensor(lengths) - 1] = config.eos_token_id
     return ids, mask
 
 
@@ -143,7 +147,10 @@ def ctranslate2_translators(model: AaynForConditionalGeneration, folder: str):
         return {}, []
     from .export import save_ctranslate2
 
-    tokens = ["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(4, model.config.vocab_size)]
+    config = model.config
+    names = {config.pad_token_id: "<pad>", config.bos_token_id: "<s>", config.eos_token_id: "</s>"}
+    names[min(set(range(len(names) + 1)) - set(names))] = "<unk>"
+    tokens = [names.get(i, f"w{i}") for i in range(config.vocab_size)]
     supported = ctranslate2.get_supported_compute_types("cpu")
     translators = {}
     for arm, compute_type in CT2_ARMS.items():
@@ -174,7 +181,7 @@ def equal_models(
     return {"aayn": ours.to(device, dtype), "marian": marian.to(device, dtype)}
 
 
-def token_batch(lengths: list[int], budget: int, vocab_size: int, generator: torch.Generator, device: str):
+def token_batch(lengths: list[int], budget: int, config: AaynConfig, generator: torch.Generator, device: str):
     """A training batch as the max-tokens sampler makes them: sentences of similar length (around the median)
     whose padded size stays within the budget, with random labels of the same lengths (-100 at padding)."""
     ordered = sorted(lengths)
@@ -183,8 +190,8 @@ def token_batch(lengths: list[int], budget: int, vocab_size: int, generator: tor
         if (len(chosen) + 1) * length > budget:
             break
         chosen.append(length)
-    source, mask = padded_batch(chosen, vocab_size, generator)
-    labels = padded_batch(chosen, vocab_size, generator)[0].masked_fill(mask == 0, -100)
+    source, mask = padded_batch(chosen, config, generator)
+    labels = padded_batch(chosen, config, generator)[0].masked_fill(mask == 0, -100)
     return source.to(device), mask.to(device), labels.to(device)
 
 
@@ -235,12 +242,10 @@ def run_bench(
     generator = torch.Generator().manual_seed(0)
     lengths = sentence_lengths(wmt)
     picks = torch.randperm(len(lengths), generator=generator).tolist()
-    batch = token_batch(lengths, settings.train_tokens, config.vocab_size, generator, device)
+    batch = token_batch(lengths, settings.train_tokens, config, generator, device)
     demo_config = AaynConfig(**DEMO_SHAPE)
-    demo_batch = token_batch(lengths, 1024, demo_config.vocab_size, generator, device)
-    batch32, mask32 = (
-        x.to(device) for x in padded_batch([lengths[i] for i in picks[:32]], config.vocab_size, generator)
-    )
+    demo_batch = token_batch(lengths, 1024, demo_config, generator, device)
+    batch32, mask32 = (x.to(device) for x in padded_batch([lengths[i] for i in picks[:32]], config, generator))
     new = settings.new_tokens
     # training keeps float32 weights (bf16 only through autocast), whatever --dtype the generation rows use
     base32 = models if torch_dtype == torch.float32 else equal_models(config, device, torch.float32)

@@ -2,6 +2,7 @@
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -238,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     bencher.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     bencher.add_argument(
         "--wmt",
-        default=str(Path(__file__).resolve().parents[3] / "shared" / "data" / "wmt14-mini"),
-        help="wmt14-mini folder for newstest2014 sentence lengths (a built-in sample when absent)",
+        default=os.environ.get("AAYN_WMT14_MINI"),
+        help="a folder laid out like the Hub's wmt/wmt14 (de-en test split) for newstest2014 sentence lengths; "
+        "default: $AAYN_WMT14_MINI, else a built-in sample of them",
     )
     bencher.set_defaults(run=bench)
     exporter = commands.add_parser("export", help=export.__doc__)

@@ -181,14 +181,25 @@ def _resolve_config(name: str, config: str | None, source_lang: str, target_lang
     )
 
 
+def translation_languages(dataset: Dataset | IterableDataset) -> list[str]:
+    """The languages of a split's `translation` column; a streamed split without a schema: its first row's."""
+    features = dataset.features
+    if features is None and isinstance(dataset, IterableDataset):  # a generator's schema is known once it yields
+        first = next(iter(dataset), None)
+        return sorted(first["translation"]) if first and isinstance(first.get("translation"), dict) else []
+    if features is None or "translation" not in features:
+        raise ValueError("needs a split with a `translation` column (the WMT schema)")
+    feature = features["translation"]
+    return list(feature.languages) if hasattr(feature, "languages") else list(feature)
+
+
 def _check(dataset: Dataset | IterableDataset, origin: str, source_lang: str, target_lang: str) -> None:
     """Fail where the data enters: schema, languages, empty splits, rows lacking a side."""
     features = dataset.features
     if features is None or "translation" not in features:
         columns = list(features) if features is not None else "unknown (streamed)"
         raise ValueError(f"{origin} has no `translation` column (columns: {columns}); expected the WMT schema")
-    feature = features["translation"]
-    languages = list(feature.languages) if hasattr(feature, "languages") else list(feature)
+    languages = translation_languages(dataset)
     for role, lang in (("source_lang", source_lang), ("target_lang", target_lang)):
         if lang not in languages:
             raise ValueError(f"{role}={lang!r} is not in {origin}; its languages: {', '.join(languages)}")

@@ -12,6 +12,8 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from transformers import PreTrainedTokenizerFast
 from transformers.utils import logging
 
+from .loading import translation_languages
+
 logger = logging.get_logger(__name__)
 
 # The ids AaynConfig expects (pad_token_id=0, bos_token_id=1 = decoder_start_token_id, eos_token_id=2); unk follows.
@@ -27,17 +29,6 @@ def _sentences(
         stats["sentences"] += len(texts)
         stats["characters"] += sum(map(len, texts))
         yield texts
-
-
-def _languages(dataset: Dataset | IterableDataset) -> list[str]:
-    features = dataset.features
-    if features is None and isinstance(dataset, IterableDataset):  # a generator's schema is known once it yields
-        first = next(iter(dataset), None)
-        return sorted(first["translation"]) if first and isinstance(first.get("translation"), dict) else []
-    if features is None or "translation" not in features:
-        raise ValueError("train_tokenizer needs a split with a `translation` column (the WMT schema)")
-    feature = features["translation"]
-    return list(feature.languages) if hasattr(feature, "languages") else list(feature)
 
 
 def train_tokenizer(
@@ -60,7 +51,7 @@ def train_tokenizer(
     if vocab_size < 300:
         raise ValueError(f"vocab_size={vocab_size} is too small for byte-level BPE (256 bytes + special tokens)")
     for lang in (source_lang, target_lang):
-        if lang not in (languages := _languages(dataset)):
+        if lang not in (languages := translation_languages(dataset)):
             raise ValueError(f"{lang!r} is not a language of the corpus; its languages: {', '.join(languages)}")
     tokenizer = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"]))
     tokenizer.normalizer = normalizers.NFKC()
