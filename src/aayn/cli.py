@@ -53,12 +53,6 @@ def evaluate(args: argparse.Namespace) -> None:
 
     from .training.evaluation import evaluate_model
 
-    options = (
-        ("num_beams", args.num_beams),
-        ("length_penalty", args.length_penalty),
-        ("max_new_tokens", args.max_new_tokens),
-    )
-    generate = {name: value for name, value in options if value is not None}
     scores = evaluate_model(
         args.model,
         args.dataset_name,
@@ -69,7 +63,7 @@ def evaluate(args: argparse.Namespace) -> None:
         max_samples=args.max_samples,
         batch_tokens=args.batch_tokens,
         device=args.device,
-        **generate,
+        **generate_options(args),
     )
     print(json.dumps(scores, indent=2))
 
@@ -97,15 +91,7 @@ def translate(args: argparse.Namespace) -> None:
         model = AutoModelForSeq2SeqLM.from_pretrained(location).to(args.device).eval()
     except (OSError, ValueError) as error:
         raise ValueError(f"cannot load a model from --model {args.model!r}: {error}") from None
-    generate = {
-        name: value
-        for name, value in (
-            ("num_beams", args.num_beams),
-            ("length_penalty", args.length_penalty),
-            ("max_new_tokens", args.max_new_tokens),
-        )
-        if value is not None
-    }
+    generate = generate_options(args)
     if args.show_attention:
         print(plot_cross_attention(model, tokenizer, lines[0], args.show_attention, per_head=args.per_head, **generate))
         print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
@@ -114,6 +100,15 @@ def translate(args: argparse.Namespace) -> None:
         model, tokenizer, [line.rstrip("\r") for line in lines], batch_tokens=args.batch_tokens, **generate
     ):
         print(" ".join(line.splitlines()))  # one line out per line in, whatever the model emits
+
+
+def generate_options(args: argparse.Namespace) -> dict:
+    """The decoding flags a user set (the others come from the model's generation config)."""
+    return {
+        name: getattr(args, name)
+        for name in ("num_beams", "length_penalty", "max_new_tokens")
+        if getattr(args, name) is not None
+    }
 
 
 def model_location(value: str) -> str:
@@ -200,28 +195,23 @@ def main(argv: list[str] | None = None) -> int:
     averager.add_argument("--output_dir", required=True, help="new folder for the averaged model")
     averager.add_argument("checkpoints", nargs="+", help="checkpoint folders (model.safetensors + config.json)")
     averager.set_defaults(run=average)
-    scorer = commands.add_parser("evaluate", help=evaluate.__doc__)
-    scorer.add_argument("--model", required=True, help="saved model folder or Hub id")
+    decoding = argparse.ArgumentParser(add_help=False)  # what evaluate and translate share
+    decoding.add_argument("--model", required=True, help="saved model folder or Hub id")
+    decoding.add_argument("--num_beams", type=positive_int, help="default: the model's generation config")
+    decoding.add_argument("--length_penalty", type=float, help="alpha of the length penalty; choose it on validation")
+    decoding.add_argument("--max_new_tokens", type=positive_int)
+    decoding.add_argument("--batch_tokens", type=positive_int, default=4096, help="padded source tokens per batch")
+    decoding.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps, ...")
+    scorer = commands.add_parser("evaluate", help=evaluate.__doc__, parents=[decoding])
     scorer.add_argument("--dataset_name", required=True, help='Hub id, local folder, or "bible"')
     scorer.add_argument("--dataset_config_name")
     scorer.add_argument("--source_lang", required=True)
     scorer.add_argument("--target_lang", required=True)
     scorer.add_argument("--split", default="test", help="split expression, slicing allowed (default: test)")
     scorer.add_argument("--max_samples", type=positive_int)
-    scorer.add_argument("--num_beams", type=positive_int, help="default: the model's generation config")
-    scorer.add_argument("--length_penalty", type=float, help="alpha of the length penalty; choose it on validation")
-    scorer.add_argument("--max_new_tokens", type=positive_int)
-    scorer.add_argument("--batch_tokens", type=positive_int, default=4096, help="padded source tokens per batch")
-    scorer.add_argument("--device", default="cpu")
     scorer.set_defaults(run=evaluate)
-    translator = commands.add_parser("translate", help=translate.__doc__)
-    translator.add_argument("--model", required=True, help="saved model folder or Hub id")
+    translator = commands.add_parser("translate", help=translate.__doc__, parents=[decoding])
     translator.add_argument("text", nargs="*", help="sentences to translate; none: read standard input")
-    translator.add_argument("--num_beams", type=positive_int, help="default: the model's generation config")
-    translator.add_argument("--length_penalty", type=float)
-    translator.add_argument("--max_new_tokens", type=positive_int)
-    translator.add_argument("--batch_tokens", type=positive_int, default=4096, help="padded source tokens per batch")
-    translator.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps, ...")
     translator.add_argument(
         "--show-attention",
         dest="show_attention",
