@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from hub_standin import HubStandIn
-from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
+from training_helpers import FOLDER_FILES, tiny_recipe, write_numbers_corpus, write_recipe
 
 TOKEN = "hf_TestTokenThatMustNeverBeWrittenToDisk"
 
@@ -57,17 +57,7 @@ def pushed_run(tmp_path_factory):
 def test_aayn_train_pushes_a_complete_folder_with_aayns_card(pushed_run):
     hub, output = pushed_run
     uploaded = hub.repos["me/numbers"]
-    assert {
-        "model.safetensors",
-        "config.json",
-        "generation_config.json",
-        "configuration_aayn.py",
-        "modeling_aayn.py",
-        "pipeline_aayn.py",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "README.md",
-    } <= set(uploaded)
+    assert FOLDER_FILES | {"generation_config.json", "README.md"} <= set(uploaded)
     assert not [path for path in uploaded if path.startswith("checkpoint-")]
     assert uploaded["README.md"] == (output / "README.md").read_bytes()  # the card written at the end, not replaced
     meta = card_metadata(uploaded["README.md"])
@@ -104,16 +94,7 @@ def test_model_and_tokenizer_push_to_hub_without_aayn(pushed_run, tmp_path):
     with HubStandIn() as hub:
         run_against(hub, tmp_path, "-c", PUSH_WITHOUT_AAYN, str(output), "you/copy", TOKEN)
     uploaded = hub.repos["you/copy"]
-    assert {
-        "model.safetensors",
-        "config.json",
-        "configuration_aayn.py",
-        "modeling_aayn.py",
-        "pipeline_aayn.py",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "README.md",
-    } <= set(uploaded)
+    assert FOLDER_FILES | {"README.md"} <= set(uploaded)
     assert [commit["message"] for commit in hub.commits] == ["Upload AaynForConditionalGeneration", "Upload tokenizer"]
     for commit in hub.commits:  # neither push replaced the card with transformers' generic one
         meta = card_metadata(commit["files"]["README.md"])

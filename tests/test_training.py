@@ -12,7 +12,7 @@ import sacrebleu
 import torch
 import yaml
 from safetensors.torch import load_file
-from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
+from training_helpers import FOLDER_FILES, tiny_recipe, write_numbers_corpus, write_recipe
 from transformers import AutoTokenizer, GenerationConfig, get_scheduler
 
 from aayn.cli import main as aayn
@@ -92,20 +92,17 @@ def test_missing_or_malformed_recipe(tmp_path):
 
 def test_output_folder_is_hub_ready(trained):
     names = {path.name for path in trained.iterdir()}
-    assert {
-        "model.safetensors",
-        "config.json",
-        "configuration_aayn.py",
-        "modeling_aayn.py",
-        "pipeline_aayn.py",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "generation_config.json",
-        "all_results.json",
-        "README.md",
-        "training_curves.png",
-        "runs",
-    } <= names
+    assert (
+        FOLDER_FILES
+        | {
+            "generation_config.json",
+            "all_results.json",
+            "README.md",
+            "training_curves.png",
+            "runs",
+        }
+        <= names
+    )
     config = json.loads((trained / "config.json").read_text())
     assert config["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_aayn.AaynForConditionalGeneration"
     assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_aayn.AaynTranslationPipeline"

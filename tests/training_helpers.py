@@ -8,6 +8,18 @@ import yaml
 EN = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 FR = ["zéro", "un", "deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf"]
 
+# what every folder aayn writes holds, whichever tool wrote it
+FOLDER_FILES = {
+    "model.safetensors",
+    "config.json",
+    "configuration_aayn.py",
+    "modeling_aayn.py",
+    "generation_aayn.py",
+    "pipeline_aayn.py",
+    "tokenizer.json",
+    "tokenizer_config.json",
+}
+
 # sentence pairs of different lengths (so that a per-micro-batch mean differs from the mean over all tokens)
 EIGHT_PAIRS = [
     ("Six one eight.", "Six un huit."),

@@ -24,10 +24,18 @@ _CLASSES = {
 }
 
 
-def __getattr__(name: str):
-    if name in _CLASSES:
-        return getattr(importlib.import_module(f".{_CLASSES[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def lazy_attributes(package: str, modules: dict[str, str]):
+    """A module `__getattr__` (PEP 562) that imports `package.modules[name]` when `name` is first used."""
+
+    def __getattr__(name: str):
+        if name in modules:
+            return getattr(importlib.import_module(f".{modules[name]}", package), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__
+
+
+__getattr__ = lazy_attributes(__name__, _CLASSES)
 
 
 def register() -> None:

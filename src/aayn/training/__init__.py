@@ -4,7 +4,7 @@ Names load on first use, so that parsing a recipe (`aayn train --help`, a mistyp
 evaluate or the model.
 """
 
-import importlib
+from .. import lazy_attributes
 
 _NAMES = {
     "AaynTrainer": "trainer",
@@ -19,10 +19,7 @@ _NAMES = {
 }
 
 
-def __getattr__(name: str):
-    if name in _NAMES:
-        return getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _NAMES)
 
 
 __all__ = list(_NAMES)
