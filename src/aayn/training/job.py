@@ -102,20 +102,11 @@ def saved_checkpoints(args: Seq2SeqTrainingArguments) -> int | None:
 def prepare_output_dir(args: Seq2SeqTrainingArguments, data_args: DataTrainingArguments) -> str | None:
     """What can be checked before any work is spent, as run_translation.py does: an earlier run in output_dir is
     resumed when asked, replaced with --overwrite_output_dir, refused otherwise; averaging has checkpoints to
-    average; output_dir is writable. Returns the checkpoint to resume from."""
-    output = Path(args.output_dir)
+    average; output_dir is writable. Returns the checkpoint to resume from.
+
+    Only the main process, the one that writes output_dir, looks at it: another process looking after the main one
+    had begun writing would take that for an earlier run. The others meet it at the tokenizer's barrier."""
     resume = resume_checkpoint(args)
-    earlier = output.is_dir() and any(output.iterdir())
-    if earlier and resume is None:
-        if not args.overwrite_output_dir:
-            raise FileExistsError(
-                f"output_dir {output} holds an earlier run; resume it with --resume_from_checkpoint true, "
-                "replace it with --overwrite_output_dir true, or give another output_dir"
-            )
-        with args.main_process_first(desc="clearing output_dir"):
-            if args.process_index == 0:
-                logger.warning(f"--overwrite_output_dir: deleting the earlier run in {output}")
-                shutil.rmtree(output)
     wanted = data_args.average_last_checkpoints
     count = saved_checkpoints(args)
     if wanted and count is not None and count < wanted:
@@ -124,13 +115,26 @@ def prepare_output_dir(args: Seq2SeqTrainingArguments, data_args: DataTrainingAr
             f"max_steps={args.max_steps} and save_total_limit={args.save_total_limit} leave {count} checkpoints at the "
             f"end; save more often, raise save_total_limit, or average fewer"
         )
+    if args.process_index == 0:
+        claim_output_dir(Path(args.output_dir), resume, args.overwrite_output_dir)
+    return resume
+
+
+def claim_output_dir(output: Path, resume: str | None, overwrite: bool) -> None:
+    if output.is_dir() and any(output.iterdir()) and resume is None:
+        if not overwrite:
+            raise FileExistsError(
+                f"output_dir {output} holds an earlier run; resume it with --resume_from_checkpoint true, "
+                "replace it with --overwrite_output_dir true, or give another output_dir"
+            )
+        logger.warning(f"--overwrite_output_dir: deleting the earlier run in {output}")
+        shutil.rmtree(output)
     try:
         output.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=output):
             pass
     except OSError as error:
         raise PermissionError(f"output_dir {output} cannot be written: {error}") from None
-    return resume
 
 
 def build_model(model_args: ModelArguments, tokenizer) -> AaynForConditionalGeneration:
