@@ -138,14 +138,14 @@ def paper_search(
         (batch, k), -math.inf, dtype=dtype, device=device
     )  # per original sentence, filled as sentences finish
     best_tokens = finished_tokens.clone()
-    vocabulary = torch.arange(config.decoder_vocab_size, device=device)
+    not_eos = torch.arange(config.decoder_vocab_size, device=device) != eos  # (vocab,), built once
     for step in range(1, longest + 1):
         n = sentence.shape[0]
         embeds = decoder.embed.embed_tokens(history[:, step - 1 : step])  # ids from this search: no range check
         states, _, _, _ = decoder(None, hidden, None, cross_mask, past_key_values=cache, inputs_embeds=embeds)
         log_probs = F.log_softmax(model._output_logits(states[:, -1]).to(dtype), dim=-1).view(n, k, -1)
         at_limit = step >= limits  # (n,): eos is the only choice
-        log_probs = torch.where(at_limit[:, None, None] & (vocabulary != eos), -math.inf, log_probs)
+        log_probs = torch.where(at_limit[:, None, None] & not_eos, -math.inf, log_probs)
         if k == 1:  # greedy, as tensor2tensor decodes with beam size 1: the likeliest token; eos ends it
             value, word = log_probs[:, 0].max(dim=-1)  # (n,)
             scores = scores + value[:, None]
@@ -158,7 +158,7 @@ def paper_search(
             # candidates among the first k that end in eos join the finished ones (top k by normalized score)
             ending = (words[:, :k] == eos) & torch.isfinite(values[:, :k])
             rows = (beams[:, :k] + torch.arange(n, device=device)[:, None] * k).view(-1)
-            ended_tokens = history[rows].view(n, k, -1).clone()  # (n, k, L)
+            ended_tokens = history[rows].view(n, k, -1)  # (n, k, L), a copy (indexing by a tensor)
             ended_tokens[:, :, step] = eos
             ended = torch.where(ending, values[:, :k] / gnmt_length_penalty(step, alpha), -math.inf)
             finished, pick = torch.cat([finished, ended], 1).topk(k, dim=-1)  # (n, k), best first
