@@ -1,6 +1,8 @@
 """aayn train as users run it: mistakes found before any work is spent, reruns into the same folder, resume
 after a kill, exact recipe keys, help, imports light enough for the command line, the multi-process launch."""
 
+import ast
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,6 +14,7 @@ from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
 
 from aayn.cli import main as aayn
 from aayn.training import parse_arguments
+from aayn.training.arguments import argument_parser, trainer_fields
 
 FAST = dict(
     max_steps=4,
@@ -126,24 +129,71 @@ def test_yaml_no_is_the_word_no(corpus, tmp_path):
     assert args.eval_strategy == "no" and args.save_strategy == "no" and model_args.norm_first is True
 
 
-def test_help_answers_and_the_command_line_imports_no_torch_to_do_so(tmp_path):
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--max_steps", "5x"], "--max_steps: invalid int value '5x'"),
+        (["--learning_rate=fast"], "--learning_rate: invalid float value 'fast'"),
+        (["--fp16", "maybe"], "--fp16: invalid bool value 'maybe'"),
+        (["--max_tokens", "2.5"], "--max_tokens: invalid int value '2.5'"),
+    ],
+)
+def test_values_of_the_wrong_type_name_the_key(corpus, tmp_path, flags, message):
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out"))
+    with pytest.raises(ValueError) as error:
+        parse_arguments([str(recipe), *flags])
+    assert str(error.value) == message
+    parse_arguments([str(recipe), "--max_steps", "5", "--learning_rate=1e-3", "--fp16", "no", "--max_tokens", "64"])
+
+
+def test_trainer_keys_read_from_transformers_source_are_the_dataclass_fields():
+    """--help and the key check read Seq2SeqTrainingArguments from source (no torch); the imported class is the
+    reference: the same init fields in the same order, the same help, the same literal defaults."""
+    from transformers import Seq2SeqTrainingArguments
+
+    source = {f.name: f for f in trainer_fields()}
+    imported = {f.name: f for f in dataclasses.fields(Seq2SeqTrainingArguments) if f.init}
+    assert list(source) == list(imported)
+    literal_defaults = 0
+    for name, reference in imported.items():
+        assert source[name].help == reference.metadata.get("help", ""), name
+        try:
+            default = ast.literal_eval(source[name].default)
+        except (ValueError, SyntaxError):
+            continue
+        literal_defaults += 1
+        assert default == reference.default, name
+    assert literal_defaults > len(imported) // 2
+
+
+def test_help_answers_and_the_command_line_imports_no_torch_to_do_so(corpus, tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1")
+    options = {option.replace("-", "_") for action in argument_parser()._actions for option in action.option_strings}
+    options -= {"_h", "__help"} | {option for option in options if option.startswith("__no_")}
     for command in (["-m", "aayn.train", "--help"], ["-m", "aayn.cli", "train", "--help"]):
         result = subprocess.run([sys.executable, *command], capture_output=True, text=True, env=env)
-        assert result.returncode == 0 and "--max_steps" in result.stdout and "--overwrite_output_dir" in result.stdout
-    probe = """
+        assert result.returncode == 0, result.stderr
+        listed = {word.rstrip(",").replace("-", "_") for word in result.stdout.split() if word.startswith("--")}
+        assert options <= listed  # every key the real parser takes, with its help
+    typo = write_recipe(tmp_path / "typo.yaml", tiny_recipe(corpus, tmp_path / "out", max_step=5))
+    good = write_recipe(tmp_path / "good.yaml", tiny_recipe(corpus, tmp_path / "out"))
+    probe = f"""
 import sys
 from aayn.cli import main
-for argv in (["--help"], ["translate", "--help"], ["evaluate"]):
+for argv in (["--help"], ["translate", "--help"], ["evaluate"], ["train", "--help"], ["train", {str(typo)!r}],
+             ["train", {str(good)!r}, "--max_steps", "x"], ["train", "missing.yaml"]):
     try:
-        main(argv)
-    except SystemExit:
-        pass
+        print("exit", main(argv))
+    except SystemExit as exit:
+        print("exit", exit.code)
 import aayn
 print(sorted(name for name in ("torch", "transformers", "datasets") if name in sys.modules))
 """
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
-    assert result.stdout.strip().splitlines()[-1] == "[]", result.stderr[-2000:]
+    lines = result.stdout.strip().splitlines()
+    assert lines[-1] == "[]", result.stderr[-2000:]
+    assert [line.split()[1] for line in lines if line.startswith("exit ")] == ["0", "0", "2", "0", "2", "2", "2"]
+    assert "did you mean max_steps?" in result.stderr and "invalid int value 'x'" in result.stderr
 
 
 def test_accelerate_launch_runs_two_processes_on_cpu(corpus, tmp_path):

@@ -3,19 +3,25 @@
 A recipe is a YAML file of `key: value` pairs for any of the three dataclasses; flags after it override it
 (`aayn train recipes/demo.yaml --max_steps 100`). Both go through argparse, so an unknown key or a value of the
 wrong type is an error that names the key.
+
+`--help` and the key check answer before transformers' `Seq2SeqTrainingArguments` is imported (its module imports
+torch: ~3 s): they read its fields from transformers' source with `ast` (`trainer_fields`), and import it only
+where that source cannot be read.
 """
 
 from __future__ import annotations
 
+import argparse
+import ast
 import dataclasses
 import difflib
+import importlib.util
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
 
 @dataclass
@@ -110,10 +116,108 @@ class RunArguments:
     )
 
 
-TRAINER_HAS_OVERWRITE = "overwrite_output_dir" in {f.name for f in dataclasses.fields(Seq2SeqTrainingArguments)}
-ARGUMENT_CLASSES = (ModelArguments, DataTrainingArguments, Seq2SeqTrainingArguments) + (
-    () if TRAINER_HAS_OVERWRITE else (RunArguments,)
+AAYN_ARGUMENT_CLASSES = (ModelArguments, DataTrainingArguments, RunArguments)
+TRAINER_ARGUMENT_SOURCES = (
+    ("training_args.py", "TrainingArguments"),
+    ("training_args_seq2seq.py", "Seq2SeqTrainingArguments"),
 )
+
+
+@dataclass(frozen=True)
+class SourceField:
+    """A dataclass field as its source writes it: what `--help` shows and the key check needs."""
+
+    name: str
+    annotation: str
+    default: str | None  # source text of the default; None: required
+    help: str
+
+
+def _source_field(statement: ast.AnnAssign) -> SourceField | None:
+    name = statement.target.id
+    annotation = ast.unparse(statement.annotation)
+    if name.startswith("_") or annotation.startswith(("ClassVar", "typing.ClassVar")):
+        return None
+    value = statement.value
+    default, help_text = (None if value is None else ast.unparse(value)), ""
+    if isinstance(value, ast.Call) and ast.unparse(value.func) in ("field", "dataclasses.field"):
+        keywords = {keyword.arg: keyword.value for keyword in value.keywords}
+        if isinstance(keywords.get("init"), ast.Constant) and keywords["init"].value is False:
+            return None
+        default = (
+            ast.unparse(keywords["default"])
+            if "default" in keywords
+            else f"{ast.unparse(keywords['default_factory'])}()"
+            if "default_factory" in keywords
+            else None
+        )
+        metadata = keywords.get("metadata")
+        if isinstance(metadata, ast.Dict):
+            for key, item in zip(metadata.keys, metadata.values):
+                if isinstance(key, ast.Constant) and key.value == "help":
+                    try:
+                        help_text = ast.literal_eval(item)
+                    except ValueError:  # an expression, not a literal: show its source
+                        help_text = ast.unparse(item)
+    return SourceField(name, annotation, default, str(help_text))
+
+
+def trainer_fields() -> list[SourceField] | None:
+    """`Seq2SeqTrainingArguments`' init fields read from transformers' installed source, without importing it;
+    None where the source is not there or not laid out as expected (then callers import the class)."""
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    fields: dict[str, SourceField] = {}
+    for file_name, class_name in TRAINER_ARGUMENT_SOURCES:
+        try:
+            tree = ast.parse((root / file_name).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            return None
+        classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
+        if len(classes) != 1:
+            return None
+        for statement in classes[0].body:
+            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                source_field = _source_field(statement)
+                if source_field is not None:
+                    fields[source_field.name] = source_field  # a subclass's field replaces its base's
+    return list(fields.values()) if "output_dir" in fields and "predict_with_generate" in fields else None
+
+
+def aayn_fields(cls: type) -> list[SourceField]:
+    """The fields of one of aayn's dataclasses, annotations as written (HfArgumentParser replaces `field.type`
+    with the resolved type once it has parsed)."""
+    return [
+        SourceField(
+            f.name,
+            str(cls.__annotations__[f.name]),
+            None if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING else repr(f.default),
+            f.metadata.get("help", ""),
+        )
+        for f in dataclasses.fields(cls)
+        if f.init
+    ]
+
+
+def _imported_trainer_fields() -> list[SourceField]:
+    from transformers import Seq2SeqTrainingArguments
+
+    return [
+        SourceField(f.name, str(f.type), None, f.metadata.get("help", ""))
+        for f in dataclasses.fields(Seq2SeqTrainingArguments)
+        if f.init
+    ]
+
+
+def _argument_classes() -> tuple[type, ...]:
+    from transformers import Seq2SeqTrainingArguments
+
+    trainer_has_overwrite = "overwrite_output_dir" in {f.name for f in dataclasses.fields(Seq2SeqTrainingArguments)}
+    return (ModelArguments, DataTrainingArguments, Seq2SeqTrainingArguments) + (
+        () if trainer_has_overwrite else (RunArguments,)
+    )
 
 
 class RecipeError(ValueError):
@@ -164,7 +268,10 @@ def read_recipe(path: str) -> dict:
 
 
 def _known_keys() -> list[str]:
-    return [f.name for cls in ARGUMENT_CLASSES for f in dataclasses.fields(cls) if f.init]
+    fields = [f for cls in AAYN_ARGUMENT_CLASSES for f in aayn_fields(cls)]
+    fields += trainer_fields() or _imported_trainer_fields()
+    negations = [f"no_{f.name}" for f in fields if f.annotation == "bool" and f.default == "True"]  # HfArgumentParser's
+    return [f.name for f in fields] + negations
 
 
 def _check_keys(keys: list[str], where: str, prefix: str = "") -> None:
@@ -178,26 +285,92 @@ def _check_keys(keys: list[str], where: str, prefix: str = "") -> None:
             raise RecipeError(f"unknown {where} {prefix}{key}{hint}")
 
 
-def argument_parser() -> HfArgumentParser:
-    return HfArgumentParser(
-        ARGUMENT_CLASSES, prog="aayn train", description="Train an AAYN translation model.", allow_abbrev=False
+_NONE = re.compile(r"^Optional\[(.*)\]$|^(.*?) \| None$|^None \| (.*)$")
+
+
+def _bool(text: str) -> bool:
+    """transformers' string_to_bool: the words HfArgumentParser takes for a bool."""
+    if text.lower() not in {"true", "false", "yes", "no", "t", "f", "y", "n", "1", "0"}:
+        raise ValueError(text)
+    return text.lower() in {"true", "yes", "t", "y", "1"}
+
+
+_VALUE_CHECKS = {"int": int, "float": float, "bool": _bool}
+
+
+def _check_values(flags: list[str]) -> None:
+    """A value that cannot be the key's int, float or bool is an error here, before transformers is imported (the
+    same error argparse would give seconds later)."""
+    fields = [f for cls in AAYN_ARGUMENT_CLASSES for f in aayn_fields(cls)] + (trainer_fields() or [])
+    annotations = {f.name: f.annotation for f in fields}
+    for index, flag in enumerate(flags):
+        if not flag.startswith("--"):
+            continue
+        key, inline, value = flag[2:].partition("=")
+        if not inline:
+            if index + 1 == len(flags) or flags[index + 1].startswith("--"):
+                continue  # `--flag` alone: argparse decides (a bool's const, or its own error)
+            value = flags[index + 1]
+        annotation = annotations.get(key.replace("-", "_"), "")
+        optional = _NONE.match(annotation)
+        kind = next((group for group in optional.groups() if group), "") if optional else annotation
+        if kind in _VALUE_CHECKS:
+            try:
+                _VALUE_CHECKS[kind](value)
+            except ValueError:
+                raise RecipeError(f"--{key}: invalid {kind} value {value!r}") from None
+
+
+PROG, DESCRIPTION = "aayn train", "Train an AAYN translation model."
+USAGE = f"{PROG} [RECIPE.yaml] [--key value ...]"
+
+
+def help_parser() -> argparse.ArgumentParser:
+    """The parser `aayn train --help` prints: every key with its type, default and help, built from aayn's
+    dataclasses and transformers' source, so help needs neither torch nor transformers."""
+    parser = argparse.ArgumentParser(prog=PROG, usage=USAGE, description=DESCRIPTION, allow_abbrev=False)
+    for cls, title in zip(AAYN_ARGUMENT_CLASSES, ("model", "data", "run")):
+        group = parser.add_argument_group(f"{title} ({cls.__name__})", cls.__doc__.replace("%", "%%"))
+        for source_field in aayn_fields(cls):
+            _add_help(group, source_field)
+    group = parser.add_argument_group("training (transformers' Seq2SeqTrainingArguments)")
+    for source_field in trainer_fields() or _imported_trainer_fields():
+        if source_field.name != "overwrite_output_dir":  # listed once, under run
+            _add_help(group, source_field)
+    return parser
+
+
+def _add_help(group, source_field: SourceField) -> None:
+    default = "required" if source_field.default is None else f"default: {source_field.default.replace('%', '%%')}"
+    group.add_argument(
+        f"--{source_field.name}",
+        metavar=source_field.annotation.replace("%", "%%"),
+        help=f"{source_field.help} ({default})".lstrip(),
     )
 
 
-def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataTrainingArguments, Seq2SeqTrainingArguments]:
-    """`[RECIPE.yaml] [--key value ...]`: the recipe's values first, the flags after it win."""
+def argument_parser():
+    from transformers import HfArgumentParser
+
+    return HfArgumentParser(_argument_classes(), prog=PROG, description=DESCRIPTION, allow_abbrev=False)
+
+
+def parse_arguments(argv: list[str]) -> tuple:
+    """`[RECIPE.yaml] [--key value ...]`: the recipe's values first, the flags after it win. `--help`, a missing
+    recipe and unknown keys answer before transformers is imported; returns (ModelArguments,
+    DataTrainingArguments, Seq2SeqTrainingArguments)."""
     flags = list(argv)
-    parser = argument_parser()
     if {"-h", "--help"} & set(flags):
-        parser.print_help()
+        help_parser().print_help()
         raise SystemExit(0)
     if flags and not flags[0].startswith("-"):
         recipe = read_recipe(flags[0])
         _check_keys(list(recipe), f"key in recipe {flags[0]}:")
         flags = _as_flags(recipe) + flags[1:]
     _check_keys([flag[2:].split("=")[0] for flag in flags if flag.startswith("--")], "flag", "--")
-    parsed = parser.parse_args_into_dataclasses(args=flags)
+    _check_values(flags)
+    parsed = argument_parser().parse_args_into_dataclasses(args=flags)
     model_args, data_args, args = parsed[:3]
-    if not TRAINER_HAS_OVERWRITE:
+    if len(parsed) > 3:  # transformers 5.x: RunArguments carries overwrite_output_dir
         args.overwrite_output_dir = parsed[3].overwrite_output_dir
     return model_args, data_args, args
