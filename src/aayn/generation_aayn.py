@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import torch
 from torch.nn import functional as F
-from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+from transformers.cache_utils import DynamicCache
 from transformers.utils import ModelOutput, logging
 
 logger = logging.get_logger(__name__)
@@ -53,6 +53,78 @@ def cpu_decoding_layout(model):
         yield
     finally:
         model._decoding_matrix = None
+
+
+class _GrowingKeysValues:
+    """Self-attention keys and values of a search, per layer, in buffers of (rows, heads, capacity, head_dim)
+    that double as they fill (up to `limit` positions): a step writes its position in place instead of copying
+    every cached position into a new tensor (`torch.cat`, as transformers' DynamicCache does), and a beam reorder
+    gathers only the positions written, into a spare buffer that then takes the place of the first."""
+
+    def __init__(self, limit: int, first_capacity: int = 32):
+        self.limit, self.first_capacity = limit, first_capacity
+        self.buffers: list[list[torch.Tensor]] = []  # per layer: [keys, values]
+        self.spares: list[list[torch.Tensor] | None] = []
+        self.filled: list[int] = []
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.filled[layer_idx] if layer_idx < len(self.filled) else 0
+
+    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int):
+        """Append key/value (rows, heads, T, head_dim); return all of the layer's positions so far (views)."""
+        if layer_idx == len(self.buffers):
+            self.buffers.append([self._empty(key, 0), self._empty(value, 0)])
+            self.spares.append(None)
+            self.filled.append(0)
+        start = self.filled[layer_idx]
+        end = start + key.shape[2]
+        if end > self.buffers[layer_idx][0].shape[2]:
+            self.buffers[layer_idx] = [self._grown(buffer, start, end) for buffer in self.buffers[layer_idx]]
+            self.spares[layer_idx] = None
+        keys, values = self.buffers[layer_idx]
+        keys[:, :, start:end] = key
+        values[:, :, start:end] = value
+        self.filled[layer_idx] = end
+        return keys[:, :, :end], values[:, :, :end]
+
+    def reorder_cache(self, rows: torch.LongTensor) -> None:
+        """Keep `rows` (beams living on, or the beams of sentences still searched), in that order."""
+        for layer, end in enumerate(self.filled):
+            same_rows = rows.shape[0] == self.buffers[layer][0].shape[0]
+            spares = self.spares[layer] if same_rows else None
+            if spares is None:
+                spares = [buffer.new_empty((rows.shape[0], *buffer.shape[1:])) for buffer in self.buffers[layer]]
+            for buffer, spare in zip(self.buffers[layer], spares):
+                torch.index_select(buffer[:, :, :end], 0, rows, out=spare[:, :, :end])
+            self.buffers[layer], self.spares[layer] = spares, (self.buffers[layer] if same_rows else None)
+
+    def _empty(self, like: torch.Tensor, filled: int) -> torch.Tensor:
+        capacity = min(self.limit, max(self.first_capacity, 2 * filled))
+        return like.new_empty((like.shape[0], like.shape[1], capacity, like.shape[3]))
+
+    def _grown(self, buffer: torch.Tensor, filled: int, needed: int) -> torch.Tensor:
+        if needed > self.limit:
+            raise ValueError(f"the search cache holds {self.limit} positions; step {needed} is beyond them")
+        grown = buffer.new_empty(
+            (*buffer.shape[:2], min(self.limit, max(needed, 2 * buffer.shape[2])), buffer.shape[3])
+        )
+        grown[:, :, :filled] = buffer[:, :, :filled]
+        return grown
+
+
+class SearchCache:
+    """The decoder's cache during `paper_search`: what the decoder reads of transformers' EncoderDecoderCache
+    (`self_attention_cache.update`, `cross_attention_cache`, `is_updated`, `get_seq_length`), with growing
+    in-place buffers for self-attention (`_GrowingKeysValues`); the encoder's keys and values are computed once
+    and kept in a DynamicCache."""
+
+    def __init__(self, limit: int):
+        self.self_attention_cache = _GrowingKeysValues(limit)
+        self.cross_attention_cache = DynamicCache()
+        self.is_updated: dict[int, bool] = {}
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.self_attention_cache.get_seq_length(layer_idx)
 
 
 def gnmt_length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
@@ -102,8 +174,11 @@ def paper_search(
     """Beam search with GNMT's length penalty and a length limit per sentence; `num_beams=1` is greedy decoding
     (the likeliest token at each step until eos, as tensor2tensor, the paper's code, decodes with beam size 1).
 
-    A sentence is done once its k finished hypotheses all score at least what its best live beam could still
-    reach (log P / lp(limit): log P only falls and lp only grows), or at its limit, where eos is the only choice.
+    A sentence is done once the hypotheses it returns (its `num_return_sequences` best finished ones) all score
+    at least what its best live beam could still reach (log P / lp(limit): log P only falls and lp only grows),
+    or at its limit, where eos is the only choice. With one returned hypothesis this is tensor2tensor's rule (the
+    paper's code, `stop_early=True`): no live beam can beat the best finished one, so the search returns what
+    running to the limit would; the k-th finished one need not be known.
     Done sentences leave the batch and the caches (fairseq's way). The encoder's keys and values are kept once
     per sentence; the beams of a sentence attend to them together, so they are never copied per beam nor
     reordered when beams are. Returns the `num_return_sequences` best hypotheses per sentence (start token,
@@ -113,10 +188,10 @@ def paper_search(
         raise ValueError(f"num_return_sequences={num_return_sequences} cannot exceed num_beams={num_beams}")
     config, device = model.config, input_ids.device
     batch, k, eos, pad = input_ids.shape[0], num_beams, config.eos_token_id, config.pad_token_id
-    search = BeamSearch(k, eos)
+    search, returned = BeamSearch(k, eos), num_return_sequences
     dtype = torch.promote_types(model.lm_head.weight.dtype, torch.float32)  # the model's float32 (or float64)
     limits = max_new_tokens.to(device)  # (batch,)
-    longest = int(limits.max())  # the one host read before the loop
+    shortest, longest = torch.stack(limits.aminmax()).tolist()  # the one host read before the loop
     hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (n, S, d)
     implementation = model.config._attn_implementation
     fold = implementation in FOLDING_ATTENTION
@@ -125,7 +200,7 @@ def paper_search(
     decoder = model.get_decoder()
     # built once in the kernel's form where beams fold (elsewhere the decoder builds it per step)
     cross_mask = decoder.cross_attention_mask(attention_mask, hidden) if fold else attention_mask
-    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    cache = SearchCache(longest)
 
     sentence = torch.arange(batch, device=device)  # the original index of each sentence still searched
     scores = torch.full((batch, k), -math.inf, dtype=dtype, device=device)
@@ -145,7 +220,8 @@ def paper_search(
         states, _, _, _ = decoder(None, hidden, None, cross_mask, past_key_values=cache, inputs_embeds=embeds)
         log_probs = F.log_softmax(model._output_logits(states[:, -1]).to(dtype), dim=-1).view(n, k, -1)
         at_limit = step >= limits  # (n,): eos is the only choice
-        log_probs = torch.where(at_limit[:, None, None] & not_eos, -math.inf, log_probs)
+        if step >= shortest:  # before, no sentence is at its limit
+            log_probs = torch.where(at_limit[:, None, None] & not_eos, -math.inf, log_probs)
         if k == 1:  # greedy, as tensor2tensor decodes with beam size 1: the likeliest token; eos ends it
             value, word = log_probs[:, 0].max(dim=-1)  # (n,)
             scores = scores + value[:, None]
@@ -167,7 +243,7 @@ def paper_search(
             )
             scores, beams, words = search.live_on(values, beams, words)
             reachable = scores.max(-1).values / gnmt_length_penalty(limits, alpha)
-            done = at_limit | (finished[:, -1] >= reachable)  # (n,)
+            done = at_limit | (finished[:, returned - 1] >= reachable)  # (n,)
             rows = (beams + torch.arange(n, device=device)[:, None] * k).view(-1)  # (n * k,) the beams living on
             history = history[rows]
             history[:, step] = words.view(-1)
@@ -189,7 +265,6 @@ def paper_search(
             hidden = hidden[per_sentence]
             cross_mask = cross_mask[per_sentence] if cross_mask is not None else None
 
-    returned = num_return_sequences
     sequences = best_tokens[:, :returned].reshape(batch * returned, -1)
     width = int((sequences != pad).sum(-1).max())
     sequences = sequences[:, :width]
