@@ -134,9 +134,12 @@ def eager_attention_forward(
     dropout: float = 0.0,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """§3.2.1 Scaled Dot-Product Attention, softmax(Q K^T / sqrt(d_k)) V, returning the weights too."""
+    """§3.2.1 Scaled Dot-Product Attention, softmax(Q K^T / sqrt(d_k)) V, returning the weights too. The mask is
+    additive, or boolean (True: attend) as SDPA takes it."""
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+    elif attention_mask is not None:
         scores = scores + attention_mask
     weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     output = torch.matmul(F.dropout(weights, p=dropout, training=module.training), value)
@@ -204,6 +207,10 @@ class AaynAttention(nn.Module):
             query = query.view(key.shape[0], beams, self.num_heads, length, self.head_dim).transpose(1, 2)
             query = query.reshape(key.shape[0], self.num_heads, beams * length, self.head_dim)  # (B, nh, k*T, hs)
         implementation = attention_implementation(self.config, output_attentions)
+        if beams > 1 and implementation == "sdpa" and query.device.type == "cpu":
+            # k queries per sentence at one decoding step: torch's CPU SDPA kernel takes 2.2x the time of the
+            # plain matmuls + softmax here (docs/measurements.md); the result is the same
+            implementation = "eager"
         attention = eager_attention_forward if implementation == "eager" else ALL_ATTENTION_FUNCTIONS[implementation]
         output, weights = attention(
             self,
