@@ -653,25 +653,34 @@ FUSED_LOSS_CHUNK_VALUES = 2**24
 class _LinearLabelSmoothedLoss(torch.autograd.Function):
     """The summed label-smoothed loss of `hidden @ weight.T` without ever holding all the logits: row chunks are
     projected, scored and differentiated in the forward pass (Liger's fused linear cross-entropy), so only their
-    gradients are kept. d loss / d logits = softmax - (1 - eps) * onehot(label) - eps / vocab."""
+    gradients are kept. d loss / d logits = softmax - (1 - eps) * onehot(label) - eps / vocab.
+
+    Under autocast the products run in its dtype with the weight and hidden states cast once per call: left to
+    autocast, the (vocab, d_model) weight was cast again for every chunk and product (at the base shape, 7 copies
+    of 19M values: 0.7 s of a 4.6 s bf16 step on CPU). Log-probabilities and sums stay float32."""
 
     @staticmethod
     def forward(ctx, hidden, weight, targets, epsilon: float):
         rows, vocab = hidden.shape[0], weight.shape[0]
         chunk = max(1, FUSED_LOSS_CHUNK_VALUES // vocab)
-        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
-        grad_hidden = torch.empty_like(hidden)
-        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
-        for start in range(0, rows, chunk):
-            h, y = hidden[start : start + chunk], targets[start : start + chunk, None]  # (n, d), (n, 1)
-            log_probs = torch.log_softmax((h @ weight.t()).float(), dim=-1)  # (n, vocab)
-            nll = -log_probs.gather(1, y)
-            total += (1 - epsilon) * nll.sum() - epsilon * log_probs.mean(dim=-1).sum()
-            grad = log_probs.exp_().sub_(epsilon / vocab).scatter_add_(1, y, nll.new_full(y.shape, epsilon - 1))
-            grad = grad.to(h.dtype)
-            grad_hidden[start : start + chunk] = grad @ weight.to(h.dtype)
-            grad_weight += (grad.t() @ h).float()
-        ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
+        device = hidden.device.type
+        autocast = torch.is_autocast_enabled(device)
+        dtype = torch.get_autocast_dtype(device) if autocast else torch.promote_types(hidden.dtype, weight.dtype)
+        with torch.autocast(device, enabled=False):
+            matrix, states = weight.to(dtype), hidden.to(dtype)
+            total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+            grad_hidden = torch.empty(hidden.shape, dtype=dtype, device=hidden.device)
+            grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+            for start in range(0, rows, chunk):
+                h, y = states[start : start + chunk], targets[start : start + chunk, None]  # (n, d), (n, 1)
+                log_probs = torch.log_softmax(h @ matrix.t(), dim=-1, dtype=torch.float32)  # (n, vocab)
+                nll = -log_probs.gather(1, y)
+                total += (1 - epsilon) * nll.sum() - epsilon * log_probs.mean(dim=-1).sum()
+                grad = log_probs.exp_().sub_(epsilon / vocab).scatter_add_(1, y, nll.new_full(y.shape, epsilon - 1))
+                grad = grad.to(dtype)
+                grad_hidden[start : start + chunk] = grad @ matrix
+                grad_weight += grad.t() @ h
+        ctx.save_for_backward(grad_hidden.to(hidden.dtype), grad_weight.to(weight.dtype))
         return total
 
     @staticmethod
