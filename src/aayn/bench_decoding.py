@@ -97,7 +97,7 @@ def decoding_rows(*, quick: bool = False, model_path: str | None = None) -> tupl
     from .bench import memory_probe
     from .marian import marian_config_for, marian_state_dict_from_aayn
 
-    steps, sentences, repeats = (150, 64, 2) if quick else (600, 128, 3)
+    steps, sentences, repeats = (150, 64, 2) if quick else (600, 128, 5)
     if model_path:
         model, tokenizer, test = saved_demo_model(model_path)
         used = model_path
