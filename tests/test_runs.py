@@ -132,10 +132,10 @@ def test_yaml_no_is_the_word_no(corpus, tmp_path):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--max_steps", "5x"], "--max_steps: invalid int value '5x'"),
-        (["--learning_rate=fast"], "--learning_rate: invalid float value 'fast'"),
-        (["--fp16", "maybe"], "--fp16: invalid bool value 'maybe'"),
-        (["--max_tokens", "2.5"], "--max_tokens: invalid int value '2.5'"),
+        (["--max_steps", "5x"], "--max_steps: invalid int value: '5x'"),
+        (["--learning_rate=fast"], "--learning_rate: invalid float value: 'fast'"),
+        (["--fp16", "maybe"], "--fp16: invalid bool value: 'maybe'"),
+        (["--max_tokens", "2.5"], "--max_tokens: invalid int value: '2.5'"),
     ],
 )
 def test_values_of_the_wrong_type_name_the_key(corpus, tmp_path, flags, message):
@@ -193,7 +193,7 @@ print(sorted(name for name in ("torch", "transformers", "datasets") if name in s
     lines = result.stdout.strip().splitlines()
     assert lines[-1] == "[]", result.stderr[-2000:]
     assert [line.split()[1] for line in lines if line.startswith("exit ")] == ["0", "0", "2", "0", "2", "2", "2"]
-    assert "did you mean max_steps?" in result.stderr and "invalid int value 'x'" in result.stderr
+    assert "did you mean max_steps?" in result.stderr and "invalid int value: 'x'" in result.stderr
 
 
 def test_accelerate_launch_runs_two_processes_on_cpu(corpus, tmp_path):

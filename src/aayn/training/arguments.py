@@ -318,7 +318,7 @@ def _check_values(flags: list[str]) -> None:
             try:
                 _VALUE_CHECKS[kind](value)
             except ValueError:
-                raise RecipeError(f"--{key}: invalid {kind} value {value!r}") from None
+                raise RecipeError(f"--{key}: invalid {kind} value: {value!r}") from None
 
 
 PROG, DESCRIPTION = "aayn train", "Train an AAYN translation model."
