@@ -84,8 +84,8 @@ def saved_demo_model(path: str):
 def emitted_tokens(sequences: torch.Tensor, eos: int) -> int:
     """Tokens after the start token up to and including each row's first eos (all of a row without one):
     transformers' beam search pads finished rows with eos, ours with pad."""
-    ended_before = (sequences[:, 1:] == eos).long().cumsum(1) - (sequences[:, 1:] == eos).long()
-    return int((ended_before == 0).sum())
+    is_eos = (sequences[:, 1:] == eos).long()
+    return int((is_eos.cumsum(1) - is_eos == 0).sum())  # no eos before the position
 
 
 def decoding_rows(*, quick: bool = False, model_path: str | None = None) -> tuple[str, list[dict]]:

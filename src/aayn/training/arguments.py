@@ -15,6 +15,7 @@ import argparse
 import ast
 import dataclasses
 import difflib
+import functools
 import importlib.util
 import json
 import re
@@ -162,7 +163,8 @@ def _source_field(statement: ast.AnnAssign) -> SourceField | None:
     return SourceField(name, annotation, default, str(help_text))
 
 
-def trainer_fields() -> list[SourceField] | None:
+@functools.cache  # read once per process: the key check, the value check and --help all ask
+def trainer_fields() -> tuple[SourceField, ...] | None:
     """`Seq2SeqTrainingArguments`' init fields read from transformers' installed source, without importing it;
     None where the source is not there or not laid out as expected (then callers import the class)."""
     spec = importlib.util.find_spec("transformers")
@@ -183,32 +185,24 @@ def trainer_fields() -> list[SourceField] | None:
                 source_field = _source_field(statement)
                 if source_field is not None:
                     fields[source_field.name] = source_field  # a subclass's field replaces its base's
-    return list(fields.values()) if "output_dir" in fields and "predict_with_generate" in fields else None
+    return tuple(fields.values()) if "output_dir" in fields and "predict_with_generate" in fields else None
+
+
+def _imported_field(f: dataclasses.Field, annotation: str) -> SourceField:
+    required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    return SourceField(f.name, annotation, None if required else repr(f.default), f.metadata.get("help", ""))
 
 
 def aayn_fields(cls: type) -> list[SourceField]:
     """The fields of one of aayn's dataclasses, annotations as written (HfArgumentParser replaces `field.type`
     with the resolved type once it has parsed)."""
-    return [
-        SourceField(
-            f.name,
-            str(cls.__annotations__[f.name]),
-            None if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING else repr(f.default),
-            f.metadata.get("help", ""),
-        )
-        for f in dataclasses.fields(cls)
-        if f.init
-    ]
+    return [_imported_field(f, str(cls.__annotations__[f.name])) for f in dataclasses.fields(cls) if f.init]
 
 
 def _imported_trainer_fields() -> list[SourceField]:
     from transformers import Seq2SeqTrainingArguments
 
-    return [
-        SourceField(f.name, str(f.type), None, f.metadata.get("help", ""))
-        for f in dataclasses.fields(Seq2SeqTrainingArguments)
-        if f.init
-    ]
+    return [_imported_field(f, str(f.type)) for f in dataclasses.fields(Seq2SeqTrainingArguments) if f.init]
 
 
 def _argument_classes() -> tuple[type, ...]:
@@ -301,7 +295,7 @@ _VALUE_CHECKS = {"int": int, "float": float, "bool": _bool}
 def _check_values(flags: list[str]) -> None:
     """A value that cannot be the key's int, float or bool is an error here, before transformers is imported (the
     same error argparse would give seconds later)."""
-    fields = [f for cls in AAYN_ARGUMENT_CLASSES for f in aayn_fields(cls)] + (trainer_fields() or [])
+    fields = [f for cls in AAYN_ARGUMENT_CLASSES for f in aayn_fields(cls)] + list(trainer_fields() or ())
     annotations = {f.name: f.annotation for f in fields}
     for index, flag in enumerate(flags):
         if not flag.startswith("--"):
