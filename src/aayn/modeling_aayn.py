@@ -123,7 +123,7 @@ def attention_mask_for(
 class AaynDropout(nn.Dropout):
     """§5.4 Residual Dropout: `nn.Dropout`, with its random numbers drawn four elements at a time on CPU.
 
-    torch's CPU dropout draws one number from its Mersenne Twister per element, one at a time: 13% of a
+    torch's CPU dropout draws one number from its Mersenne Twister per element, one at a time: 14% of a
     demo-recipe training step by profile. Here each 64-bit draw decides four elements by 16 bits each, so the drop
     probability is p rounded to a multiple of 1/65536 (0.1 -> 0.1000061) and kept values are scaled by the inverse
     of that rounded keep probability, so the expectation stays exact. Elsewhere (GPUs) torch's fused kernel runs.
