@@ -2,11 +2,12 @@
 
 Both models are the paper's base shape, randomly initialized, with Marian's weights copied onto ours
 (`aayn.marian`), so they compute the same function. Rows alternate A/B and report the median of repeats after a
-warm-up. Generation rows force both models to the same number of new tokens (no early stop) with transformers'
-own search (`paper_decoding=False`), so both do equal work. Where the `ctranslate2` package is installed (CPU,
-float32), the same weights exported by `aayn.export` add a `ct2` column to the generation rows, forced to the
-same token counts (`min_decoding_length = max_decoding_length`), and a `ct2_int8` column: the same export with
-int8 weights (`aayn export --quantization int8`), whose outputs are close to but no longer those of the model.
+warm-up; each training row runs in a fresh process of its own, as a training job does (`train_in_own_process`).
+Generation rows force both models to the same number of new tokens (no early stop) with transformers' own search
+(`paper_decoding=False`), so both do equal work. Where the `ctranslate2` package is installed (CPU, float32), the
+same weights exported by `aayn.export` add a `ct2` column to the generation rows, forced to the same token counts
+(`min_decoding_length = max_decoding_length`), and a `ct2_int8` column: the same export with int8 weights (`aayn
+export --quantization int8`), whose outputs are close to but no longer those of the model.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import ctypes
 import gc
 import importlib.util
 import json
+import multiprocessing
 import platform
 import statistics
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -222,6 +225,46 @@ def training_step(models: dict, batch, device: str, autocast: torch.dtype | None
     return step
 
 
+def time_arms(fn, arms: list[str], repeats: int, device: str) -> tuple[dict, dict]:
+    """({arm: seconds of each timed call}, {arm: peak MiB of the warm-up call}): one warm-up call per arm, then
+    `repeats` rounds alternating the arms (A/B/C), so drifts of the machine's speed fall on all of them alike."""
+    reset_memory, peak_memory = memory_probe(device)
+    times = {arm: [] for arm in arms}
+    memory = {}
+    for arm in arms:  # warm-up, and the peak memory of one call
+        reset_memory()
+        fn(arm)
+        synchronize(device)
+        memory[arm] = peak_memory()
+    for _ in range(repeats):
+        for arm in arms:
+            synchronize(device)
+            start = time.perf_counter()
+            fn(arm)
+            synchronize(device)
+            times[arm].append(time.perf_counter() - start)
+    return times, memory
+
+
+def time_training(
+    config: AaynConfig, batch, autocast: torch.dtype | None, attn_implementation: str | None, device: str,
+    repeats: int, threads: int,
+) -> tuple[dict, dict]:  # fmt: skip
+    """`time_arms` of one training row, run by `train_in_own_process` in a fresh process."""
+    torch.set_num_threads(threads)
+    models = equal_models(config, device, torch.float32, attn_implementation)
+    return time_arms(training_step(models, batch, device, autocast), list(models), repeats, device)
+
+
+def train_in_own_process(*args) -> tuple[dict, dict]:
+    """`time_training(*args)` in a new process, as a training job runs: a step's speed on CPU depends on what ran
+    before it in the process (likely glibc's malloc, which moves its mmap and trim thresholds after large frees):
+    the demo shape's step ran 1.06-1.31x against Marian after the base shape's rows, 1.42-1.47x alone in a
+    process, both arms changing (docs/measurements.md). A user's training job runs one shape in its process."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(time_training, *args).result()
+
+
 def run_bench(
     *,
     quick: bool = False,
@@ -252,13 +295,14 @@ def run_bench(
     demo_batch = token_batch(lengths, 1024, demo_config, generator, device)
     batch32, mask32 = (x.to(device) for x in padded_batch([lengths[i] for i in picks[:32]], config, generator))
     new = settings.new_tokens
-    # training keeps float32 weights (bf16 only through autocast), whatever --dtype the generation rows use
-    base32 = models if torch_dtype == torch.float32 else equal_models(config, device, torch.float32)
-    train = training_step(base32, batch, device, None)
-    train_bf16 = training_step(base32, batch, device, torch.bfloat16)
-    train_demo = training_step(
-        equal_models(demo_config, device, torch.float32, "eager"), demo_batch, device, torch.bfloat16
-    )
+    threads = torch.get_num_threads()
+    # (config, batch, autocast, attention) of each training row; training keeps float32 weights (bf16 only
+    # through autocast), whatever --dtype the generation rows use
+    training = {
+        "train": (config, batch, None, None),
+        "train_bf16": (config, batch, torch.bfloat16, None),
+        "train_demo_bf16": (demo_config, demo_batch, torch.bfloat16, "eager"),
+    }
 
     one, one_mask = batch32[:1, : int(mask32[0].sum())], mask32[:1, : int(mask32[0].sum())]
     ct2_sources = {}
@@ -287,36 +331,22 @@ def run_bench(
             return model.generate(ids, attention_mask=attention, num_beams=beams, do_sample=False,
                                   max_new_tokens=new, min_new_tokens=new, **extra)  # fmt: skip
 
-    target_tokens = int((batch[2] != -100).sum())
-    rows = [
-        ("train", "target tokens/s", train, target_tokens),
-        ("train_bf16", "target tokens/s", train_bf16, target_tokens),
-        ("train_demo_bf16", "target tokens/s", train_demo, int((demo_batch[2] != -100).sum())),
+    rows = [(name, "target tokens/s", None, int((row[1][2] != -100).sum())) for name, row in training.items()]
+    rows += [
         ("greedy_b1", "tokens/s", lambda n: generate(n, one, one_mask, 1), new),
         ("greedy_b32", "tokens/s", lambda n: generate(n, batch32, mask32, 1), 32 * new),
         ("beam4_b32", "tokens/s", lambda n: generate(n, batch32, mask32, 4), 32 * new),
     ]
     results = []
     train_seconds = None
-    reset_memory, peak_memory = memory_probe(device)
     for name, unit, fn, work in rows:
-        if name == "greedy_b1":
-            load_ctranslate2()
-        arms = list(models) if name.startswith("train") else [*models, *translators]
-        times = {arm: [] for arm in arms}
-        memory = {}
-        for arm in arms:  # warm-up, and the peak memory of one call
-            reset_memory()
-            fn(arm)
-            synchronize(device)
-            memory[arm] = peak_memory()
-        for _ in range(settings.repeats):
-            for arm in arms:  # alternate A/B(/C)
-                synchronize(device)
-                start = time.perf_counter()
-                fn(arm)
-                synchronize(device)
-                times[arm].append(time.perf_counter() - start)
+        if name in training:
+            repeats = settings.repeats * (5 if name == "train_demo_bf16" else 1)  # its steps take 0.1 s on CPU
+            times, memory = train_in_own_process(*training[name], device, repeats, threads)
+        else:
+            if name == "greedy_b1":
+                load_ctranslate2()
+            times, memory = time_arms(fn, [*models, *translators], settings.repeats, device)
         rate = {arm: work / statistics.median(t) for arm, t in times.items()}
         if name == "train":
             train_seconds = statistics.median(times["aayn"])
