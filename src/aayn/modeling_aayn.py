@@ -688,7 +688,10 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
 
     Under autocast the products run in its dtype with the weight and hidden states cast once per call: left to
     autocast, the (vocab, d_model) weight was cast again for every chunk and product (at the base shape, 7 copies
-    of 19M values: 0.7 s of a 4.6 s bf16 step on CPU). Log-probabilities and sums stay float32."""
+    of 19M values: 0.7 s of a 4.6 s bf16 step on CPU). Probabilities and sums stay float32. One softmax gives the
+    gradient and the loss: with z a row's logits and p = softmax(z), log-sum-exp(z) = max z - log max p (max p >=
+    1 / vocab, so it never underflows), and the row's loss is log-sum-exp(z) - (1 - eps) z[label] - eps mean(z);
+    a log-softmax and the exp of its output took 2.2 of the 4.3 ms of these passes at the demo shape on CPU."""
 
     @staticmethod
     def forward(ctx, hidden, weight, targets, epsilon: float):
@@ -697,22 +700,25 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
         device = hidden.device.type
         autocast = torch.is_autocast_enabled(device)
         dtype = torch.get_autocast_dtype(device) if autocast else torch.promote_types(hidden.dtype, weight.dtype)
+        exact = torch.promote_types(dtype, torch.float32)
         with torch.autocast(device, enabled=False):
             matrix, states = weight.to(dtype), hidden.to(dtype)
-            total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+            total = torch.zeros((), dtype=exact, device=hidden.device)
             grad_hidden = torch.empty(hidden.shape, dtype=dtype, device=hidden.device)
             grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
             for start in range(0, rows, chunk):
                 h, y = states[start : start + chunk], targets[start : start + chunk, None]  # (n, d), (n, 1)
-                log_probs = torch.log_softmax(h @ matrix.t(), dim=-1, dtype=torch.float32)  # (n, vocab)
-                nll = -log_probs.gather(1, y)
-                total += (1 - epsilon) * nll.sum() - epsilon * log_probs.mean(dim=-1).sum()
-                grad = log_probs.exp_().sub_(epsilon / vocab).scatter_add_(1, y, nll.new_full(y.shape, epsilon - 1))
-                grad = grad.to(dtype)
+                logits = (h @ matrix.t()).to(exact)  # (n, vocab)
+                probs = torch.softmax(logits, dim=-1)
+                log_sum_exp = logits.amax(dim=-1) - probs.amax(dim=-1).log()  # (n,)
+                total += log_sum_exp.sum() - (1 - epsilon) * logits.gather(1, y).sum()
+                total -= epsilon / vocab * logits.sum()
+                del logits
+                grad = probs.scatter_add_(1, y, probs.new_full(y.shape, epsilon - 1)).sub_(epsilon / vocab).to(dtype)
                 grad_hidden[start : start + chunk] = grad @ matrix
                 grad_weight += grad.t() @ h
         ctx.save_for_backward(grad_hidden.to(hidden.dtype), grad_weight.to(weight.dtype))
-        return total
+        return total.float()
 
     @staticmethod
     def backward(ctx, grad_total):
