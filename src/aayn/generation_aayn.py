@@ -222,6 +222,7 @@ def paper_search(
         at_limit = step >= limits  # (n,): eos is the only choice
         if step >= shortest:  # before, no sentence is at its limit
             log_probs = torch.where(at_limit[:, None, None] & not_eos, -math.inf, log_probs)
+        reorder = None  # the self-attention cache's new rows: applied once, after the step's host read
         if k == 1:  # greedy, as tensor2tensor decodes with beam size 1: the likeliest token; eos ends it
             value, word = log_probs[:, 0].max(dim=-1)  # (n,)
             scores = scores + value[:, None]
@@ -244,10 +245,9 @@ def paper_search(
             scores, beams, words = search.live_on(values, beams, words)
             reachable = scores.max(-1).values / gnmt_length_penalty(limits, alpha)
             done = at_limit | (finished[:, returned - 1] >= reachable)  # (n,)
-            rows = (beams + torch.arange(n, device=device)[:, None] * k).view(-1)  # (n * k,) the beams living on
-            history = history[rows]
+            reorder = (beams + torch.arange(n, device=device)[:, None] * k).view(-1)  # (n * k,) beams living on
+            history = history[reorder]
             history[:, step] = words.view(-1)
-            cache.self_attention_cache.reorder_cache(rows)
 
         flags = done.tolist()  # the one host read of the step; the indices below are built from it on the host
         if any(flags):
@@ -259,11 +259,13 @@ def paper_search(
             kept = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)  # (m * k,) their beams' rows
             sentence, scores, limits = sentence[keep], scores[keep], limits[keep]
             finished, finished_tokens, history = finished[keep], finished_tokens[keep], history[kept]
-            cache.self_attention_cache.reorder_cache(kept)
+            reorder = kept if reorder is None else reorder[kept]  # the beams' reorder and the drop in one copy
             per_sentence = keep if fold else kept
             cache.cross_attention_cache.reorder_cache(per_sentence)
             hidden = hidden[per_sentence]
             cross_mask = cross_mask[per_sentence] if cross_mask is not None else None
+        if reorder is not None:
+            cache.self_attention_cache.reorder_cache(reorder)
 
     sequences = best_tokens[:, :returned].reshape(batch * returned, -1)
     width = int((sequences != pad).sum(-1).max())
