@@ -2,7 +2,7 @@
 
 Both models are the paper's base shape, randomly initialized, with Marian's weights copied onto ours
 (`aayn.marian`), so they compute the same function. Rows alternate A/B and report the median of repeats after a
-warm-up; each training row runs in a fresh process of its own, as a training job does (`train_in_own_process`).
+warm-up; training rows time each model alone in fresh processes, as a training job runs (`train_in_own_process`).
 Generation rows force both models to the same number of new tokens (no early stop) with transformers' own search
 (`paper_decoding=False`), so both do equal work. Where the `ctranslate2` package is installed (CPU, float32), the
 same weights exported by `aayn.export` add a `ct2` column to the generation rows, forced to the same token counts
@@ -248,19 +248,24 @@ def time_arms(fn, arms: list[str], repeats: int, device: str) -> tuple[dict, dic
 
 def time_training(
     config: AaynConfig, batch, autocast: torch.dtype | None, attn_implementation: str | None, device: str,
-    repeats: int, threads: int,
-) -> tuple[dict, dict]:  # fmt: skip
-    """`time_arms` of one training row, run by `train_in_own_process` in a fresh process."""
+    repeats: int, threads: int, arm: str,
+) -> tuple[list[float], float]:  # fmt: skip
+    """(seconds of each timed step, peak MiB of the warm-up step) of one arm of a training row, run by
+    `train_in_own_process` in a fresh process."""
     torch.set_num_threads(threads)
     models = equal_models(config, device, torch.float32, attn_implementation)
-    return time_arms(training_step(models, batch, device, autocast), list(models), repeats, device)
+    times, memory = time_arms(training_step(models, batch, device, autocast), [arm], repeats, device)
+    return times[arm], memory[arm]
 
 
-def train_in_own_process(*args) -> tuple[dict, dict]:
-    """`time_training(*args)` in a new process, as a training job runs: a step's speed on CPU depends on what ran
-    before it in the process (likely glibc's malloc, which moves its mmap and trim thresholds after large frees):
-    the demo shape's step ran 1.06-1.31x against Marian after the base shape's rows, 1.42-1.47x alone in a
-    process, both arms changing (docs/measurements.md). A user's training job runs one shape in its process."""
+TRAIN_ROUNDS = 2  # fresh processes per arm and training row, alternating between the arms
+
+
+def train_in_own_process(*args) -> tuple[list[float], float]:
+    """`time_training(*args)` in a new process that trains one model, as a training job does. A step's speed on
+    CPU depends on what ran before it in the process (likely glibc's malloc, which moves its mmap and trim
+    thresholds after large frees): at the demo shape, Marian's step alone in a process took 110-118 ms on real
+    Bible batches, but 153 ms alternating with ours in one process, where ours took 104 ms (docs/measurements.md)."""
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(time_training, *args).result()
 
@@ -342,7 +347,12 @@ def run_bench(
     for name, unit, fn, work in rows:
         if name in training:
             repeats = settings.repeats * (5 if name == "train_demo_bf16" else 1)  # its steps take 0.1 s on CPU
-            times, memory = train_in_own_process(*training[name], device, repeats, threads)
+            times, memory = {arm: [] for arm in models}, {}
+            for _ in range(1 if quick else TRAIN_ROUNDS):
+                for arm in models:
+                    seconds, peak = train_in_own_process(*training[name], device, repeats, threads, arm)
+                    times[arm] += seconds
+                    memory[arm] = max(peak, memory.get(arm, peak))
         else:
             if name == "greedy_b1":
                 load_ctranslate2()
