@@ -264,7 +264,7 @@ TRAIN_ROUNDS = 2  # fresh processes per arm and training row, alternating betwee
 def train_in_own_process(*args) -> tuple[list[float], float]:
     """`time_training(*args)` in a new process that trains one model, as a training job does. A step's speed on
     CPU depends on what ran before it in the process (likely glibc's malloc, which moves its mmap and trim
-    thresholds after large frees): at the demo shape, Marian's step alone in a process took 110-118 ms on real
+    thresholds after large frees): at the demo shape, Marian's step alone in a process took 109-137 ms on real
     Bible batches, but 153 ms alternating with ours in one process, where ours took 104 ms (docs/measurements.md)."""
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(time_training, *args).result()
