@@ -140,6 +140,31 @@ def test_a_padded_batch_decodes_like_each_sentence_alone():
         assert torch.equal(batched[row, : len(alone)], alone) and (batched[row, len(alone) :] == 0).all()
 
 
+@pytest.mark.parametrize("attn_implementation", ["eager", "flex_attention"])
+def test_the_search_is_the_same_whichever_attention_kernel_the_model_is_configured_with(
+    attn_implementation, monkeypatch
+):
+    """With sdpa (the default, checked against the reference search above) and eager, the beams of a sentence fold
+    and the search cache computes each step's attention itself; with other kernels (flex here, flash on GPUs) the
+    encoder output is repeated per beam and the model's own attention path runs. Same hypotheses and scores."""
+    if attn_implementation == "flex_attention":
+        pytest.importorskip("torch.nn.attention.flex_attention")
+        import transformers.integrations.flex_attention as flex
+        from torch.nn.attention.flex_attention import flex_attention
+
+        # uncompiled, as in test_generation.py: torch.compile's CPU code generation fails for these kernels
+        uncompiled = lambda query, key, value, training=False, **kwargs: flex_attention(query, key, value, **kwargs)
+        monkeypatch.setattr(flex, "compile_friendly_flex_attention", uncompiled)
+    reference, model = model_for(), model_for()
+    model.config._attn_implementation = attn_implementation
+    source, mask = random_batch(3, 8, 40, [8, 3, 5])
+    kwargs = dict(attention_mask=mask, num_beams=4, num_return_sequences=2, max_new_tokens=9)
+    expected = reference.generate(source, return_dict_in_generate=True, **kwargs)
+    actual = model.generate(source, return_dict_in_generate=True, **kwargs)
+    assert torch.equal(actual.sequences, expected.sequences)
+    torch.testing.assert_close(actual.sequences_scores, expected.sequences_scores, rtol=1e-9, atol=0)
+
+
 def test_bad_arguments():
     model = model_for()
     source, _ = random_batch(1, 4, 40)
@@ -227,3 +252,58 @@ def test_the_search_cache_holds_what_transformers_dynamic_cache_holds():
         rows = order.shape[0]
     with pytest.raises(ValueError, match="holds 42 positions"):
         ours.update(torch.zeros(rows, 2, 1, 4), torch.zeros(rows, 2, 1, 4), 0)
+
+
+def test_the_folded_cache_attends_as_each_beam_would_over_its_own_history():
+    """FoldedSearchCache never moves a key when beams are reordered, and keeps the encoder's keys once per
+    sentence. Reference: each beam's own list of keys and values (copied as beams branch) and its sentence's
+    encoder output, attention softmax(q K^T / sqrt(d_k)) V written out per beam and head. 40 steps (past the first
+    buffer capacity of 32 positions), random parents, a padded source, two sentences leaving at step 20."""
+    from aayn.generation_aayn import FoldedSearchCache
+
+    model = model_for()
+    layer = model.model.decoder.layers[0]
+    heads, head_dim, d = layer.self_attn.num_heads, layer.self_attn.head_dim, model.config.d_model
+    generator = torch.Generator().manual_seed(0)
+    n, k, length = 4, 3, 5
+    encoder = torch.randn(n, length, d, generator=generator, dtype=torch.float64)
+    padding = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 1, 0], [1, 0, 0, 0, 0]])
+    cache = FoldedSearchCache(limit=45, beams=k, encoder_padding=padding)
+    sentences = list(range(n))  # original index of each sentence still searched
+    paths = [[] for _ in range(n * k)]  # per beam: its (key, value) per position, each (heads, head_dim)
+
+    def attention(query, keys, values, mask=None):
+        scores = torch.einsum("hd,thd->ht", query, keys) / head_dim**0.5
+        if mask is not None:
+            scores = scores.masked_fill(~mask.bool()[None], -math.inf)
+        return torch.einsum("ht,thd->hd", scores.softmax(-1), values).reshape(d)
+
+    with torch.no_grad():
+        for step in range(40):
+            hidden = torch.randn(len(sentences) * k, 1, d, generator=generator, dtype=torch.float64)
+            got_self = cache.attend(layer.self_attn, hidden, None)
+            got_cross = cache.attend(layer.encoder_attn, hidden, encoder[sentences])
+            query, key, value = (
+                x.view(-1, heads, head_dim) for x in layer.self_attn.qkv_proj(hidden[:, 0]).chunk(3, -1)
+            )
+            cross_query = layer.encoder_attn.q_proj(hidden[:, 0]).view(-1, heads, head_dim)
+            for row in range(len(sentences) * k):
+                paths[row].append((key[row], value[row]))
+                keys, values = (torch.stack(x) for x in zip(*paths[row]))
+                torch.testing.assert_close(got_self[row, 0], attention(query[row], keys, values), rtol=0, atol=1e-12)
+                sentence = sentences[row // k]
+                cross_keys, cross_values = (
+                    x.view(length, heads, head_dim) for x in layer.encoder_attn.kv_proj(encoder[sentence]).chunk(2, -1)
+                )
+                expected = attention(cross_query[row], cross_keys, cross_values, padding[sentence])
+                torch.testing.assert_close(got_cross[row, 0], expected, rtol=0, atol=1e-12)
+            assert cache.cross_attention_cache.layers[0].keys.shape[0] == len(sentences)  # once per sentence
+            parents = torch.randint(k, (len(sentences), k), generator=generator)
+            paths = [list(paths[s * k + int(p)]) for s in range(len(sentences)) for p in parents[s]]
+            keep = None
+            if step == 20:  # the second and fourth sentences leave the search
+                keep = torch.tensor([0, 2])
+                sentences = [sentences[i] for i in keep]
+                paths = [paths[i * k + b] for i in keep.tolist() for b in range(k)]
+            cache.next_step(parents, keep)
+            assert cache.get_seq_length() == step + 1

@@ -33,7 +33,8 @@ PAPER_DECODING_ARGUMENTS = {
 # 32-128 rows (output matrices of 4000 x 128 to 37000 x 1024); at 512 rows 0.80-1.14x (docs/measurements.md).
 DECODING_LAYOUT_MAX_ROWS = 128
 
-# attention functions that take the beams of a sentence as extra queries over its keys (see AaynAttention)
+# attention functions whose models' searches fold the beams of a sentence (SearchCache.attend computes the
+# attention of a step as they would); others (flash, flex) get the encoder's keys once per beam
 FOLDING_ATTENTION = ("sdpa", "eager")
 
 
@@ -113,18 +114,158 @@ class _GrowingKeysValues:
 
 
 class SearchCache:
-    """The decoder's cache during `paper_search`: what the decoder reads of transformers' EncoderDecoderCache
-    (`self_attention_cache.update`, `cross_attention_cache`, `is_updated`, `get_seq_length`), with growing
-    in-place buffers for self-attention (`_GrowingKeysValues`); the encoder's keys and values are computed once
-    and kept in a DynamicCache."""
+    """The decoder's cache during `paper_search` for kernels that need one key row per query row (flash, flex):
+    what the decoder reads of transformers' EncoderDecoderCache (`self_attention_cache.update`,
+    `cross_attention_cache`, `is_updated`, `get_seq_length`), with growing in-place buffers for self-attention
+    (`_GrowingKeysValues`); the encoder's keys and values, one row per beam, are computed once and kept in a
+    DynamicCache."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, beams: int = 1):
         self.self_attention_cache = _GrowingKeysValues(limit)
         self.cross_attention_cache = DynamicCache()
         self.is_updated: dict[int, bool] = {}
+        self.k = beams
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.self_attention_cache.get_seq_length(layer_idx)
+
+    def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
+        """After a step: each sentence's new beams continue its beams `parents` (n, k) (None: each its own), then
+        only the sentences `keep` (m,) go on (None: all). One copy of the self-attention rows for both."""
+        k, rows = self.k, None
+        if parents is not None:
+            rows = (parents + torch.arange(parents.shape[0], device=parents.device)[:, None] * k).view(-1)
+        if keep is not None:
+            kept = (keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1)  # (m * k,) their beams' rows
+            rows = kept if rows is None else rows[kept]
+            self.cross_attention_cache.reorder_cache(kept)
+        if rows is not None:
+            self.self_attention_cache.reorder_cache(rows)
+
+
+def folded_attention(query, keys, values, bias, scaling: float, heads: int) -> torch.Tensor:
+    """§3.2.1 for one decoding step where the k beams of a sentence are k queries over the same keys:
+    query (n * k, 1, d_model), keys and values (n * heads, S, head_dim), bias (n * heads, k or 1, S) added to the
+    scaled scores (or None) -> the heads' outputs concatenated, (n * k, 1, d_model)."""
+    head_dim = keys.shape[-1]
+    sentences = keys.shape[0] // heads
+    beams = query.shape[0] // sentences
+    query = query.view(sentences, beams, heads, head_dim).transpose(1, 2).reshape(sentences * heads, beams, head_dim)
+    if bias is None:
+        scores = torch.bmm(query, keys.transpose(1, 2)).mul_(scaling)
+    else:
+        scores = torch.baddbmm(bias, query, keys.transpose(1, 2), alpha=scaling)  # (n * heads, k, S)
+    output = torch.bmm(scores.softmax(-1), values)  # (n * heads, k, head_dim)
+    return output.view(sentences, heads, beams, head_dim).transpose(1, 2).reshape(-1, 1, heads * head_dim)
+
+
+class FoldedSearchCache:
+    """The decoder's cache during `paper_search` where the beams of a sentence fold (sdpa and eager models). It
+    keeps every key and value once and computes each step's attention itself (`AaynAttention` hands it the step):
+
+    - Encoder-decoder attention: the encoder's keys and values once per sentence (in a DynamicCache, computed at
+      the first step), never copied per beam nor reordered with the beams; the k beams of a sentence are k queries.
+    - Self-attention: per layer, keys and values in (sentences, heads, capacity * k, head_dim) buffers, position p
+      of beam b in slot p * k + b, written once and never moved when beams are reordered (transformers' and
+      fairseq's searches copy every cached position of every beam at each step). `ancestry` (sentences, k, limit)
+      holds, for each live beam and position, the beam whose slot is on its path; the k beams of a sentence attend
+      together over all slots, those off their path masked by an additive bias built once per step. Buffers double
+      as they fill, up to `limit` positions.
+    """
+
+    def __init__(self, limit: int, beams: int, encoder_padding: torch.Tensor, first_capacity: int = 32):
+        self.limit, self.k, self.first_capacity = limit, beams, first_capacity
+        self.keys: list[torch.Tensor] = []  # per layer, (n, heads, capacity * k, head_dim)
+        self.values: list[torch.Tensor] = []
+        self.written = 0  # positions in every layer's buffers
+        self.ancestry: torch.Tensor | None = None  # (n, k, limit)
+        self.path_bias: torch.Tensor | None = None  # this step's (n * heads, k, positions * k): 0 on path, else min
+        self.cross_attention_cache = DynamicCache()
+        self.is_updated: dict[int, bool] = {}
+        self.encoder_padding = encoder_padding  # (n, S), 1 for tokens
+        self.padding_bias: torch.Tensor | None = None  # (n, heads, 1, S): 0 on tokens, min on padding
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.written
+
+    def attend(self, module, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor) -> torch.Tensor:
+        """The attention of `module` (an AaynAttention) at this step: hidden states (n * k, 1, d_model) -> the
+        heads' outputs concatenated, (n * k, 1, d_model), before the output projection."""
+        heads, head_dim, layer = module.num_heads, module.head_dim, module.layer_idx
+        if not module.is_cross_attention:
+            query, key, value = module.qkv_proj(hidden_states).chunk(3, dim=-1)  # each (n * k, 1, d_model)
+            keys, values = self._write(layer, key, value, heads, head_dim)
+            return folded_attention(query, keys, values, self.path_bias, module.scaling, heads)
+        if not self.is_updated.get(layer):  # the first step: the encoder's keys and values, once per sentence
+            keys, values = (module._heads(x).contiguous() for x in module.kv_proj(encoder_hidden_states).chunk(2, -1))
+            self.cross_attention_cache.update(keys, values, layer)  # (n, heads, S, head_dim)
+            self.is_updated[layer] = True
+        keys, values = self.cross_attention_cache.layers[layer].keys, self.cross_attention_cache.layers[layer].values
+        if self.padding_bias is None:
+            bias = torch.zeros(self.encoder_padding.shape, dtype=keys.dtype, device=keys.device)
+            bias.masked_fill_(self.encoder_padding == 0, torch.finfo(keys.dtype).min)
+            self.padding_bias = bias[:, None, None, :].expand(-1, heads, -1, -1).contiguous()
+        bias = self.padding_bias.flatten(0, 1)
+        return folded_attention(
+            module.q_proj(hidden_states), keys.flatten(0, 1), values.flatten(0, 1), bias, module.scaling, heads
+        )
+
+    def _write(self, layer: int, key: torch.Tensor, value: torch.Tensor, heads: int, head_dim: int):
+        """Write this step's keys and values (n * k, 1, d_model) of `layer` into their slots; return all the
+        layer's slots so far as (n * heads, positions * k, head_dim) views. The first layer also builds the step's
+        path bias."""
+        k, position = self.k, self.written
+        sentences = key.shape[0] // k
+        if layer == len(self.keys):  # the first step
+            shape = (sentences, heads, min(self.limit, self.first_capacity) * k, head_dim)
+            self.keys.append(key.new_empty(shape))
+            self.values.append(value.new_empty(shape))
+        end = (position + 1) * k
+        if end > self.keys[layer].shape[2]:
+            if position >= self.limit:
+                raise ValueError(f"the search cache holds {self.limit} positions; step {position + 1} is beyond them")
+            self.keys[layer], self.values[layer] = (
+                self._grown(buffer, position * k) for buffer in (self.keys[layer], self.values[layer])
+            )
+        for buffer, new in ((self.keys[layer], key), (self.values[layer], value)):
+            buffer[:, :, position * k : end] = new.view(sentences, k, heads, head_dim).transpose(1, 2)
+        if layer == 0 and k > 1:
+            if self.ancestry is None:
+                self.ancestry = key.new_zeros((sentences, k, self.limit), dtype=torch.long)
+            beam = torch.arange(k, device=key.device)
+            self.ancestry[:, :, position] = beam  # each beam's own slot at the new position
+            off_path = self.ancestry[:, :, : position + 1, None] != beam  # (n, k, positions, k)
+            bias = torch.zeros(off_path.shape, dtype=key.dtype, device=key.device)
+            bias = bias.masked_fill_(off_path, torch.finfo(key.dtype).min).view(sentences, 1, k, end)
+            self.path_bias = bias.expand(-1, heads, -1, -1).reshape(sentences * heads, k, end)
+        return self.keys[layer][:, :, :end].flatten(0, 1), self.values[layer][:, :, :end].flatten(0, 1)
+
+    def _grown(self, buffer: torch.Tensor, filled: int) -> torch.Tensor:
+        capacity = min(self.limit, 2 * buffer.shape[2] // self.k) * self.k
+        grown = buffer.new_empty((*buffer.shape[:2], capacity, buffer.shape[3]))
+        grown[:, :, :filled] = buffer[:, :, :filled]
+        return grown
+
+    def _kept(self, buffer: torch.Tensor, keep: torch.LongTensor) -> torch.Tensor:
+        """The slots written so far of the sentences `keep`, in a buffer of the same capacity."""
+        kept = buffer.new_empty((keep.shape[0], *buffer.shape[1:]))
+        end = self.written * self.k
+        torch.index_select(buffer[:, :, :end], 0, keep, out=kept[:, :, :end])
+        return kept
+
+    def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
+        """After a step: each sentence's new beams continue its beams `parents` (n, k) (None: each its own), then
+        only the sentences `keep` (m,) go on (None: all). Beams only change their ancestry; no key or value moves
+        unless sentences leave."""
+        self.written += 1
+        if parents is not None and self.ancestry is not None:
+            self.ancestry = self.ancestry.gather(1, parents[:, :, None].expand(-1, -1, self.limit))
+        if keep is not None:
+            self.keys, self.values = ([self._kept(b, keep) for b in buffers] for buffers in (self.keys, self.values))
+            self.ancestry = self.ancestry[keep] if self.ancestry is not None else None
+            self.cross_attention_cache.reorder_cache(keep)
+            self.encoder_padding = self.encoder_padding[keep]
+            self.padding_bias = self.padding_bias[keep] if self.padding_bias is not None else None
 
 
 def gnmt_length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
@@ -179,10 +320,10 @@ def paper_search(
     or at its limit, where eos is the only choice. With one returned hypothesis this is tensor2tensor's rule (the
     paper's code, `stop_early=True`): no live beam can beat the best finished one, so the search returns what
     running to the limit would; the k-th finished one need not be known.
-    Done sentences leave the batch and the caches (fairseq's way). The encoder's keys and values are kept once
-    per sentence; the beams of a sentence attend to them together, so they are never copied per beam nor
-    reordered when beams are. Returns the `num_return_sequences` best hypotheses per sentence (start token,
-    tokens, eos, padding) and their scores log P / lp(|Y|).
+    Done sentences leave the batch and the caches (fairseq's way). With sdpa or eager attention (the default) the
+    beams of a sentence fold (`FoldedSearchCache`): the encoder's keys and values are kept once per sentence, and
+    no cached key or value is copied when beams are reordered. Returns the `num_return_sequences` best
+    hypotheses per sentence (start token, tokens, eos, padding) and their scores log P / lp(|Y|).
     """
     if num_return_sequences > num_beams:
         raise ValueError(f"num_return_sequences={num_return_sequences} cannot exceed num_beams={num_beams}")
@@ -198,9 +339,8 @@ def paper_search(
     if not fold:  # kernels that need one key row per query row: the encoder output per beam
         hidden, attention_mask = hidden.repeat_interleave(k, 0), attention_mask.repeat_interleave(k, 0)
     decoder = model.get_decoder()
-    # built once in the kernel's form where beams fold (elsewhere the decoder builds it per step)
-    cross_mask = decoder.cross_attention_mask(attention_mask, hidden) if fold else attention_mask
-    cache = SearchCache(longest)
+    cross_mask = None if fold else attention_mask  # where beams fold, the cache masks padding itself
+    cache = FoldedSearchCache(longest, k, attention_mask) if fold else SearchCache(longest, k)
 
     sentence = torch.arange(batch, device=device)  # the original index of each sentence still searched
     scores = torch.full((batch, k), -math.inf, dtype=dtype, device=device)
@@ -222,7 +362,7 @@ def paper_search(
         at_limit = step >= limits  # (n,): eos is the only choice
         if step >= shortest:  # before, no sentence is at its limit
             log_probs = torch.where(at_limit[:, None, None] & not_eos, -math.inf, log_probs)
-        reorder = None  # the self-attention cache's new rows: applied once, after the step's host read
+        parents = None  # the beams the new beams continue: the cache learns them after the step's host read
         if k == 1:  # greedy, as tensor2tensor decodes with beam size 1: the likeliest token; eos ends it
             value, word = log_probs[:, 0].max(dim=-1)  # (n,)
             scores = scores + value[:, None]
@@ -245,11 +385,12 @@ def paper_search(
             scores, beams, words = search.live_on(values, beams, words)
             reachable = scores.max(-1).values / gnmt_length_penalty(limits, alpha)
             done = at_limit | (finished[:, returned - 1] >= reachable)  # (n,)
-            reorder = (beams + torch.arange(n, device=device)[:, None] * k).view(-1)  # (n * k,) beams living on
-            history = history[reorder]
+            parents = beams
+            history = history[(beams + torch.arange(n, device=device)[:, None] * k).view(-1)]
             history[:, step] = words.view(-1)
 
         flags = done.tolist()  # the one host read of the step; the indices below are built from it on the host
+        keep = None
         if any(flags):
             ended = torch.tensor([i for i, flag in enumerate(flags) if flag], device=device)
             best[sentence[ended]], best_tokens[sentence[ended]] = finished[ended], finished_tokens[ended]
@@ -259,13 +400,10 @@ def paper_search(
             kept = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)  # (m * k,) their beams' rows
             sentence, scores, limits = sentence[keep], scores[keep], limits[keep]
             finished, finished_tokens, history = finished[keep], finished_tokens[keep], history[kept]
-            reorder = kept if reorder is None else reorder[kept]  # the beams' reorder and the drop in one copy
             per_sentence = keep if fold else kept
-            cache.cross_attention_cache.reorder_cache(per_sentence)
             hidden = hidden[per_sentence]
             cross_mask = cross_mask[per_sentence] if cross_mask is not None else None
-        if reorder is not None:
-            cache.self_attention_cache.reorder_cache(reorder)
+        cache.next_step(parents, keep)
 
     sequences = best_tokens[:, :returned].reshape(batch * returned, -1)
     width = int((sequences != pad).sum(-1).max())

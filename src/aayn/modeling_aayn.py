@@ -21,7 +21,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
 from .configuration_aayn import AaynConfig
-from .generation_aayn import DECODING_LAYOUT_MAX_ROWS
+from .generation_aayn import DECODING_LAYOUT_MAX_ROWS, FoldedSearchCache
 from .generation_aayn import generate as paper_generate
 from .pipeline_aayn import AaynTranslationPipeline  # noqa: F401  (relative imports travel with the remote code)
 
@@ -215,6 +215,9 @@ class AaynAttention(nn.Module):
         past_key_values: EncoderDecoderCache | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if isinstance(past_key_values, FoldedSearchCache) and not output_attentions:
+            # a step of the paper's search: the cache knows its layout and computes the attention itself
+            return self.out_proj(past_key_values.attend(self, hidden_states, key_value_states)), None
         if self.is_cross_attention:
             query = self._heads(self.q_proj(hidden_states))  # (B, nh, T, hs)
             cache = past_key_values.cross_attention_cache if past_key_values is not None else None
@@ -232,16 +235,7 @@ class AaynAttention(nn.Module):
             if past_key_values is not None:
                 key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)
 
-        rows, length = query.shape[0], query.shape[2]
-        beams = rows // key.shape[0]
-        if beams > 1:  # beam search keeps the encoder's keys once per sentence: its k beams are k more queries
-            query = query.view(key.shape[0], beams, self.num_heads, length, self.head_dim).transpose(1, 2)
-            query = query.reshape(key.shape[0], self.num_heads, beams * length, self.head_dim)  # (B, nh, k*T, hs)
         implementation = attention_implementation(self.config, output_attentions)
-        if beams > 1 and implementation == "sdpa" and query.device.type == "cpu":
-            # k queries per sentence at one decoding step: torch's CPU SDPA kernel takes 2.2x the time of the
-            # plain matmuls + softmax here (docs/measurements.md); the result is the same
-            implementation = "eager"
         attention = eager_attention_forward if implementation == "eager" else ALL_ATTENTION_FUNCTIONS[implementation]
         output, weights = attention(
             self,
@@ -251,10 +245,8 @@ class AaynAttention(nn.Module):
             attention_mask,
             dropout=self.dropout if self.training else 0.0,
             scaling=self.scaling,
-        )  # output (B, k*T, nh, hs)
-        if beams > 1 and weights is not None:  # (B, nh, k*T, S) -> (B*k, nh, T, S)
-            weights = weights.view(key.shape[0], self.num_heads, beams, length, -1).transpose(1, 2).flatten(0, 1)
-        return self.out_proj(output.reshape(rows, length, -1)), weights  # (B, T, d_model)
+        )  # output (B, T, nh, hs)
+        return self.out_proj(output.reshape(*output.shape[:2], -1)), weights  # (B, T, d_model)
 
 
 class AaynFeedForward(nn.Module):
@@ -526,12 +518,9 @@ class AaynDecoder(AaynStack):
         self_mask = attention_mask_for(
             implementation, attention_mask, length, past_length + length, True, hidden_states
         )
-        if encoder_attention_mask is not None and encoder_attention_mask.dim() == 4:
-            cross_mask = encoder_attention_mask  # built by cross_attention_mask
-        else:
-            cross_mask = attention_mask_for(
-                implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states
-            )
+        cross_mask = attention_mask_for(
+            implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states
+        )
         hidden_states, all_hidden_states, (self_weights, cross_weights) = self.run_layers(
             hidden_states,
             output_hidden_states,
@@ -547,13 +536,6 @@ class AaynDecoder(AaynStack):
         if not output_attentions:
             self_weights = cross_weights = None
         return hidden_states, all_hidden_states, self_weights, cross_weights
-
-    def cross_attention_mask(self, encoder_attention_mask: torch.Tensor, encoder_hidden_states: torch.Tensor):
-        """The encoder-decoder attention mask in the configured kernel's form, for any number of queries: a search
-        builds it once rather than at every step (building it reads the mask on the host)."""
-        implementation = attention_implementation(self.config, False)
-        length = encoder_hidden_states.shape[1]
-        return attention_mask_for(implementation, encoder_attention_mask, 1, length, False, encoder_hidden_states)
 
 
 class AaynModel(AaynPreTrainedModel):
