@@ -84,15 +84,16 @@ def unfused_reference(model, ids, mask, labels, epsilon):
 
 @pytest.mark.parametrize("epsilon", [0.0, 0.1])
 @pytest.mark.parametrize("padded", [False, True])
-@pytest.mark.parametrize("chunk_values", [2**24, 40 * 5])  # one chunk; chunks of 5 rows (vocabulary 40)
+@pytest.mark.parametrize("chunk_rows", [None, 5])  # the default (one chunk here); chunks of 5 rows
 def test_the_fused_training_loss_and_every_gradient_equal_the_unfused_reference(
-    epsilon, padded, chunk_values, monkeypatch
+    epsilon, padded, chunk_rows, monkeypatch
 ):
     from conftest import random_batch, tiny_config
 
     from aayn import AaynForConditionalGeneration
 
-    monkeypatch.setattr("aayn.modeling_aayn.FUSED_LOSS_CHUNK_VALUES", chunk_values)
+    if chunk_rows is not None:
+        monkeypatch.setattr("aayn.modeling_aayn.fused_loss_chunk_rows", lambda vocab, d_model: chunk_rows)
     model = AaynForConditionalGeneration(tiny_config(label_smoothing=epsilon)).train()
     ids, mask = random_batch(4, 9, 40, [9, 5, 7, 2] if padded else None)
     labels, label_mask = random_batch(4, 7, 40, [7, 3, 6, 1] if padded else None)
