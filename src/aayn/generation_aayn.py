@@ -182,7 +182,7 @@ class FoldedSearchCache:
         self.path_bias: torch.Tensor | None = None  # this step's (n * heads, k, positions * k): 0 on path, else min
         self.cross_attention_cache = DynamicCache()
         self.is_updated: dict[int, bool] = {}
-        self.encoder_padding = encoder_padding  # (n, S), 1 for tokens
+        self.encoder_padding: torch.Tensor | None = encoder_padding  # (n, S), 1 for tokens; until the bias is built
         self.padding_bias: torch.Tensor | None = None  # (n, heads, 1, S): 0 on tokens, min on padding
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
@@ -200,11 +200,12 @@ class FoldedSearchCache:
             keys, values = (module._heads(x).contiguous() for x in module.kv_proj(encoder_hidden_states).chunk(2, -1))
             self.cross_attention_cache.update(keys, values, layer)  # (n, heads, S, head_dim)
             self.is_updated[layer] = True
+            if self.padding_bias is None:  # built once, from the source's mask, which is not needed after
+                bias = torch.zeros(self.encoder_padding.shape, dtype=keys.dtype, device=keys.device)
+                bias.masked_fill_(self.encoder_padding == 0, torch.finfo(keys.dtype).min)
+                self.padding_bias = bias[:, None, None, :].expand(-1, heads, -1, -1).contiguous()
+                self.encoder_padding = None
         keys, values = self.cross_attention_cache.layers[layer].keys, self.cross_attention_cache.layers[layer].values
-        if self.padding_bias is None:
-            bias = torch.zeros(self.encoder_padding.shape, dtype=keys.dtype, device=keys.device)
-            bias.masked_fill_(self.encoder_padding == 0, torch.finfo(keys.dtype).min)
-            self.padding_bias = bias[:, None, None, :].expand(-1, heads, -1, -1).contiguous()
         bias = self.padding_bias.flatten(0, 1)
         return folded_attention(
             module.q_proj(hidden_states), keys.flatten(0, 1), values.flatten(0, 1), bias, module.scaling, heads
@@ -264,8 +265,7 @@ class FoldedSearchCache:
             self.keys, self.values = ([self._kept(b, keep) for b in buffers] for buffers in (self.keys, self.values))
             self.ancestry = self.ancestry[keep] if self.ancestry is not None else None
             self.cross_attention_cache.reorder_cache(keep)
-            self.encoder_padding = self.encoder_padding[keep]
-            self.padding_bias = self.padding_bias[keep] if self.padding_bias is not None else None
+            self.padding_bias = self.padding_bias[keep]  # built at the first step, before any sentence leaves
 
 
 def gnmt_length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
