@@ -110,10 +110,14 @@ def test_the_fused_training_loss_and_every_gradient_equal_the_unfused_reference(
         torch.testing.assert_close(fused[name], parameter.grad, rtol=1e-5, atol=1e-6, msg=name)
 
 
-def test_logits_come_back_where_asked_and_under_bf16_autocast_the_fused_loss_stays_close():
+@pytest.mark.parametrize("chunk_rows", [None, 3])  # one chunk; chunks of 3 rows, the last one shorter (10 rows)
+def test_logits_come_back_where_asked_and_under_bf16_autocast_the_fused_loss_stays_close(chunk_rows, monkeypatch):
     from conftest import random_batch, tiny_config
 
     from aayn import AaynForConditionalGeneration
+
+    if chunk_rows is not None:
+        monkeypatch.setattr("aayn.modeling_aayn.fused_loss_chunk_rows", lambda vocab, d_model: chunk_rows)
 
     model = AaynForConditionalGeneration(tiny_config(label_smoothing=0.1)).train()
     ids, mask = random_batch(2, 6, 40, [6, 4])
