@@ -165,17 +165,16 @@ def eager_attention_forward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """§3.2.1 Scaled Dot-Product Attention, softmax(Q K^T / sqrt(d_k)) V, returning the weights too. The mask is
     boolean (True: attend) as the model builds it for SDPA and this kernel alike, or additive."""
-    scores = torch.matmul(query, key.transpose(2, 3))
-    if attention_mask is None:
-        scores = scores * scaling
-    else:
-        if attention_mask.dtype == torch.bool:  # made additive over (B, 1, T, S), not over every head's scores
-            blocked = torch.finfo(scores.dtype).min / 2  # half: adding a score to it never overflows to -inf
-            additive = torch.full(attention_mask.shape, blocked, dtype=scores.dtype, device=scores.device)
-            attention_mask = additive.masked_fill_(attention_mask, 0.0)
-        # scaled and masked in one pass, and one in the backward: a multiply and a masked_fill took 2 ms of the
-        # demo job's 85 ms training step (bf16 autocast, 2-core CPU)
-        scores = torch.add(attention_mask, scores, alpha=scaling)
+    scores = torch.matmul(query, key.transpose(2, 3)).mul_(scaling)  # in place: the product is not saved
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        # added as a bias over (B, 1, T, S), built once per call: a masked_fill over every head's scores costs
+        # the same forward and another pass over them backward (the add passes its gradient through). Half the
+        # lowest number, so that adding a score never overflows to -inf; either way the softmax gives exactly 0.
+        blocked = torch.finfo(scores.dtype).min / 2
+        bias = torch.full(attention_mask.shape, blocked, dtype=scores.dtype, device=scores.device)
+        scores = scores + bias.masked_fill_(attention_mask, 0.0)
+    elif attention_mask is not None:
+        scores = scores + attention_mask
     # in the scores' dtype: torch's softmax sums in float32 for bfloat16 and float16 inputs itself, and an upcast
     # copy (and its cast back, forward and backward) took a fifth of the attention's time in a bf16 training step
     weights = F.softmax(scores, dim=-1)
