@@ -166,3 +166,37 @@ def test_whole_stacks_match_torch(norm_first):
     torch.testing.assert_close(outputs.last_hidden_state, expected, atol=ATOL, rtol=0)
     # §3.4: the pre-softmax projection is the embedding matrix
     torch.testing.assert_close(logits, expected @ embedding.T, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_eager_attention_equals_the_masked_fill_formula_to_the_bit(dtype):
+    """The eager kernel adds the mask as a bias instead of a masked_fill over every head's scores (faster on CPU);
+    the attention weights, output and gradients must stay those of softmax(masked_fill(Q K^T * scale)) V exactly,
+    in bfloat16 too, so that training runs do not change with the kernel."""
+    from types import SimpleNamespace
+
+    from aayn.modeling_aayn import eager_attention_forward
+
+    torch.manual_seed(0)
+    batch, heads, queries, keys, head_dim = 3, 4, 7, 9, 8
+    q, k, v = (torch.randn(batch, heads, n, head_dim, dtype=dtype) for n in (queries, keys, keys))
+    mask = torch.ones(batch, 1, queries, keys, dtype=torch.bool).tril(diagonal=keys - queries)
+    mask[1, :, :, 6:] = False  # a padded sentence
+    scale, grad = head_dim**-0.5, torch.randn(batch, queries, heads, head_dim, dtype=dtype)
+
+    def reference(q, k, v):
+        scores = torch.matmul(q, k.transpose(2, 3)) * scale
+        weights = torch.softmax(scores.masked_fill(~mask, torch.finfo(dtype).min), dim=-1)
+        return torch.matmul(weights, v).transpose(1, 2).contiguous(), weights
+
+    results = []
+    for attend in (
+        reference,
+        lambda q, k, v: eager_attention_forward(SimpleNamespace(training=True), q, k, v, mask, scale),
+    ):
+        inputs = [t.clone().requires_grad_() for t in (q, k, v)]
+        output, weights = attend(*inputs)
+        output.backward(grad)
+        results.append([output, weights, *(t.grad for t in inputs)])
+    for ours, theirs in zip(*results):
+        assert torch.equal(ours, theirs)
