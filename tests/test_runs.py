@@ -143,7 +143,7 @@ def test_values_of_the_wrong_type_name_the_key(corpus, tmp_path, flags, message)
     with pytest.raises(ValueError) as error:
         parse_arguments([str(recipe), *flags])
     assert str(error.value) == message
-    parse_arguments([str(recipe), "--max_steps", "5", "--learning_rate=1e-3", "--fp16", "no", "--max_tokens", "64"])
+    parse_arguments([str(recipe), "--max_steps", "5", "--learning_rate=1e-3", "--fp16", "no", "--max_tokens", "256"])
 
 
 def test_trainer_keys_read_from_transformers_source_are_the_dataclass_fields():

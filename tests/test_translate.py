@@ -97,7 +97,7 @@ def translate_fails(capsys, *argv: str) -> str:
 def test_errors(saved, tmp_path, monkeypatch, capsys):
     path, _, _ = saved
     assert "folder not found" in translate_fails(capsys, "--model", str(tmp_path / "nowhere"), "Hello.")
-    assert "holds no config.json" in translate_fails(capsys, "--model", str(tmp_path), "Hello.")
+    assert "no config.json in the folder" in translate_fails(capsys, "--model", str(tmp_path), "Hello.")
     monkeypatch.setattr(
         sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8", errors="surrogateescape")
     )

@@ -53,10 +53,12 @@ def evaluate(args: argparse.Namespace) -> None:
     """Print BLEU, chrF (sacreBLEU) and their signatures for a saved model on a dataset split, as JSON."""
     import json
 
+    from .checks import check_device
     from .training.evaluation import evaluate_model
 
+    check_device(args.device)
     scores = evaluate_model(
-        args.model,
+        model_location(args.model),
         args.dataset_name,
         dataset_config_name=args.dataset_config_name,
         source_lang=args.source_lang,
@@ -74,6 +76,7 @@ def translate(args: argparse.Namespace) -> None:
     """Translate the given sentences, or standard input line by line, to standard output (one line per line)."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from .checks import check_device
     from .translate import plot_cross_attention, translate_texts
 
     if args.text:
@@ -88,6 +91,7 @@ def translate(args: argparse.Namespace) -> None:
     if args.show_attention and len(lines) != 1:
         raise ValueError(f"--show-attention draws one sentence; got {len(lines)} lines")
     location = model_location(args.model)
+    check_device(args.device)
     try:
         tokenizer = AutoTokenizer.from_pretrained(location)
         model = AutoModelForSeq2SeqLM.from_pretrained(location).to(args.device).eval()
@@ -116,10 +120,11 @@ def generate_options(args: argparse.Namespace) -> dict:
 def model_location(value: str) -> str:
     """--model as given: a saved folder here, or else a Hub id. Names that cannot be a Hub id (absolute or
     relative paths other than `owner/name`) must be folders that exist."""
+    from .checks import check_model_folder
+
     path = Path(value).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"--model {value}: the folder holds no config.json, so it is no saved model")
+        check_model_folder(path, "--model")
         return str(path)
     if path.exists() or value.startswith((".", "/", "~")) or value.count("/") != 1:
         raise FileNotFoundError(f"--model {value}: folder not found")

@@ -10,11 +10,15 @@ interleaved), and the vocabulary is the tokenizer's, token for token. Needs `pip
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from transformers.utils import logging
 
+from .checks import check_model_folder
 from .data.tokenizer import save_tokenizer
 from .modeling_aayn import AaynForConditionalGeneration, sinusoidal_positions
 
@@ -104,24 +108,44 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):
 
 
 def save_ctranslate2(
-    model: AaynForConditionalGeneration, tokens: list[str], output_dir: str | Path, quantization: str | None = None
+    model: AaynForConditionalGeneration,
+    tokens: list[str],
+    output_dir: str | Path,
+    quantization: str | None = None,
+    tokenizer=None,
 ) -> Path:
-    """Writes the CTranslate2 model (model.bin, vocabularies, config.json) into a new `output_dir`."""
+    """Writes the CTranslate2 model (model.bin, vocabularies, config.json) and `tokenizer`, if given, into a new
+    `output_dir`, whole or not at all."""
     output_dir = Path(output_dir)
-    if output_dir.exists() and any(output_dir.iterdir()):
-        raise FileExistsError(f"--output_dir {output_dir} exists and is not empty; give a new folder")
+    check_new_folder(output_dir)
     spec = ctranslate2_spec(model, tokens)
     spec.validate()
     spec.optimize(quantization=quantization)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        spec.save(str(output_dir))
-    except BaseException:  # nothing half-written
-        for path in output_dir.iterdir():
-            path.unlink()
-        output_dir.rmdir()
-        raise
+    with staged_folder(output_dir) as staging:
+        spec.save(str(staging))
+        if tokenizer is not None:
+            save_tokenizer(tokenizer, staging)
     return output_dir
+
+
+def check_new_folder(output_dir: Path) -> None:
+    if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
+        raise FileExistsError(f"--output_dir {output_dir} exists and is not empty; give a new folder")
+
+
+@contextmanager
+def staged_folder(output_dir: Path):
+    """A temporary folder beside `output_dir`, renamed into place when the block ends without error: a failure
+    or a full disk leaves nothing at `output_dir`."""
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}-", dir=output_dir.parent))
+    try:
+        yield staging
+        if output_dir.exists():
+            output_dir.rmdir()  # empty, as checked
+        staging.rename(output_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def export_model(
@@ -135,12 +159,13 @@ def export_model(
         raise ValueError(f"--format must be one of {FORMATS}, got {format!r}")
     if not Path(model_dir, "config.json").is_file():
         raise FileNotFoundError(f"--model {model_dir} is not a saved model folder (no config.json)")
+    check_model_folder(model_dir, "--model", weights=False, tokenizer=False)
     model_type = json.loads(Path(model_dir, "config.json").read_text(encoding="utf-8")).get("model_type")
     if model_type != "aayn":
         raise ValueError(f"--model {model_dir} holds a {model_type!r} model, not an aayn one: only aayn models export")
+    check_model_folder(model_dir, "--model")
+    check_new_folder(Path(output_dir))
     model = AaynForConditionalGeneration.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    output_dir = save_ctranslate2(model, tokens, output_dir, quantization=quantization)
-    save_tokenizer(tokenizer, output_dir)
-    return output_dir
+    return save_ctranslate2(model, tokens, output_dir, quantization=quantization, tokenizer=tokenizer)

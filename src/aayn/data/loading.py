@@ -33,18 +33,19 @@ def load_translation_dataset(
 ) -> DatasetDict | IterableDatasetDict:
     """Load `train`, `validation` and `test` splits of a parallel corpus, checked, in the WMT schema.
 
-    `name` is a Hub dataset id (`wmt/wmt14`), a local folder laid out like one (`../shared/data/wmt14-mini`), a
+    `name` is a Hub dataset id (`wmt/wmt14`), a local folder laid out like one (a copy of a Hub dataset's files), a
     folder of line-aligned files `{split}.{lang}` or of `{split}.parquet` / `{split}.jsonl` files with a
     `translation` column, or `"bible"` (the embedded corpus, `aayn[bible]`). `config` names the Hub config
     (`de-en`); left out, the one holding both languages is chosen. `splits` maps our split names to the corpus'
-    split expressions, with slicing (`{"train": "train[:10%]", "validation": "newstest2013"}`).
+    split expressions, with slicing (`{"train": "train[:10%]", "validation": "newstest2013"}`); only the splits it
+    names are read (default: all three).
     `max_train_samples` / `max_eval_samples` (validation) / `max_predict_samples` (test) keep the first N examples,
     as in transformers' `run_translation.py`.
     `streaming` (Hub-like sources only) reads the full-size WMT sets without downloading them first.
     """
     if source_lang == target_lang:
         raise ValueError(f"source_lang and target_lang are both {source_lang!r}; a translation pair needs two")
-    specs = {split: split for split in SPLITS} | dict(splits or {})
+    specs = {split: split for split in SPLITS} if splits is None else dict(splits)
     unknown = set(specs) - set(SPLITS)
     if unknown:
         raise ValueError(f"splits has unknown keys {sorted(unknown)}; allowed: {list(SPLITS)}")
@@ -212,3 +213,11 @@ def _check(dataset: Dataset | IterableDataset, origin: str, source_lang: str, ta
         missing = sum(pc.sum(pc.is_null(pc.struct_field(chunk, lang))).as_py() or 0 for chunk in column.chunks)
         if missing:
             raise ValueError(f"{origin}: {missing} rows have no {lang!r} text")
+    blank = 0  # rows with only whitespace on a side, which tokenizing drops
+    for chunk in column.chunks:
+        sides = [
+            pc.equal(pc.utf8_trim_whitespace(pc.struct_field(chunk, lang)), "") for lang in (source_lang, target_lang)
+        ]
+        blank += pc.sum(pc.or_(*sides)).as_py() or 0
+    if blank == len(dataset):
+        raise ValueError(f"{origin}: all {blank} rows are blank (only whitespace) on one side or both")

@@ -101,8 +101,15 @@ class DataTrainingArguments:
 
         if self.overlong not in OVERLONG:
             raise ValueError(f"overlong={self.overlong!r}; allowed: {', '.join(OVERLONG)}")
-        if self.max_tokens is not None and self.max_tokens <= 0:
-            raise ValueError(f"max_tokens must be positive, got {self.max_tokens}")
+        for name in ("max_source_length", "max_target_length"):
+            if getattr(self, name) < 2:
+                raise ValueError(f"{name} must be >= 2 (one token plus </s>), got {getattr(self, name)}")
+        longest = max(self.max_source_length, self.max_target_length)
+        if self.max_tokens is not None and self.max_tokens < longest:
+            raise ValueError(
+                f"max_tokens={self.max_tokens} cannot batch a sentence of {longest} tokens, the longest that "
+                "max_source_length / max_target_length allow; raise max_tokens or lower those lengths"
+            )
         if self.average_last_checkpoints < 0:
             raise ValueError(f"average_last_checkpoints must be >= 0, got {self.average_last_checkpoints}")
 
@@ -367,4 +374,6 @@ def parse_arguments(argv: list[str]) -> tuple:
     model_args, data_args, args = parsed[:3]
     if len(parsed) > 3:  # transformers 5.x: RunArguments carries overwrite_output_dir
         args.overwrite_output_dir = parsed[3].overwrite_output_dir
+    if args.max_steps == 0 or args.max_steps < -1:  # the Trainer would train by epochs instead
+        raise RecipeError(f"max_steps must be positive, or -1 to train for num_train_epochs; got {args.max_steps}")
     return model_args, data_args, args

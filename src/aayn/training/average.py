@@ -73,17 +73,26 @@ def averaged_state_dict(checkpoints: list[str | Path]) -> dict[str, torch.Tensor
     return {name: (value / len(checkpoints)).to(dtypes[name]) for name, value in total.items()}
 
 
+def copy_weights(model: PreTrainedModel, weights: dict[str, torch.Tensor]) -> None:
+    parameters = model.state_dict()
+    with torch.no_grad():
+        for name, value in weights.items():
+            if name not in parameters:
+                raise ValueError(f"checkpoint tensor {name} is not a parameter of the model")
+            parameters[name].copy_(value)
+
+
+def load_weights(model: PreTrainedModel, checkpoint: str | Path) -> PreTrainedModel:
+    """Put one checkpoint's weights into `model`, in place."""
+    copy_weights(model, read_weights(Path(checkpoint) / WEIGHTS))
+    return model
+
+
 def load_average(
     model: PreTrainedModel, checkpoints: list[str | Path], averaged: dict[str, torch.Tensor] | None = None
 ) -> PreTrainedModel:
     """Put the average of the checkpoints' weights (`averaged`, if already computed) into `model`, in place."""
-    averaged = averaged_state_dict(checkpoints) if averaged is None else averaged
-    parameters = model.state_dict()
-    with torch.no_grad():
-        for name, value in averaged.items():
-            if name not in parameters:
-                raise ValueError(f"checkpoint tensor {name} is not a parameter of the model")
-            parameters[name].copy_(value)
+    copy_weights(model, averaged_state_dict(checkpoints) if averaged is None else averaged)
     logger.info(
         f"averaged the weights of {len(checkpoints)} checkpoints: {', '.join(Path(c).name for c in checkpoints)}"
     )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from transformers import (
@@ -14,21 +13,21 @@ from transformers import (
     DataCollatorForSeq2Seq,
     Seq2SeqTrainingArguments,
     TrainerCallback,
+    TrainerState,
     set_seed,
 )
 from transformers.utils import logging
 
+from ..checks import check_fits_in_memory, check_model_folder
 from ..configuration_aayn import AaynConfig
 from ..data import load_translation_dataset, save_tokenizer, tokenize_dataset, train_tokenizer
 from ..modeling_aayn import AaynForConditionalGeneration
 from .arguments import DataTrainingArguments, ModelArguments
-from .average import checkpoint_step, last_checkpoints, load_average
+from .average import last_checkpoints, load_average, load_weights
+from .output import FINAL_STAGING, claim_output_dir, move_final_files, resume_checkpoint
 from .trainer import AaynTrainer, plot_history, translation_metrics
 
 logger = logging.get_logger("aayn.training")
-
-# what the Trainer writes into a checkpoint before the next one may start; a resume needs them all
-CHECKPOINT_FILES = ("model.safetensors", "trainer_state.json", "optimizer.pt", "scheduler.pt")
 
 
 def load_tokenizer(model_args: ModelArguments, data_args: DataTrainingArguments, args: Seq2SeqTrainingArguments, train):
@@ -39,7 +38,7 @@ def load_tokenizer(model_args: ModelArguments, data_args: DataTrainingArguments,
     folder = Path(args.output_dir) / "tokenizer"
     with args.main_process_first(desc="training the tokenizer"):
         if (folder / "tokenizer.json").is_file():
-            logger.info(f"reusing the tokenizer in {folder} (delete it to train a new one)")
+            logger.info(f"reusing the tokenizer in {folder}, written by this run before it was resumed")
             return AutoTokenizer.from_pretrained(folder)
         tokenizer = train_tokenizer(
             train,
@@ -50,42 +49,6 @@ def load_tokenizer(model_args: ModelArguments, data_args: DataTrainingArguments,
         if args.process_index == 0:
             save_tokenizer(tokenizer, folder)
         return tokenizer
-
-
-def complete_checkpoints(output_dir: str | Path) -> tuple[list[Path], dict[Path, list[str]]]:
-    """`checkpoint-N` folders a run can resume from, oldest first, and the others with what they lack (a run
-    killed while saving leaves a checkpoint without its trainer state)."""
-    complete, incomplete = [], {}
-    for folder in sorted(Path(output_dir).glob("checkpoint-*"), key=checkpoint_step):
-        if checkpoint_step(folder) < 0:
-            continue
-        missing = [name for name in CHECKPOINT_FILES if not (folder / name).is_file()]
-        if missing:
-            incomplete[folder] = missing
-        else:
-            complete.append(folder)
-    return complete, incomplete
-
-
-def resume_checkpoint(args: Seq2SeqTrainingArguments) -> str | None:
-    """`resume_from_checkpoint`: a checkpoint folder, or true (the newest complete one in output_dir)."""
-    value = args.resume_from_checkpoint
-    if value is None or str(value).lower() in ("false", "no", ""):
-        return None
-    complete, incomplete = complete_checkpoints(args.output_dir)
-    if str(value).lower() in ("true", "yes"):
-        if not complete:
-            raise ValueError(f"resume_from_checkpoint=true but {args.output_dir} holds no complete checkpoint")
-        for folder, missing in incomplete.items():
-            if checkpoint_step(folder) > checkpoint_step(complete[-1]):
-                logger.warning(f"skipping {folder.name}: it lacks {', '.join(missing)} (a save that did not finish)")
-        logger.warning(f"resuming from {complete[-1]}, the newest complete checkpoint")
-        return str(complete[-1])
-    folder = Path(value)
-    missing = [name for name in CHECKPOINT_FILES if not (folder / name).is_file()]
-    if missing:
-        raise ValueError(f"resume_from_checkpoint={value} cannot be resumed from: it lacks {', '.join(missing)}")
-    return str(folder)
 
 
 def saved_checkpoints(args: Seq2SeqTrainingArguments) -> int | None:
@@ -99,14 +62,7 @@ def saved_checkpoints(args: Seq2SeqTrainingArguments) -> int | None:
     return min(count, args.save_total_limit) if args.save_total_limit else count
 
 
-def prepare_output_dir(args: Seq2SeqTrainingArguments, data_args: DataTrainingArguments) -> str | None:
-    """What can be checked before any work is spent, as run_translation.py does: an earlier run in output_dir is
-    resumed when asked, replaced with --overwrite_output_dir, refused otherwise; averaging has checkpoints to
-    average; output_dir is writable. Returns the checkpoint to resume from.
-
-    Only the main process, the one that writes output_dir, looks at it: another process looking after the main one
-    had begun writing would take that for an earlier run. The others meet it at the tokenizer's barrier."""
-    resume = resume_checkpoint(args)
+def check_averaging(args: Seq2SeqTrainingArguments, data_args: DataTrainingArguments) -> None:
     wanted = data_args.average_last_checkpoints
     count = saved_checkpoints(args)
     if wanted and count is not None and count < wanted:
@@ -115,35 +71,22 @@ def prepare_output_dir(args: Seq2SeqTrainingArguments, data_args: DataTrainingAr
             f"max_steps={args.max_steps} and save_total_limit={args.save_total_limit} leave {count} checkpoints at the "
             f"end; save more often, raise save_total_limit, or average fewer"
         )
-    if args.process_index == 0:
-        claim_output_dir(Path(args.output_dir), resume, args.overwrite_output_dir)
-    return resume
 
 
-def claim_output_dir(output: Path, resume: str | None, overwrite: bool) -> None:
-    if output.is_dir() and any(output.iterdir()) and resume is None:
-        if not overwrite:
-            raise FileExistsError(
-                f"output_dir {output} holds an earlier run; resume it with --resume_from_checkpoint true, "
-                "replace it with --overwrite_output_dir true, or give another output_dir"
-            )
-        logger.warning(f"--overwrite_output_dir: deleting the earlier run in {output}")
-        shutil.rmtree(output)
-    try:
-        output.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=output):
-            pass
-    except OSError as error:
-        raise PermissionError(f"output_dir {output} cannot be written: {error}") from None
-
-
-def build_model(model_args: ModelArguments, tokenizer) -> AaynForConditionalGeneration:
-    if model_args.model_name_or_path:
-        return AutoModelForSeq2SeqLM.from_pretrained(
-            model_args.model_name_or_path, attn_implementation=model_args.attn_implementation
+def model_config(model_args: ModelArguments, tokenizer=None) -> AaynConfig:
+    """The new model's config; without a tokenizer (not trained yet), with the recipe's vocabulary size and the
+    default special ids, which is enough to check every value before any work is spent."""
+    special = {}
+    if tokenizer is not None:
+        special = dict(
+            vocab_size=len(tokenizer),
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            decoder_start_token_id=tokenizer.bos_token_id,
         )
     config = AaynConfig(
-        vocab_size=len(tokenizer),
+        **{"vocab_size": model_args.vocab_size, **special},
         d_model=model_args.d_model,
         encoder_layers=model_args.encoder_layers,
         decoder_layers=model_args.decoder_layers,
@@ -157,13 +100,27 @@ def build_model(model_args: ModelArguments, tokenizer) -> AaynForConditionalGene
         init_std=model_args.init_std,
         norm_first=model_args.norm_first,
         max_position_embeddings=model_args.max_position_embeddings,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.bos_token_id,
     )
     config._attn_implementation = model_args.attn_implementation
-    return AaynForConditionalGeneration(config)
+    return config
+
+
+def load_pretrained(model_args: ModelArguments):
+    """The model to fine-tune, read before output_dir is touched; a damaged folder is named file by file."""
+    location = model_args.model_name_or_path
+    check_model_folder(location, "--model_name_or_path", tokenizer=not model_args.tokenizer_name)
+    if model_args.tokenizer_name:
+        check_model_folder(model_args.tokenizer_name, "--tokenizer_name", config=False, weights=False)
+    try:
+        return AutoModelForSeq2SeqLM.from_pretrained(location, attn_implementation=model_args.attn_implementation)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot load a model from --model_name_or_path {location}: {error}") from None
+
+
+def build_model(model_args: ModelArguments, tokenizer) -> AaynForConditionalGeneration:
+    if model_args.model_name_or_path:
+        return load_pretrained(model_args)
+    return AaynForConditionalGeneration(model_config(model_args, tokenizer))
 
 
 def training_summary(model_args, data_args, args, smoothing: float, seconds: float | None = None) -> str:
@@ -207,7 +164,12 @@ def run(
 
     `model_builder(model_args, tokenizer)` makes the model; the default builds AAYN (benchmarks swap in Marian).
     """
-    resume = prepare_output_dir(args, data_args)
+    # every check and every read before output_dir is touched: a mistake costs nothing and deletes nothing
+    check_averaging(args, data_args)
+    pretrained = load_pretrained(model_args) if model_args.model_name_or_path else None
+    if pretrained is None and model_builder is build_model:
+        check_fits_in_memory(model_config(model_args), str(args.device))
+    resume = resume_checkpoint(args.resume_from_checkpoint, args.output_dir)
     set_seed(args.seed)
     if not args.predict_with_generate:
         # without generation nothing uses the predictions; the Trainer would gather the full-vocabulary logits of
@@ -226,8 +188,32 @@ def run(
         max_eval_samples=data_args.max_eval_samples,
         max_predict_samples=data_args.max_predict_samples,
     )
+    # only the main process writes output_dir; the others meet it at the tokenizer's barrier
+    lock = None
+    if args.process_index == 0:
+        sources = {
+            "--model_name_or_path": model_args.model_name_or_path,
+            "--tokenizer_name": model_args.tokenizer_name,
+            "--resume_from_checkpoint": resume,
+        }
+        lock = claim_output_dir(
+            Path(args.output_dir), resume=resume, overwrite=args.overwrite_output_dir, sources=sources
+        )
+    try:
+        make_model = (lambda tokenizer: pretrained) if pretrained is not None else partial(model_builder, model_args)
+        metrics = _train_and_test(model_args, data_args, args, data, make_model, resume, start, callbacks)
+    except BaseException:
+        if lock is not None:
+            lock.release("failed")
+        raise
+    if lock is not None:
+        lock.release("finished")
+    return metrics
+
+
+def _train_and_test(model_args, data_args, args, data, make_model, resume, start, callbacks) -> dict:
     tokenizer = load_tokenizer(model_args, data_args, args, data["train"])
-    model = model_builder(model_args, tokenizer)
+    model = make_model(tokenizer)
     smoothing = args.label_smoothing_factor
     if model.config.model_type == "aayn":
         # the model takes §5.4's loss itself, normalized over the whole accumulated batch; the Trainer's smoother
@@ -275,9 +261,15 @@ def run(
         max_tokens=data_args.max_tokens,
         model_card={**card, "training": training_summary(model_args, data_args, args, smoothing)},
     )
-    result = trainer.train(resume_from_checkpoint=resume)
-    trainer.log_metrics("train", result.metrics)
-    trainer.save_metrics("train", result.metrics)
+    if trained_to_the_end(resume, args):
+        # the Trainer would take one more step past max_steps and rotate out a good checkpoint
+        logger.warning(f"{resume} is at the run's last step: nothing left to train; writing the final folder")
+        load_weights(trainer.model, resume)
+        trainer.state = TrainerState.load_from_json(str(Path(resume) / "trainer_state.json"))
+    else:
+        result = trainer.train(resume_from_checkpoint=resume)
+        trainer.log_metrics("train", result.metrics)
+        trainer.save_metrics("train", result.metrics)
     if data_args.average_last_checkpoints:
         load_average(trainer.model, last_checkpoints(args.output_dir, data_args.average_last_checkpoints))
     prediction = trainer.predict(test, metric_key_prefix="test")
@@ -286,7 +278,12 @@ def run(
     seconds = time.perf_counter() - start
     trainer.model_card = {**card, "training": training_summary(model_args, data_args, args, smoothing, seconds)}
     trainer.results = {name.removeprefix("test_"): value for name, value in prediction.metrics.items()}
-    trainer.save_model()  # weights, config + code, generation config, tokenizer, and the card with the test scores
+    # weights, config + code, generation config, tokenizer and the card with the test scores, written beside
+    # output_dir's files and moved in whole: a kill or a full disk leaves no half-written final model
+    staging = Path(args.output_dir) / FINAL_STAGING
+    trainer.save_model(str(staging), _internal_call=True)
+    if trainer.is_world_process_zero():
+        move_final_files(staging, Path(args.output_dir))
     if trainer.is_world_process_zero():
         plot_history(trainer.state.log_history, Path(args.output_dir) / "training_curves.png")
         if args.predict_with_generate:
@@ -298,3 +295,12 @@ def run(
         if args.push_to_hub:
             trainer.push_to_hub(commit_message="aayn train: final model")
     return prediction.metrics
+
+
+def trained_to_the_end(resume: str | None, args: Seq2SeqTrainingArguments) -> bool:
+    """Whether the checkpoint to resume from already holds the run's last step."""
+    if resume is None:
+        return False
+    state = json.loads((Path(resume) / "trainer_state.json").read_text(encoding="utf-8"))
+    last = args.max_steps if args.max_steps > 0 else state.get("max_steps", 0)
+    return 0 < last <= state.get("global_step", 0)

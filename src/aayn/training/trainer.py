@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from pathlib import Path
@@ -26,6 +27,21 @@ class TrainingDiverged(FloatingPointError):
     """The loss became NaN or infinite: stop rather than save a broken model."""
 
 
+def credential_fields(args) -> list[str]:
+    """The arguments that hold a Hub token: `hub_token`, and 4.57's deprecated `push_to_hub_token`."""
+    return [f.name for f in dataclasses.fields(args) if f.name.endswith("_token")]
+
+
+def keep_credentials_off_disk(args) -> None:
+    """The Trainer pickles its arguments into training_args.bin of every checkpoint, the final folder and the
+    pushes; huggingface_hub reads the token from the environment instead, which nothing writes out."""
+    for name in credential_fields(args):
+        token = getattr(args, name)
+        if token:
+            os.environ["HF_TOKEN"] = token
+        setattr(args, name, None)
+
+
 class AaynTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer + `max_tokens` batching (fairseq's --max-tokens) + an error on a NaN/inf loss.
 
@@ -36,10 +52,8 @@ class AaynTrainer(Seq2SeqTrainer):
 
     def __init__(self, *args, max_tokens: int | None = None, model_card: dict | None = None, **kwargs):
         training_args = kwargs.get("args") if "args" in kwargs else (args[1] if len(args) > 1 else None)
-        if training_args is not None and training_args.hub_token:
-            # The Trainer pickles its arguments into training_args.bin of every checkpoint, the final folder and
-            # the pushes; huggingface_hub reads the token from the environment instead, which nothing writes out.
-            os.environ["HF_TOKEN"], training_args.hub_token = training_args.hub_token, None
+        if training_args is not None:
+            keep_credentials_off_disk(training_args)
         super().__init__(*args, **kwargs)
         self.max_tokens = max_tokens
         self.model_card = model_card  # render_model_card arguments; every saved folder gets its README.md

@@ -1,0 +1,116 @@
+"""Checks of what a user hands the command line, made before any work is spent: saved model folders (each file
+that is missing, empty or damaged is named), devices, and whether a model can fit in memory at all."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .training.output import safetensors_fault
+
+TRAINING_BYTES_PER_PARAMETER = 16  # float32 weights, gradients and Adam's two moments
+
+
+def _json_fault(path: Path) -> str | None:
+    if path.stat().st_size == 0:
+        return f"{path} is empty"
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        return f"{path} is not valid JSON ({error}); was its save cut short?"
+    return None if isinstance(value, dict) else f"{path} holds no JSON object"
+
+
+def check_model_folder(
+    folder: str | Path, option: str, *, config: bool = True, weights: bool = True, tokenizer: bool = True
+) -> None:
+    """A saved model folder whose config, weights and tokenizer can be read, or a ValueError / FileNotFoundError
+    naming the file and what is wrong with it. A name that is not a local folder (a Hub id) is left to
+    transformers."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        return
+    wanted = (["config.json"] if config else []) + (["tokenizer.json"] if tokenizer else [])
+    for name in wanted:
+        path = folder / name
+        if not path.is_file():
+            raise FileNotFoundError(f"{option} {folder}: no {name} in the folder, so it is no complete saved model")
+        fault = _json_fault(path)
+        if fault:
+            raise ValueError(f"{option}: {fault}")
+    if weights:
+        path = folder / "model.safetensors"
+        if not path.is_file():
+            if any(folder.glob("model-*.safetensors")) or (folder / "pytorch_model.bin").is_file():
+                return  # sharded or older weights: transformers reads and checks them
+            raise FileNotFoundError(f"{option} {folder}: no model.safetensors in the folder")
+        fault = safetensors_fault(path)
+        if fault:
+            raise ValueError(f"{option}: {path} {fault}; was its save cut short?")
+
+
+def check_device(device: str) -> None:
+    """A torch device this machine has, or one line saying why not."""
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except RuntimeError as error:
+        raise ValueError(f"--device {device!r} is no torch device ({error}); e.g. cpu, cuda, cuda:1, mps") from None
+    available = {
+        "cpu": lambda: True,
+        "cuda": lambda: torch.cuda.is_available(),
+        "mps": lambda: torch.backends.mps.is_available(),
+    }
+    if parsed.type in available and not available[parsed.type]():
+        raise ValueError(f"--device {device}: torch sees no {parsed.type} device on this machine")
+    if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
+        raise ValueError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+
+
+def parameter_count(config) -> int:
+    """The number of parameters an AaynConfig makes, counted from its shape (a model that cannot be allocated
+    cannot be counted by building it)."""
+    d = config.d_model
+    norm = 2 * d
+    attention = 4 * d * d + 4 * d
+
+    def feed_forward(width: int) -> int:
+        return 2 * d * width + width + d
+
+    encoder = config.encoder_layers * (attention + feed_forward(config.encoder_ffn_dim) + 2 * norm)
+    decoder = config.decoder_layers * (2 * attention + feed_forward(config.decoder_ffn_dim) + 3 * norm)
+    stacks = encoder + decoder + (2 * norm if config.norm_first else 0)
+    if config.share_encoder_decoder_embeddings:
+        embeddings = config.vocab_size * d
+    else:
+        embeddings = (config.vocab_size + config.decoder_vocab_size) * d
+    projection = 0 if config.tie_word_embeddings else config.decoder_vocab_size * d
+    return stacks + embeddings + projection
+
+
+def available_memory(device: str) -> int | None:
+    """Bytes free for a new model on `device` (None: unknown)."""
+    import torch
+
+    parsed = torch.device(device)
+    if parsed.type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.mem_get_info(parsed)[0]
+    if parsed.type != "cpu":
+        return None
+    import psutil
+
+    return psutil.virtual_memory().available
+
+
+def check_fits_in_memory(config, device: str) -> None:
+    """Refuse a model whose weights, gradients and Adam state alone exceed the memory free on `device`."""
+    parameters = parameter_count(config)
+    needed = parameters * TRAINING_BYTES_PER_PARAMETER
+    free = available_memory(device)
+    if free is not None and needed > free:
+        raise ValueError(
+            f"the model would have {parameters:,} parameters (d_model={config.d_model}, vocabulary "
+            f"{config.vocab_size}): training needs at least {needed / 2**30:,.1f} GiB for weights, gradients and "
+            f"Adam's state, more than the {free / 2**30:,.1f} GiB free on {device}; choose a smaller shape"
+        )
