@@ -45,9 +45,11 @@ def test_subsets_by_count_and_by_split_slicing(wmt14_mini):
         target_lang="en",
         max_train_samples=100,
         max_eval_samples=7,
-        splits={"test": "test[:1%]"},
+        splits={"train": "train", "validation": "validation", "test": "test[:1%]"},
     )
     assert (len(data["train"]), len(data["validation"]), len(data["test"])) == (100, 7, 30)  # 1% of 3,003
+    only = load_translation_dataset(str(wmt14_mini), source_lang="fr", target_lang="en", splits={"test": "test[:5]"})
+    assert list(only) == ["test"] and len(only["test"]) == 5  # only the splits named are read
     assert (
         len(
             load_translation_dataset(str(wmt14_mini), source_lang="fr", target_lang="en", max_predict_samples=5)["test"]

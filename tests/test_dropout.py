@@ -11,7 +11,7 @@ from conftest import random_batch, tiny_config
 from torch import nn
 
 from aayn import AaynForConditionalGeneration
-from aayn.modeling_aayn import AaynDropout
+from aayn.ops_aayn import AaynDropout
 
 
 def within_binomial(count: int, trials: int, p: float, sigmas: float = 6.0) -> bool:

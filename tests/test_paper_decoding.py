@@ -255,34 +255,45 @@ def test_the_search_cache_holds_what_transformers_dynamic_cache_holds():
 
 
 def test_the_folded_cache_attends_as_each_beam_would_over_its_own_history():
-    """FoldedSearchCache never moves a key when beams are reordered, and keeps the encoder's keys once per
-    sentence. Reference: each beam's own list of keys and values (copied as beams branch) and its sentence's
-    encoder output, attention softmax(q K^T / sqrt(d_k)) V written out per beam and head. 40 steps (past the first
-    buffer capacity of 32 positions), random parents, a padded source, two sentences leaving at step 20."""
+    """The model's attention over FoldedSearchCache, which never moves a key when beams are reordered and keeps
+    the encoder's keys once per sentence. Reference: each beam's own list of keys and values (copied as beams
+    branch) and its sentence's encoder output, attention softmax(q K^T / sqrt(d_k)) V written out per beam and
+    head. 40 steps (past the first buffer capacity of 32 positions), random parents, a padded source, two
+    sentences leaving at step 20; eager and SDPA kernels."""
+    for implementation in ("eager", "sdpa"):
+        model = model_for()
+        model.config._attn_implementation = implementation
+        check_folded_cache(model)
+
+
+def check_folded_cache(model):
     from aayn.generation_aayn import FoldedSearchCache
 
-    model = model_for()
     layer = model.model.decoder.layers[0]
     heads, head_dim, d = layer.self_attn.num_heads, layer.self_attn.head_dim, model.config.d_model
     generator = torch.Generator().manual_seed(0)
     n, k, length = 4, 3, 5
     encoder = torch.randn(n, length, d, generator=generator, dtype=torch.float64)
     padding = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 1, 0], [1, 0, 0, 0, 0]])
-    cache = FoldedSearchCache(limit=45, beams=k, encoder_padding=padding)
+    cache = FoldedSearchCache(limit=45, beams=k, encoder_padding=padding, dtype=torch.float64)
     sentences = list(range(n))  # original index of each sentence still searched
     paths = [[] for _ in range(n * k)]  # per beam: its (key, value) per position, each (heads, head_dim)
 
-    def attention(query, keys, values, mask=None):
+    def attention(module, query, keys, values, mask=None):
         scores = torch.einsum("hd,thd->ht", query, keys) / head_dim**0.5
         if mask is not None:
             scores = scores.masked_fill(~mask.bool()[None], -math.inf)
-        return torch.einsum("ht,thd->hd", scores.softmax(-1), values).reshape(d)
+        return module.out_proj(torch.einsum("ht,thd->hd", scores.softmax(-1), values).reshape(d))
 
     with torch.no_grad():
         for step in range(40):
             hidden = torch.randn(len(sentences) * k, 1, d, generator=generator, dtype=torch.float64)
-            got_self = cache.attend(layer.self_attn, hidden, None)
-            got_cross = cache.attend(layer.encoder_attn, hidden, encoder[sentences])
+            self_mask, cross_mask = cache.step_masks()
+            folded = hidden.view(-1, k, d)  # as the decoder lays a sentence's beams out
+            got_self = layer.self_attn(folded, self_mask, past_key_values=cache)[0].reshape(-1, d)
+            got_cross = layer.encoder_attn(
+                folded, cross_mask, key_value_states=encoder[sentences], past_key_values=cache
+            )[0].reshape(-1, d)
             query, key, value = (
                 x.view(-1, heads, head_dim) for x in layer.self_attn.qkv_proj(hidden[:, 0]).chunk(3, -1)
             )
@@ -290,13 +301,14 @@ def test_the_folded_cache_attends_as_each_beam_would_over_its_own_history():
             for row in range(len(sentences) * k):
                 paths[row].append((key[row], value[row]))
                 keys, values = (torch.stack(x) for x in zip(*paths[row]))
-                torch.testing.assert_close(got_self[row, 0], attention(query[row], keys, values), rtol=0, atol=1e-12)
+                expected = attention(layer.self_attn, query[row], keys, values)
+                torch.testing.assert_close(got_self[row], expected, rtol=0, atol=1e-12)
                 sentence = sentences[row // k]
                 cross_keys, cross_values = (
                     x.view(length, heads, head_dim) for x in layer.encoder_attn.kv_proj(encoder[sentence]).chunk(2, -1)
                 )
-                expected = attention(cross_query[row], cross_keys, cross_values, padding[sentence])
-                torch.testing.assert_close(got_cross[row, 0], expected, rtol=0, atol=1e-12)
+                expected = attention(layer.encoder_attn, cross_query[row], cross_keys, cross_values, padding[sentence])
+                torch.testing.assert_close(got_cross[row], expected, rtol=0, atol=1e-12)
             assert cache.cross_attention_cache.layers[0].keys.shape[0] == len(sentences)  # once per sentence
             parents = torch.randint(k, (len(sentences), k), generator=generator)
             paths = [list(paths[s * k + int(p)]) for s in range(len(sentences)) for p in parents[s]]

@@ -8,7 +8,8 @@ from conftest import random_batch, tiny_config
 from torch import nn
 
 from aayn import AaynForConditionalGeneration
-from aayn.modeling_aayn import AaynDecoderLayer, AaynEncoderLayer, attention_mask_for, sinusoidal_positions
+from aayn.modeling_aayn import AaynDecoderLayer, AaynEncoderLayer, sinusoidal_positions
+from aayn.ops_aayn import attention_mask_for
 
 ATOL = 1e-5
 
@@ -175,7 +176,7 @@ def test_eager_attention_equals_the_masked_fill_formula_to_the_bit(dtype):
     in bfloat16 too, so that training runs do not change with the kernel."""
     from types import SimpleNamespace
 
-    from aayn.modeling_aayn import eager_attention_forward
+    from aayn.ops_aayn import eager_attention_forward
 
     torch.manual_seed(0)
     batch, heads, queries, keys, head_dim = 3, 4, 7, 9, 8

@@ -12,12 +12,13 @@ This file travels with every saved checkpoint (the model file imports it): it im
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 
 import torch
 from torch.nn import functional as F
 from transformers.cache_utils import DynamicCache
 from transformers.utils import ModelOutput, logging
+
+from .ops_aayn import additive_bias, cpu_decoding_layout
 
 logger = logging.get_logger(__name__)
 
@@ -28,32 +29,9 @@ PAPER_DECODING_ARGUMENTS = {
     "num_return_sequences", "return_dict_in_generate", "output_scores", "use_cache", "synced_gpus", "do_sample",
 }  # fmt: skip
 
-# Up to this many rows per decoding step (sentences x beams), torch's CPU kernels multiply by the output matrix
-# faster stored as (d_model, vocab) than as nn.Linear's (vocab, d_model): 1.4-5.8x at one row, 1.03-1.29x at
-# 32-128 rows (output matrices of 4000 x 128 to 37000 x 1024); at 512 rows 0.80-1.14x (docs/measurements.md).
-DECODING_LAYOUT_MAX_ROWS = 128
-
-# attention functions whose models' searches fold the beams of a sentence (SearchCache.attend computes the
-# attention of a step as they would); others (flash, flex) get the encoder's keys once per beam
+# attention functions that take the folded layout's additive masks (FoldedSearchCache); others (flash, flex) get
+# the encoder's keys once per beam
 FOLDING_ATTENTION = ("sdpa", "eager")
-
-
-@contextmanager
-def cpu_decoding_layout(model):
-    """While open, decoding steps of at most DECODING_LAYOUT_MAX_ROWS rows on CPU multiply by a contiguous
-    (d_model, vocab) copy of the output matrix (`model._output_logits` reads it), made at the first such step.
-
-    Invariant: the copy equals `lm_head.weight.T` for as long as it lives. It holds because nothing changes the
-    weights inside `generate` (no gradients) and the copy is dropped on exit; training never sees it.
-    """
-    if model.lm_head.weight.device.type != "cpu" or model._decoding_matrix is not None:
-        yield  # elsewhere, or already open (a nested generate)
-        return
-    model._decoding_matrix = [None]
-    try:
-        yield
-    finally:
-        model._decoding_matrix = None
 
 
 class _GrowingKeysValues:
@@ -143,103 +121,35 @@ class SearchCache:
             self.self_attention_cache.reorder_cache(rows)
 
 
-def folded_attention(query, keys, values, bias, scaling: float, heads: int) -> torch.Tensor:
-    """§3.2.1 for one decoding step where the k beams of a sentence are k queries over the same keys:
-    query (n * k, 1, d_model), keys and values (n * heads, S, head_dim), bias (n * heads, k or 1, S) added to the
-    scaled scores (or None) -> the heads' outputs concatenated, (n * k, 1, d_model)."""
-    head_dim = keys.shape[-1]
-    sentences = keys.shape[0] // heads
-    beams = query.shape[0] // sentences
-    query = query.view(sentences, beams, heads, head_dim).transpose(1, 2).reshape(sentences * heads, beams, head_dim)
-    if bias is None:
-        scores = torch.bmm(query, keys.transpose(1, 2)).mul_(scaling)
-    else:
-        scores = torch.baddbmm(bias, query, keys.transpose(1, 2), alpha=scaling)  # (n * heads, k, S)
-    output = torch.bmm(scores.softmax(-1), values)  # (n * heads, k, head_dim)
-    return output.view(sentences, heads, beams, head_dim).transpose(1, 2).reshape(-1, 1, heads * head_dim)
+class _BeamSlots:
+    """Self-attention keys and values of folded beams, per layer, in (sentences, heads, capacity * k, head_dim)
+    buffers: position p of beam b in slot p * k + b, written once and never moved when beams are reordered. The
+    buffers double as they fill, up to `limit` positions; sentences that leave the search are dropped."""
 
-
-class FoldedSearchCache:
-    """The decoder's cache during `paper_search` where the beams of a sentence fold (sdpa and eager models). It
-    keeps every key and value once and computes each step's attention itself (`AaynAttention` hands it the step):
-
-    - Encoder-decoder attention: the encoder's keys and values once per sentence (in a DynamicCache, computed at
-      the first step), never copied per beam nor reordered with the beams; the k beams of a sentence are k queries.
-    - Self-attention: per layer, keys and values in (sentences, heads, capacity * k, head_dim) buffers, position p
-      of beam b in slot p * k + b, written once and never moved when beams are reordered (transformers' and
-      fairseq's searches copy every cached position of every beam at each step). `ancestry` (sentences, k, limit)
-      holds, for each live beam and position, the beam whose slot is on its path; the k beams of a sentence attend
-      together over all slots, those off their path masked by an additive bias built once per step. Buffers double
-      as they fill, up to `limit` positions.
-    """
-
-    def __init__(self, limit: int, beams: int, encoder_padding: torch.Tensor, first_capacity: int = 32):
+    def __init__(self, limit: int, beams: int, first_capacity: int = 32):
         self.limit, self.k, self.first_capacity = limit, beams, first_capacity
-        self.keys: list[torch.Tensor] = []  # per layer, (n, heads, capacity * k, head_dim)
+        self.keys: list[torch.Tensor] = []  # per layer
         self.values: list[torch.Tensor] = []
         self.written = 0  # positions in every layer's buffers
-        self.ancestry: torch.Tensor | None = None  # (n, k, limit)
-        self.path_bias: torch.Tensor | None = None  # this step's (n * heads, k, positions * k): 0 on path, else min
-        self.cross_attention_cache = DynamicCache()
-        self.is_updated: dict[int, bool] = {}
-        self.encoder_padding: torch.Tensor | None = encoder_padding  # (n, S), 1 for tokens; until the bias is built
-        self.padding_bias: torch.Tensor | None = None  # (n, heads, 1, S): 0 on tokens, min on padding
 
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.written
-
-    def attend(self, module, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor) -> torch.Tensor:
-        """The attention of `module` (an AaynAttention) at this step: hidden states (n * k, 1, d_model) -> the
-        heads' outputs concatenated, (n * k, 1, d_model), before the output projection."""
-        heads, head_dim, layer = module.num_heads, module.head_dim, module.layer_idx
-        if not module.is_cross_attention:
-            query, key, value = module.qkv_proj(hidden_states).chunk(3, dim=-1)  # each (n * k, 1, d_model)
-            keys, values = self._write(layer, key, value, heads, head_dim)
-            return folded_attention(query, keys, values, self.path_bias, module.scaling, heads)
-        if not self.is_updated.get(layer):  # the first step: the encoder's keys and values, once per sentence
-            keys, values = (module._heads(x).contiguous() for x in module.kv_proj(encoder_hidden_states).chunk(2, -1))
-            self.cross_attention_cache.update(keys, values, layer)  # (n, heads, S, head_dim)
-            self.is_updated[layer] = True
-            if self.padding_bias is None:  # built once, from the source's mask, which is not needed after
-                bias = torch.zeros(self.encoder_padding.shape, dtype=keys.dtype, device=keys.device)
-                bias.masked_fill_(self.encoder_padding == 0, torch.finfo(keys.dtype).min)
-                self.padding_bias = bias[:, None, None, :].expand(-1, heads, -1, -1).contiguous()
-                self.encoder_padding = None
-        keys, values = self.cross_attention_cache.layers[layer].keys, self.cross_attention_cache.layers[layer].values
-        bias = self.padding_bias.flatten(0, 1)
-        return folded_attention(
-            module.q_proj(hidden_states), keys.flatten(0, 1), values.flatten(0, 1), bias, module.scaling, heads
-        )
-
-    def _write(self, layer: int, key: torch.Tensor, value: torch.Tensor, heads: int, head_dim: int):
-        """Write this step's keys and values (n * k, 1, d_model) of `layer` into their slots; return all the
-        layer's slots so far as (n * heads, positions * k, head_dim) views. The first layer also builds the step's
-        path bias."""
+    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int):
+        """Write this step's keys and values (n, heads, k, head_dim), the beams in the place of time, into their
+        slots; return all of the layer's slots so far, (n, heads, positions * k, head_dim) views."""
         k, position = self.k, self.written
-        sentences = key.shape[0] // k
-        if layer == len(self.keys):  # the first step
-            shape = (sentences, heads, min(self.limit, self.first_capacity) * k, head_dim)
+        if layer_idx == len(self.keys):  # the first step
+            shape = (*key.shape[:2], min(self.limit, self.first_capacity) * k, key.shape[3])
             self.keys.append(key.new_empty(shape))
             self.values.append(value.new_empty(shape))
         end = (position + 1) * k
-        if end > self.keys[layer].shape[2]:
+        if end > self.keys[layer_idx].shape[2]:
             if position >= self.limit:
                 raise ValueError(f"the search cache holds {self.limit} positions; step {position + 1} is beyond them")
-            self.keys[layer], self.values[layer] = (
-                self._grown(buffer, position * k) for buffer in (self.keys[layer], self.values[layer])
+            self.keys[layer_idx], self.values[layer_idx] = (
+                self._grown(buffer, position * k) for buffer in (self.keys[layer_idx], self.values[layer_idx])
             )
-        for buffer, new in ((self.keys[layer], key), (self.values[layer], value)):
-            buffer[:, :, position * k : end] = new.view(sentences, k, heads, head_dim).transpose(1, 2)
-        if layer == 0 and k > 1:
-            if self.ancestry is None:
-                self.ancestry = key.new_zeros((sentences, k, self.limit), dtype=torch.long)
-            beam = torch.arange(k, device=key.device)
-            self.ancestry[:, :, position] = beam  # each beam's own slot at the new position
-            off_path = self.ancestry[:, :, : position + 1, None] != beam  # (n, k, positions, k)
-            bias = torch.zeros(off_path.shape, dtype=key.dtype, device=key.device)
-            bias = bias.masked_fill_(off_path, torch.finfo(key.dtype).min).view(sentences, 1, k, end)
-            self.path_bias = bias.expand(-1, heads, -1, -1).reshape(sentences * heads, k, end)
-        return self.keys[layer][:, :, :end].flatten(0, 1), self.values[layer][:, :, :end].flatten(0, 1)
+        self.keys[layer_idx][:, :, position * k : end] = key
+        self.values[layer_idx][:, :, position * k : end] = value
+        return self.keys[layer_idx][:, :, :end], self.values[layer_idx][:, :, :end]
 
     def _grown(self, buffer: torch.Tensor, filled: int) -> torch.Tensor:
         capacity = min(self.limit, 2 * buffer.shape[2] // self.k) * self.k
@@ -247,25 +157,65 @@ class FoldedSearchCache:
         grown[:, :, :filled] = buffer[:, :, :filled]
         return grown
 
-    def _kept(self, buffer: torch.Tensor, keep: torch.LongTensor) -> torch.Tensor:
-        """The slots written so far of the sentences `keep`, in a buffer of the same capacity."""
-        kept = buffer.new_empty((keep.shape[0], *buffer.shape[1:]))
+    def keep(self, sentences: torch.LongTensor) -> None:
+        """Keep the slots written so far of `sentences` only, in buffers of the same capacity."""
         end = self.written * self.k
-        torch.index_select(buffer[:, :, :end], 0, keep, out=kept[:, :, :end])
-        return kept
+        for buffers in (self.keys, self.values):
+            for layer, buffer in enumerate(buffers):
+                kept = buffer.new_empty((sentences.shape[0], *buffer.shape[1:]))
+                torch.index_select(buffer[:, :, :end], 0, sentences, out=kept[:, :, :end])
+                buffers[layer] = kept
+
+
+class FoldedSearchCache:
+    """The decoder's cache during `paper_search` where the beams of a sentence fold (sdpa and eager models): it
+    stores keys, values and the masks of each step, and the model's attention computes (the decoder asks
+    `step_masks()` and lays the k beams of a sentence out as its k queries, `folded_beams`).
+
+    - Encoder-decoder attention: the encoder's keys and values once per sentence (in a DynamicCache, written at
+      the first step), never copied per beam nor reordered with the beams; padding is masked by a bias built once.
+    - Self-attention: keys and values in slots that never move (`_BeamSlots`); `ancestry` (sentences, k, limit)
+      holds, for each live beam and position, the beam whose slot is on its path, and each step's bias masks the
+      slots off a beam's path. Reordering beams (`next_step`) changes only the ancestry.
+    """
+
+    def __init__(self, limit: int, beams: int, encoder_padding: torch.Tensor, dtype: torch.dtype):
+        self.limit, self.folded_beams = limit, beams
+        self.self_attention_cache = _BeamSlots(limit, beams)
+        self.cross_attention_cache = DynamicCache()
+        self.is_updated: dict[int, bool] = {}
+        blocked = (encoder_padding == 0)[:, None, None, :]  # (n, 1, 1, S)
+        self.padding_bias = additive_bias(blocked, dtype)
+        self.ancestry = encoder_padding.new_zeros((encoder_padding.shape[0], beams, limit), dtype=torch.long)
+        self.dtype = dtype
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.self_attention_cache.written
+
+    def step_masks(self) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """The additive masks of this step's self-attention (n, 1, k, positions * k: 0 on a beam's own path) and
+        encoder-decoder attention (n, 1, 1, S: 0 on the source's tokens)."""
+        k, position = self.folded_beams, self.self_attention_cache.written
+        if k == 1:
+            return None, self.padding_bias  # one beam: every slot is on its path
+        beam = torch.arange(k, device=self.ancestry.device)
+        self.ancestry[:, :, position] = beam  # each beam's own slot at the new position
+        off_path = self.ancestry[:, :, : position + 1, None] != beam  # (n, k, positions, k)
+        path_bias = additive_bias(off_path, self.dtype).view(-1, 1, k, (position + 1) * k)
+        return path_bias, self.padding_bias
 
     def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
         """After a step: each sentence's new beams continue its beams `parents` (n, k) (None: each its own), then
         only the sentences `keep` (m,) go on (None: all). Beams only change their ancestry; no key or value moves
         unless sentences leave."""
-        self.written += 1
-        if parents is not None and self.ancestry is not None:
+        slots = self.self_attention_cache
+        slots.written += 1
+        if parents is not None:
             self.ancestry = self.ancestry.gather(1, parents[:, :, None].expand(-1, -1, self.limit))
         if keep is not None:
-            self.keys, self.values = ([self._kept(b, keep) for b in buffers] for buffers in (self.keys, self.values))
-            self.ancestry = self.ancestry[keep] if self.ancestry is not None else None
+            slots.keep(keep)
+            self.ancestry, self.padding_bias = self.ancestry[keep], self.padding_bias[keep]
             self.cross_attention_cache.reorder_cache(keep)
-            self.padding_bias = self.padding_bias[keep]  # built at the first step, before any sentence leaves
 
 
 def gnmt_length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
@@ -340,7 +290,7 @@ def paper_search(
         hidden, attention_mask = hidden.repeat_interleave(k, 0), attention_mask.repeat_interleave(k, 0)
     decoder = model.get_decoder()
     cross_mask = None if fold else attention_mask  # where beams fold, the cache masks padding itself
-    cache = FoldedSearchCache(longest, k, attention_mask) if fold else SearchCache(longest, k)
+    cache = FoldedSearchCache(longest, k, attention_mask, hidden.dtype) if fold else SearchCache(longest, k)
 
     sentence = torch.arange(batch, device=device)  # the original index of each sentence still searched
     scores = torch.full((batch, k), -math.inf, dtype=dtype, device=device)

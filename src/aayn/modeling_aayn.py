@@ -1,17 +1,15 @@
 """The "Attention Is All You Need" encoder-decoder Transformer (Vaswani et al., 2017) as a transformers model.
 
-Read top to bottom, each piece names the paper section it implements. This file travels with saved checkpoints
-as Hub remote code: it imports only torch, transformers and `configuration_aayn`.
+Read top to bottom, each piece names the paper section it implements; the kernels are in `ops_aayn.py`, the §6.1
+search in `generation_aayn.py`. This file travels with saved checkpoints as Hub remote code: it imports only
+torch, transformers and those files.
 """
 
 import math
-import os
-import shutil
 
 import torch
 import transformers
 from torch import nn
-from torch.nn import functional as F
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
@@ -21,26 +19,28 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
 from .configuration_aayn import AaynConfig
-from .generation_aayn import DECODING_LAYOUT_MAX_ROWS, FoldedSearchCache
 from .generation_aayn import generate as paper_generate
+from .hub_aayn import AaynCardUpload
+from .ops_aayn import (
+    AaynDropout,
+    attention_implementation,
+    attention_mask_for,
+    eager_attention_forward,
+    fused_label_smoothed_loss,
+    label_smoothed_loss,
+    output_logits,
+)
 from .pipeline_aayn import AaynTranslationPipeline  # noqa: F401  (relative imports travel with the remote code)
 
 logger = logging.get_logger(__name__)
-
-
-def is_aayn_card(path: str) -> bool:
-    """A model card written by aayn: YAML metadata whose tags include "aayn"."""
-    with open(path, encoding="utf-8") as file:
-        text = file.read()
-    return text.startswith("---\n") and "\n- aayn\n" in text.split("---\n")[1]
 
 
 def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str] | list[str]:
     """§3.4: which parameters are one matrix, as `_tied_weights_keys` for `AaynForConditionalGeneration`
     (`lm_head=True`) or the bare `AaynModel`.
 
-    transformers 5.x declares tied parameters as {tied: source}; 4.57 as the list of tied names. This and the
-    `_tie_weights` hook of `AaynForConditionalGeneration` are all this file knows of the two lines' differences.
+    transformers 5.x declares tied parameters as {tied: source}; 4.57 as the list of tied names. This,
+    `CACHE_FIELD` and the `_tie_weights` hook are all this file knows of the transformers lines' differences.
     """
     prefix = "model." if lm_head else ""
     tied = {}
@@ -51,6 +51,11 @@ def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str] | list[
         shared = config.share_encoder_decoder_embeddings
         tied["lm_head.weight"] = "model.shared.weight" if shared else "model.decoder.embed.embed_tokens.weight"
     return tied if int(transformers.__version__.split(".")[0]) >= 5 else list(tied)
+
+
+# transformers 5.24 renamed the cache argument and output field from `past_key_values` to `cache`; generate passes
+# whichever its line uses, and outputs are built with the field the installed line declares
+CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
 
 
 def sinusoidal_positions(start: int, length: int, d_model: int, device: torch.device) -> torch.Tensor:
@@ -74,112 +79,11 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill_(shifted == -100, pad_token_id)
 
 
-def attention_implementation(config: AaynConfig, output_attentions: bool) -> str:
-    """The attention function a forward pass uses: the configured one, or eager where weights are asked for
-    (only the eager path materializes them). Masks are built for it, so both sides must agree."""
-    return "eager" if output_attentions else config._attn_implementation
-
-
-def attention_mask_for(
-    implementation: str,
-    padding_mask: torch.Tensor | None,
-    query_length: int,
-    key_length: int,
-    causal: bool,
-    like: torch.Tensor,
-):
-    """The mask in the form `implementation` expects, or None where the kernel needs none.
-
-    `padding_mask` is (batch, key_length), 1 for tokens and 0 for padding. Decoder self-attention is causal
-    (§3.2.3: "prevent leftward information flow"); the queries are the last `query_length` of the keys. Where
-    queries and keys are the same positions, SDPA and flash attention apply causality themselves (they read
-    `AaynAttention.is_causal`), so no mask is built. `like` gives the device.
-    """
-    if padding_mask is not None and bool(padding_mask.all()):
-        padding_mask = None
-    if implementation.startswith("flash"):
-        return padding_mask
-    offset = key_length - query_length  # cached positions before the first query
-    causal = causal and query_length > 1
-    if padding_mask is None and not (causal and (offset > 0 or implementation != "sdpa")):
-        return None
-    if implementation == "flex_attention":
-        from torch.nn.attention.flex_attention import create_block_mask
-
-        def mask_mod(batch, head, query, key):
-            keep = key <= query + offset if causal else key >= 0
-            return keep & padding_mask[batch, key].bool() if padding_mask is not None else keep
-
-        batch = padding_mask.shape[0] if padding_mask is not None else None
-        return create_block_mask(mask_mod, batch, None, query_length, key_length, device=like.device)
-    mask = torch.ones(1, 1, query_length, key_length, dtype=torch.bool, device=like.device)
-    if causal:
-        mask = mask.tril(diagonal=offset)
-    if padding_mask is not None:
-        mask = mask & padding_mask[:, None, None, :].bool()
-    return mask  # boolean, True where a query may attend, for SDPA and the eager kernel alike
-
-
-class AaynDropout(nn.Dropout):
-    """§5.4 Residual Dropout: `nn.Dropout`, with its random numbers drawn four elements at a time on CPU.
-
-    torch's CPU dropout draws one number from its Mersenne Twister per element, one at a time: 14% of a
-    demo-recipe training step by profile. Here each 64-bit draw decides four elements by 16 bits each, so the drop
-    probability is p rounded to a multiple of 1/65536 (0.1 -> 0.1000061) and kept values are scaled by the inverse
-    of that rounded keep probability, so the expectation stays exact. Elsewhere (GPUs) torch's fused kernel runs.
-    """
-
-    def keep(self, x: torch.Tensor) -> tuple[torch.Tensor, float] | None:
-        """(which elements of x stay, their scale), or None where `F.dropout` should run."""
-        dropped = round(self.p * 65536)
-        if not self.training or x.device.type != "cpu" or not 0 < dropped < 65536:
-            return None
-        count = x.numel()
-        draws = torch.empty((count + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), None)
-        words = draws.view(torch.int16)[:count].view(x.shape)  # uniform over [-32768, 32767]
-        return words >= dropped - 32768, 65536 / (65536 - dropped)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        kept = self.keep(x)
-        if kept is None:
-            return F.dropout(x, self.p, self.training, self.inplace)
-        return x * kept[0] * kept[1]  # the scale as a number: bfloat16 x is rounded once, as F.dropout rounds it
-
-    def add_to(self, residual: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """residual + dropout(x), in one pass where the mask is ours."""
-        kept = self.keep(x)
-        if kept is None:
-            return residual + F.dropout(x, self.p, self.training)
-        return torch.addcmul(residual, x, kept[0], value=kept[1])
-
-
-def eager_attention_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float,
-    dropout: float = 0.0,
-    **kwargs,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """§3.2.1 Scaled Dot-Product Attention, softmax(Q K^T / sqrt(d_k)) V, returning the weights too. The mask is
-    boolean (True: attend) as the model builds it for SDPA and this kernel alike, or additive."""
-    scores = torch.matmul(query, key.transpose(2, 3)).mul_(scaling)  # in place: the product is not saved
-    if attention_mask is not None and attention_mask.dtype == torch.bool:
-        # added as a bias over (B, 1, T, S), built once per call: a masked_fill over every head's scores costs
-        # the same forward and another pass over them backward (the add passes its gradient through). Half the
-        # lowest number, so that adding a score never overflows to -inf; either way the softmax gives exactly 0.
-        blocked = torch.finfo(scores.dtype).min / 2
-        bias = torch.full(attention_mask.shape, blocked, dtype=scores.dtype, device=scores.device)
-        scores = scores + bias.masked_fill_(attention_mask, 0.0)
-    elif attention_mask is not None:
-        scores = scores + attention_mask
-    # in the scores' dtype: torch's softmax sums in float32 for bfloat16 and float16 inputs itself, and an upcast
-    # copy (and its cast back, forward and backward) took a fifth of the attention's time in a bf16 training step
-    weights = F.softmax(scores, dim=-1)
-    output = torch.matmul(F.dropout(weights, p=dropout, training=module.training), value)
-    return output.transpose(1, 2).contiguous(), weights
+def fused_linear(d_model: int, count: int) -> nn.Linear:
+    """`count` projections of width d_model in one matrix: one product instead of `count`."""
+    linear = nn.Linear(d_model, count * d_model)
+    linear.fused = count  # read by _init_weights: each projection is initialized as its own matrix
+    return linear
 
 
 class AaynAttention(nn.Module):
@@ -203,9 +107,9 @@ class AaynAttention(nn.Module):
         d_model = config.d_model
         if cross:
             self.q_proj = nn.Linear(d_model, d_model)
-            self.kv_proj = nn.Linear(d_model, 2 * d_model)
+            self.kv_proj = fused_linear(d_model, 2)
         else:
-            self.qkv_proj = nn.Linear(d_model, 3 * d_model)
+            self.qkv_proj = fused_linear(d_model, 3)
         self.out_proj = nn.Linear(d_model, d_model)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
@@ -220,9 +124,6 @@ class AaynAttention(nn.Module):
         past_key_values: EncoderDecoderCache | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if isinstance(past_key_values, FoldedSearchCache) and not output_attentions:
-            # a step of the paper's search: the cache knows its layout and computes the attention itself
-            return self.out_proj(past_key_values.attend(self, hidden_states, key_value_states)), None
         if self.is_cross_attention:
             query = self._heads(self.q_proj(hidden_states))  # (B, nh, T, hs)
             cache = past_key_values.cross_attention_cache if past_key_values is not None else None
@@ -230,8 +131,8 @@ class AaynAttention(nn.Module):
                 key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
             else:
                 key, value = (self._heads(x) for x in self.kv_proj(key_value_states).chunk(2, dim=-1))  # (B, nh, S, hs)
-                if cache is not None:
-                    key, value = cache.update(key, value, self.layer_idx)
+                if cache is not None:  # read at every step after this one: contiguous
+                    key, value = cache.update(key.contiguous(), value.contiguous(), self.layer_idx)
                     past_key_values.is_updated[self.layer_idx] = True
         else:
             query, key, value = (
@@ -242,15 +143,8 @@ class AaynAttention(nn.Module):
 
         implementation = attention_implementation(self.config, output_attentions)
         attention = eager_attention_forward if implementation == "eager" else ALL_ATTENTION_FUNCTIONS[implementation]
-        output, weights = attention(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=self.dropout if self.training else 0.0,
-            scaling=self.scaling,
-        )  # output (B, T, nh, hs)
+        dropout = self.dropout if self.training else 0.0
+        output, weights = attention(self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling)
         return self.out_proj(output.reshape(*output.shape[:2], -1)), weights  # (B, T, d_model)
 
 
@@ -334,17 +228,11 @@ class AaynDecoderLayer(AaynLayer):
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         x = self.sublayer_input(hidden_states, self.self_attn_norm)
-        attended, self_weights = self.self_attn(
-            x, attention_mask, past_key_values=past_key_values, output_attentions=output_attentions
-        )
+        attended, self_weights = self.self_attn(x, attention_mask, None, past_key_values, output_attentions)
         hidden_states = self.add_and_norm(hidden_states, attended, self.self_attn_norm)
         x = self.sublayer_input(hidden_states, self.encoder_attn_norm)
         attended, cross_weights = self.encoder_attn(
-            x,
-            encoder_attention_mask,
-            key_value_states=encoder_hidden_states,
-            past_key_values=past_key_values,
-            output_attentions=output_attentions,
+            x, encoder_attention_mask, encoder_hidden_states, past_key_values, output_attentions
         )
         hidden_states = self.add_and_norm(hidden_states, attended, self.encoder_attn_norm)
         x = self.sublayer_input(hidden_states, self.feed_forward_norm)
@@ -391,7 +279,7 @@ class AaynEmbeddings(nn.Module):
         return self.dropout(inputs_embeds * self.scale + positions.to(inputs_embeds.dtype))
 
 
-class AaynPreTrainedModel(PreTrainedModel):
+class AaynPreTrainedModel(AaynCardUpload, PreTrainedModel):
     config_class = AaynConfig
     base_model_prefix = "model"
     main_input_name = "input_ids"
@@ -401,19 +289,11 @@ class AaynPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = True
     _supports_flex_attn = True
 
-    def _upload_modified_files(self, working_dir, *args, **kwargs):
-        """`push_to_hub` saves the model, then writes the Hub's card for the repository (or transformers' generic
-        one) over README.md. A model loaded from a folder with an aayn card (written by `aayn train` / `aayn average`:
-        languages, license, scores, usage) uploads that card instead."""
-        card = os.path.join(self.name_or_path or "", "README.md")
-        if os.path.isfile(card) and is_aayn_card(card):
-            shutil.copyfile(card, os.path.join(working_dir, "README.md"))
-        return super()._upload_modified_files(working_dir, *args, **kwargs)
-
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         """Initialization of the paper's codebases (tensor2tensor, fairseq) and the Annotated Transformer:
-        Xavier-uniform projections with zero biases, embeddings from N(0, d_model^-0.5), LayerNorm at identity.
+        Xavier-uniform projections (Q, K and V each its own matrix) with zero biases, embeddings from
+        N(0, d_model^-0.5), LayerNorm at identity.
         With `config.init_std`, projections and embeddings are drawn from N(0, init_std) instead."""
         std = self.config.init_std
         embedding_std = self.config.d_model**-0.5 if std is None else std
@@ -422,13 +302,16 @@ class AaynPreTrainedModel(PreTrainedModel):
                 nn.init.normal_(module.weight, mean=0.0, std=std)
             elif module is getattr(self, "lm_head", None):  # an output embedding: initialized like the input ones
                 nn.init.normal_(module.weight, mean=0.0, std=embedding_std)
-            else:
+            elif getattr(module, "fused", 1) == 1:
                 nn.init.xavier_uniform_(module.weight)
+            # transformers 5.x marks weights loaded from a checkpoint; a slice of one would lose the mark
+            elif not getattr(module.weight, "_is_hf_initialized", False):
+                for block in module.weight.chunk(module.fused):  # Q, K, V each as its own matrix, as tensor2tensor
+                    nn.init.xavier_uniform_(block)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=embedding_std)
-            # transformers 5.x marks weights loaded from a checkpoint; a slice of one would lose the mark
             if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
                 module.weight[module.padding_idx].zero_()
         elif isinstance(module, nn.LayerNorm):
@@ -518,28 +401,29 @@ class AaynDecoder(AaynStack):
     ) -> tuple[torch.Tensor, tuple | None, tuple | None, tuple | None]:
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, past_length)  # (B, T, d_model)
-        length = hidden_states.shape[1]
-        implementation = attention_implementation(self.config, output_attentions)
-        self_mask = attention_mask_for(
-            implementation, attention_mask, length, past_length + length, True, hidden_states
-        )
-        cross_mask = attention_mask_for(
-            implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states
-        )
+        width, beams = hidden_states.shape[-1], getattr(past_key_values, "folded_beams", None)
+        if beams is not None:  # the paper's search: a sentence's k beams are its k queries, and its cache masks them
+            hidden_states = hidden_states.view(-1, beams, width)  # (n * k, 1, d_model) -> (n, k, d_model)
+            self_mask, cross_mask = past_key_values.step_masks()
+        else:
+            length = hidden_states.shape[1]
+            implementation = attention_implementation(self.config, output_attentions)
+            self_mask = attention_mask_for(
+                implementation, attention_mask, length, past_length + length, True, hidden_states
+            )
+            cross_mask = attention_mask_for(
+                implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states
+            )
         hidden_states, all_hidden_states, (self_weights, cross_weights) = self.run_layers(
             hidden_states,
             output_hidden_states,
-            lambda layer, x: layer(
-                x,
-                encoder_hidden_states,  # positional, so that gradient checkpointing passes its gradient
-                self_mask,
-                cross_mask,
-                past_key_values=past_key_values,
-                output_attentions=output_attentions,
-            ),
+            # positional, so that gradient checkpointing passes the encoder states' gradient
+            lambda layer, x: layer(x, encoder_hidden_states, self_mask, cross_mask, past_key_values, output_attentions),
         )
         if not output_attentions:
             self_weights = cross_weights = None
+        if beams is not None:
+            hidden_states = hidden_states.view(-1, 1, width)  # (n * k, 1, d_model)
         return hidden_states, all_hidden_states, self_weights, cross_weights
 
 
@@ -587,8 +471,10 @@ class AaynModel(AaynPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        cache: Cache | None = None,  # past_key_values' name from transformers 5.24
         **kwargs,  # what generate() passes on either transformers line (cache_position, ...), unused
     ) -> Seq2SeqModelOutput | tuple:
+        past_key_values = cache if past_key_values is None else past_key_values
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = (
             self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
@@ -626,7 +512,7 @@ class AaynModel(AaynPreTrainedModel):
         )
         output = Seq2SeqModelOutput(
             last_hidden_state=hidden_states,
-            past_key_values=past_key_values,
+            **{CACHE_FIELD: past_key_values},
             decoder_hidden_states=decoder_hidden_states,
             decoder_attentions=decoder_attentions,
             cross_attentions=cross_attentions,
@@ -635,123 +521,6 @@ class AaynModel(AaynPreTrainedModel):
             encoder_attentions=encoder_outputs.attentions,
         )
         return output if return_dict else output.to_tuple()
-
-
-def label_smoothed_loss(
-    logits: torch.Tensor, labels: torch.Tensor, epsilon: float, num_items_in_batch: torch.Tensor | int | None = None
-) -> torch.Tensor:
-    """§5.4 Label Smoothing: (1 - eps) * -log p(label) + eps * mean over the vocabulary of -log p, in float32,
-    summed over the positions whose label is not -100 and divided by `num_items_in_batch` (the Trainer's count of
-    such labels over every micro-batch of the optimizer step, on every process) or by their count here.
-
-    The Trainer's `LabelSmoother` gives the same value per token; taking the loss here lets the Trainer normalize
-    over the whole accumulated batch (it passes `num_items_in_batch` to models whose forward takes **kwargs)."""
-    total = F.cross_entropy(
-        logits.float().flatten(0, 1),
-        labels.to(logits.device).flatten(),
-        ignore_index=-100,
-        reduction="sum",
-        label_smoothing=epsilon,
-    )
-    return _per_label(total, labels, num_items_in_batch)
-
-
-def _per_label(total: torch.Tensor, labels: torch.Tensor, num_items_in_batch: torch.Tensor | int | None):
-    if num_items_in_batch is None:
-        num_items_in_batch = (labels != -100).sum()
-    if torch.is_tensor(num_items_in_batch):
-        num_items_in_batch = num_items_in_batch.to(total.device)
-    return total / num_items_in_batch
-
-
-# The fused loss computes the output layer's logits a chunk of rows at a time: about FUSED_LOSS_CHUNK_VALUES values
-# (4 MB of float32, so the chunk's passes - softmax, gradient, casts - run in the CPU's cache: at the demo's shape,
-# 980 x 4000 logits, 14.6 ms per forward + backward against 23.5 ms in one chunk), at least d_model rows (each chunk
-# adds a (vocab, d_model) product into the weight's gradient), at most FUSED_LOSS_MAX_CHUNK_VALUES (64 MB) where
-# the vocabulary is large (the base shape, 37000 words: 453 rows).
-FUSED_LOSS_CHUNK_VALUES = 2**20
-FUSED_LOSS_MAX_CHUNK_VALUES = 2**24
-
-
-def fused_loss_chunk_rows(vocab: int, d_model: int) -> int:
-    return min(max(d_model, FUSED_LOSS_CHUNK_VALUES // vocab), max(1, FUSED_LOSS_MAX_CHUNK_VALUES // vocab))
-
-
-class _LinearLabelSmoothedLoss(torch.autograd.Function):
-    """The summed label-smoothed loss of `hidden @ weight.T` without ever holding all the logits: row chunks are
-    projected, scored and differentiated in the forward pass (Liger's fused linear cross-entropy), so only their
-    gradients are kept. d loss / d logits = softmax - (1 - eps) * onehot(label) - eps / vocab.
-
-    Under autocast the products run in its dtype with the weight and hidden states cast once per call: left to
-    autocast, the (vocab, d_model) weight was cast again for every chunk and product (at the base shape, 7 copies
-    of 19M values: 0.7 s of a 4.6 s bf16 step on CPU). Probabilities and sums stay float32. One softmax gives the
-    gradient and the loss: with z a row's logits and p = softmax(z), log-sum-exp(z) = max z - log max p (max p >=
-    1 / vocab, so it never underflows), and the row's loss is log-sum-exp(z) - (1 - eps) z[label] - eps mean(z);
-    a log-softmax and the exp of its output took 2.2 of the 4.3 ms of these passes at the demo shape on CPU."""
-
-    @staticmethod
-    def forward(ctx, hidden, weight, targets, epsilon: float):
-        rows, vocab = hidden.shape[0], weight.shape[0]
-        chunk = fused_loss_chunk_rows(vocab, hidden.shape[1])
-        device = hidden.device.type
-        autocast = torch.is_autocast_enabled(device)
-        dtype = torch.get_autocast_dtype(device) if autocast else torch.promote_types(hidden.dtype, weight.dtype)
-        exact = torch.promote_types(dtype, torch.float32)
-        with torch.autocast(device, enabled=False):
-            matrix, states = weight.to(dtype), hidden.to(dtype)
-            total = torch.zeros((), dtype=exact, device=hidden.device)
-            grad_hidden = torch.empty(hidden.shape, dtype=dtype, device=hidden.device)
-            grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
-            # One set of buffers for all chunks, written in place: fresh memory costs the CPU a page fault at the
-            # first write of every 4 kB, which in a training step took longer than the passes themselves.
-            products = hidden.new_empty((min(chunk, rows), vocab), dtype=dtype)  # a chunk's logits, then gradient
-            scores = products if dtype == exact else torch.empty_like(products, dtype=exact)
-            partial = None if dtype == torch.float32 else torch.empty_like(grad_weight, dtype=dtype)
-            for start in range(0, rows, chunk):
-                h, y = states[start : start + chunk], targets[start : start + chunk, None]  # (n, d), (n, 1)
-                n = h.shape[0]
-                logits = torch.mm(h, matrix.t(), out=products[:n])  # (n, vocab)
-                if scores is not products:
-                    logits = scores[:n].copy_(logits)
-                total += logits.amax(dim=-1).sum() - (1 - epsilon) * logits.gather(1, y).sum()
-                total -= epsilon / vocab * logits.sum()
-                probs = torch.softmax(logits, dim=-1, out=logits)  # the logits are not needed any more
-                total -= probs.amax(dim=-1).log().sum()  # log-sum-exp(z) = max z - log max p
-                grad = probs.scatter_add_(1, y, probs.new_full(y.shape, epsilon - 1)).sub_(epsilon / vocab)
-                if scores is not products:
-                    grad = products[:n].copy_(grad)
-                torch.mm(grad, matrix, out=grad_hidden[start : start + n])
-                if partial is None:
-                    grad_weight.addmm_(grad.t(), h)
-                else:
-                    grad_weight += torch.mm(grad.t(), h, out=partial)
-        ctx.save_for_backward(grad_hidden.to(hidden.dtype), grad_weight.to(weight.dtype))
-        return total.float()
-
-    @staticmethod
-    def backward(ctx, grad_total):
-        grad_hidden, grad_weight = ctx.saved_tensors
-        return (
-            grad_hidden * grad_total.to(grad_hidden.dtype),
-            grad_weight * grad_total.to(grad_weight.dtype),
-            None,
-            None,
-        )
-
-
-def fused_label_smoothed_loss(
-    hidden_states: torch.Tensor,
-    weight: torch.Tensor,
-    labels: torch.Tensor,
-    epsilon: float,
-    num_items_in_batch: torch.Tensor | int | None = None,
-) -> torch.Tensor:
-    """`label_smoothed_loss(hidden_states @ weight.T, ...)`, computed only at positions whose label is not -100
-    and without the full logits (the base model's 37000-way output layer: 600 MB of float32 per 4096 tokens)."""
-    labels = labels.to(hidden_states.device)
-    keep = labels != -100
-    total = _LinearLabelSmoothedLoss.apply(hidden_states[keep], weight, labels[keep], epsilon)
-    return _per_label(total, labels, num_items_in_batch)
 
 
 class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
@@ -812,6 +581,7 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         return_logits: bool = False,
+        cache: Cache | None = None,  # past_key_values' name from transformers 5.24
         **kwargs,
     ) -> Seq2SeqLMOutput | tuple:
         """With `labels` (-100 where ignored), returns the label-smoothed cross-entropy of §5.4
@@ -820,6 +590,7 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         mean over that batch, whatever the gradient accumulation and the number of processes. In training the loss
         is fused with the output layer and `logits` is None unless `return_logits=True`."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
+        past_key_values = cache if past_key_values is None else past_key_values
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
@@ -838,21 +609,17 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
             output_hidden_states=output_hidden_states,
             return_dict=True,
         )
-        # autocast runs this projection in bfloat16; the logits come back in the parameters' precision (as
-        # MarianMTModel's do, through its float32 output bias): CPU autocast does not upcast log_softmax, so a loss
-        # taken inside autocast in one's own loop would run in bfloat16 (the Trainer's Accelerate wrapper upcasts)
         smoothing, items = self.config.label_smoothing, kwargs.get("num_items_in_batch")
         if labels is not None and self.training and torch.is_grad_enabled() and not return_logits:
-            # training: the loss straight from the hidden states, no logits kept (fused_label_smoothed_loss)
-            logits = None
+            logits = None  # the loss straight from the hidden states, no logits kept
             loss = fused_label_smoothed_loss(outputs.last_hidden_state, self.lm_head.weight, labels, smoothing, items)
-        else:
+        else:  # logits in the parameters' precision, as Marian's: CPU autocast would not upcast a log_softmax
             logits = self._output_logits(outputs.last_hidden_state).to(self.lm_head.weight.dtype)
             loss = None if labels is None else label_smoothed_loss(logits, labels, smoothing, items)
         output = Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,
@@ -863,22 +630,8 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         return output if return_dict else output.to_tuple()
 
     def _output_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """lm_head(hidden_states). While `generate` runs on CPU, a small decoding step multiplies by a contiguous
-        (d_model, vocab) copy of the output matrix instead, made once per `generate` call: the same products in
-        another summation order, which torch's CPU kernels read faster (the tied embedding needs the
-        (vocab, d_model) layout, so the copy lives only as long as the call)."""
-        holder = getattr(self, "_decoding_matrix", None)
-        weight = self.lm_head.weight
-        if (
-            holder is None
-            or torch.is_grad_enabled()
-            or hidden_states.dtype != weight.dtype
-            or hidden_states.shape[:-1].numel() > DECODING_LAYOUT_MAX_ROWS
-        ):
-            return self.lm_head(hidden_states)
-        if holder[0] is None:
-            holder[0] = weight.detach().t().contiguous()
-        return hidden_states @ holder[0]
+        """lm_head(hidden_states), read from the CPU decoding layout while `generate` holds one (ops_aayn)."""
+        return output_logits(self.lm_head, hidden_states, getattr(self, "_decoding_matrix", None))
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
@@ -886,11 +639,9 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
     def generate(
         self, inputs: torch.Tensor | None = None, generation_config=None, paper_decoding: bool | None = None, **kwargs
     ):
-        """§6.1 decoding unless `paper_decoding=False` (or `config.paper_decoding` is off): beam search ranking
-        finished hypotheses by GNMT's length penalty log P(Y) / ((5 + |Y|) / 6)^alpha (`length_penalty` is alpha;
-        transformers divides by |Y|^alpha instead), at most source length + 50 new tokens per sentence, stopping as
-        soon as no live beam can enter the best `num_beams`; `num_beams=1` is greedy. Sampling and options that
-        search does not take go to transformers' `generate`. The search lives in `generation_aayn.py`."""
+        """§6.1 decoding (`generation_aayn.py`) unless `paper_decoding=False` or `config.paper_decoding` is off:
+        beam search with GNMT's length penalty (`length_penalty` is its alpha) and a limit of source length + 50;
+        `num_beams=1` is greedy. Sampling and options that search does not take go to transformers' `generate`."""
         return paper_generate(self, inputs, generation_config, paper_decoding, super().generate, **kwargs)
 
 

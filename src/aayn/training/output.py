@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import socket
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -88,7 +87,6 @@ class RunLock:
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "command": sys.argv,
         }
         data = (json.dumps(record, indent=1) + "\n").encode()
         os.ftruncate(self._fd, 0)

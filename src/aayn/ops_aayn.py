@@ -1,0 +1,287 @@
+"""Kernels of the AAYN model, apart from its architecture (as Liger-Kernel keeps `ops/` beside its models): the
+attention kernel and its masks, the CPU dropout, the §5.4 loss fused with the output layer, and the CPU decoding
+layout of the output matrix. Each computes only what the model needs, and only the gradients it needs.
+
+This file travels with saved checkpoints as Hub remote code (the model file imports it): it imports only torch.
+"""
+
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+# Attention masks and the §3.2.1 kernel
+
+
+def attention_implementation(config, output_attentions: bool) -> str:
+    """The attention function a forward pass uses: the configured one, or eager where weights are asked for
+    (only the eager path materializes them). Masks are built for it, so both sides must agree."""
+    return "eager" if output_attentions else config._attn_implementation
+
+
+def attention_mask_for(
+    implementation: str,
+    padding_mask: torch.Tensor | None,
+    query_length: int,
+    key_length: int,
+    causal: bool,
+    like: torch.Tensor,
+):
+    """The mask in the form `implementation` expects, or None where the kernel needs none.
+
+    `padding_mask` is (batch, key_length), 1 for tokens and 0 for padding. Decoder self-attention is causal
+    (§3.2.3: "prevent leftward information flow"); the queries are the last `query_length` of the keys. Where
+    queries and keys are the same positions, SDPA and flash attention apply causality themselves (they read
+    `AaynAttention.is_causal`), so no mask is built. `like` gives the device.
+    """
+    if padding_mask is not None and bool(padding_mask.all()):
+        padding_mask = None
+    if implementation.startswith("flash"):
+        return padding_mask
+    offset = key_length - query_length  # cached positions before the first query
+    causal = causal and query_length > 1
+    if padding_mask is None and not (causal and (offset > 0 or implementation != "sdpa")):
+        return None
+    if implementation == "flex_attention":
+        from torch.nn.attention.flex_attention import create_block_mask
+
+        def mask_mod(batch, head, query, key):
+            keep = key <= query + offset if causal else key >= 0
+            return keep & padding_mask[batch, key].bool() if padding_mask is not None else keep
+
+        batch = padding_mask.shape[0] if padding_mask is not None else None
+        return create_block_mask(mask_mod, batch, None, query_length, key_length, device=like.device)
+    mask = torch.ones(1, 1, query_length, key_length, dtype=torch.bool, device=like.device)
+    if causal:
+        mask = mask.tril(diagonal=offset)
+    if padding_mask is not None:
+        mask = mask & padding_mask[:, None, None, :].bool()
+    return mask  # boolean, True where a query may attend, for SDPA and the eager kernel alike
+
+
+def additive_bias(blocked: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """0 where attention goes, half the dtype's lowest number where `blocked` (a boolean tensor) says it may not:
+    adding a score to it never overflows to -inf, and the softmax gives exactly 0 there either way."""
+    bias = torch.zeros(blocked.shape, dtype=dtype, device=blocked.device)
+    return bias.masked_fill_(blocked, torch.finfo(dtype).min / 2)
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """§3.2.1 Scaled Dot-Product Attention, softmax(Q K^T / sqrt(d_k)) V, returning the weights too. The mask is
+    boolean (True: attend) as the model builds it for SDPA and this kernel alike, or additive."""
+    scores = torch.matmul(query, key.transpose(2, 3)).mul_(scaling)  # in place: the product is not saved
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        # a bias over (B, 1, T, S) built once per call: a masked_fill over every head's scores would cost another
+        # pass over them backward, where an addition passes its gradient through
+        scores = scores + additive_bias(~attention_mask, scores.dtype)
+    elif attention_mask is not None:
+        scores = scores + attention_mask
+    # in the scores' dtype: torch's softmax sums in float32 for bfloat16 and float16 inputs itself
+    weights = F.softmax(scores, dim=-1)
+    output = torch.matmul(F.dropout(weights, p=dropout, training=module.training), value)
+    return output.transpose(1, 2).contiguous(), weights
+
+
+# §5.4 Residual dropout
+
+
+class AaynDropout(nn.Dropout):
+    """`nn.Dropout`, with its random numbers drawn four elements at a time on CPU.
+
+    torch's CPU dropout draws one number per element from its Mersenne Twister; here each 64-bit draw decides four
+    elements by 16 bits each, so the drop probability is p rounded to a multiple of 1/65536 (0.1 -> 0.1000061) and
+    kept values are scaled by the inverse of that rounded keep probability, which keeps the expectation exact.
+    Elsewhere (GPUs) torch's fused kernel runs.
+    """
+
+    def keep(self, x: torch.Tensor) -> tuple[torch.Tensor, float] | None:
+        """(which elements of x stay, their scale), or None where `F.dropout` should run."""
+        dropped = round(self.p * 65536)
+        if not self.training or x.device.type != "cpu" or not 0 < dropped < 65536:
+            return None
+        count = x.numel()
+        draws = torch.empty((count + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), None)
+        words = draws.view(torch.int16)[:count].view(x.shape)  # uniform over [-32768, 32767]
+        return words >= dropped - 32768, 65536 / (65536 - dropped)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        kept = self.keep(x)
+        if kept is None:
+            return F.dropout(x, self.p, self.training, self.inplace)
+        return x * kept[0] * kept[1]  # the scale as a number: bfloat16 x is rounded once, as F.dropout rounds it
+
+    def add_to(self, residual: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """residual + dropout(x), in one pass where the mask is ours."""
+        kept = self.keep(x)
+        if kept is None:
+            return residual + F.dropout(x, self.p, self.training)
+        return torch.addcmul(residual, x, kept[0], value=kept[1])
+
+
+# §5.4 Label smoothing, plain and fused with the output layer
+
+
+def label_smoothed_loss(
+    logits: torch.Tensor, labels: torch.Tensor, epsilon: float, num_items_in_batch: torch.Tensor | int | None = None
+) -> torch.Tensor:
+    """(1 - eps) * -log p(label) + eps * mean over the vocabulary of -log p, in float32, summed over the positions
+    whose label is not -100 and divided by `num_items_in_batch` (the Trainer's count of such labels over every
+    micro-batch of the optimizer step, on every process) or by their count here.
+
+    The Trainer's `LabelSmoother` gives the same value per token; taking the loss here lets the Trainer normalize
+    over the whole accumulated batch (it passes `num_items_in_batch` to models whose forward takes **kwargs)."""
+    total = F.cross_entropy(
+        logits.float().flatten(0, 1),
+        labels.to(logits.device).flatten(),
+        ignore_index=-100,
+        reduction="sum",
+        label_smoothing=epsilon,
+    )
+    return _per_label(total, labels, num_items_in_batch)
+
+
+def _per_label(total: torch.Tensor, labels: torch.Tensor, num_items_in_batch: torch.Tensor | int | None):
+    if num_items_in_batch is None:
+        num_items_in_batch = (labels != -100).sum()
+    if torch.is_tensor(num_items_in_batch):
+        num_items_in_batch = num_items_in_batch.to(total.device)
+    return total / num_items_in_batch
+
+
+# A chunk of about FUSED_LOSS_CHUNK_VALUES logits (4 MB of float32) keeps its passes (softmax, gradient, casts) in
+# the CPU's cache; at least d_model rows, since each chunk adds a (vocab, d_model) product into the weight's
+# gradient; at most FUSED_LOSS_MAX_CHUNK_VALUES where the vocabulary is large.
+FUSED_LOSS_CHUNK_VALUES = 2**20
+FUSED_LOSS_MAX_CHUNK_VALUES = 2**24
+
+
+def fused_loss_chunk_rows(vocab: int, d_model: int) -> int:
+    return min(max(d_model, FUSED_LOSS_CHUNK_VALUES // vocab), max(1, FUSED_LOSS_MAX_CHUNK_VALUES // vocab))
+
+
+class _LinearLabelSmoothedLoss(torch.autograd.Function):
+    """The summed label-smoothed loss of `hidden @ weight.T` without ever holding all the logits: row chunks are
+    projected, scored and differentiated in the forward pass (Liger's fused linear cross-entropy), so only their
+    gradients are kept. d loss / d logits = softmax - (1 - eps) * onehot(label) - eps / vocab.
+
+    Under autocast the products run in its dtype with the weight and hidden states cast once per call (autocast
+    alone would cast the (vocab, d_model) weight again for every chunk and product). Probabilities and sums stay
+    float32. One softmax gives both the gradient and the loss: with z a row's logits and p = softmax(z),
+    log-sum-exp(z) = max z - log max p (max p >= 1 / vocab, so it never underflows), and the row's loss is
+    log-sum-exp(z) - (1 - eps) z[label] - eps mean(z), with no log-softmax pass."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, epsilon: float):
+        rows, vocab = hidden.shape[0], weight.shape[0]
+        chunk = fused_loss_chunk_rows(vocab, hidden.shape[1])
+        device = hidden.device.type
+        autocast = torch.is_autocast_enabled(device)
+        dtype = torch.get_autocast_dtype(device) if autocast else torch.promote_types(hidden.dtype, weight.dtype)
+        exact = torch.promote_types(dtype, torch.float32)
+        with torch.autocast(device, enabled=False):
+            matrix, states = weight.to(dtype), hidden.to(dtype)
+            total = torch.zeros((), dtype=exact, device=hidden.device)
+            grad_hidden = torch.empty(hidden.shape, dtype=dtype, device=hidden.device)
+            grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+            # one set of buffers for all chunks, written in place: fresh memory costs the CPU a page fault at the
+            # first write of every 4 kB page
+            products = hidden.new_empty((min(chunk, rows), vocab), dtype=dtype)  # a chunk's logits, then gradient
+            scores = products if dtype == exact else torch.empty_like(products, dtype=exact)
+            partial = None if dtype == torch.float32 else torch.empty_like(grad_weight, dtype=dtype)
+            for start in range(0, rows, chunk):
+                h, y = states[start : start + chunk], targets[start : start + chunk, None]  # (n, d), (n, 1)
+                n = h.shape[0]
+                logits = torch.mm(h, matrix.t(), out=products[:n])  # (n, vocab)
+                if scores is not products:
+                    logits = scores[:n].copy_(logits)
+                total += logits.amax(dim=-1).sum() - (1 - epsilon) * logits.gather(1, y).sum()
+                total -= epsilon / vocab * logits.sum()
+                probs = torch.softmax(logits, dim=-1, out=logits)  # the logits are not needed any more
+                total -= probs.amax(dim=-1).log().sum()  # log-sum-exp(z) = max z - log max p
+                grad = probs.scatter_add_(1, y, probs.new_full(y.shape, epsilon - 1)).sub_(epsilon / vocab)
+                if scores is not products:
+                    grad = products[:n].copy_(grad)
+                torch.mm(grad, matrix, out=grad_hidden[start : start + n])
+                if partial is None:
+                    grad_weight.addmm_(grad.t(), h)
+                else:
+                    grad_weight += torch.mm(grad.t(), h, out=partial)
+        ctx.save_for_backward(grad_hidden.to(hidden.dtype), grad_weight.to(weight.dtype))
+        return total.float()
+
+    @staticmethod
+    def backward(ctx, grad_total):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return (
+            grad_hidden * grad_total.to(grad_hidden.dtype),
+            grad_weight * grad_total.to(grad_weight.dtype),
+            None,
+            None,
+        )
+
+
+def fused_label_smoothed_loss(
+    hidden_states: torch.Tensor,
+    weight: torch.Tensor,
+    labels: torch.Tensor,
+    epsilon: float,
+    num_items_in_batch: torch.Tensor | int | None = None,
+) -> torch.Tensor:
+    """`label_smoothed_loss(hidden_states @ weight.T, ...)`, computed only at positions whose label is not -100
+    and without the full logits (the base model's 37000-way output layer: 600 MB of float32 per 4096 tokens)."""
+    labels = labels.to(hidden_states.device)
+    keep = labels != -100
+    total = _LinearLabelSmoothedLoss.apply(hidden_states[keep], weight, labels[keep], epsilon)
+    return _per_label(total, labels, num_items_in_batch)
+
+
+# The output layer while decoding on CPU
+
+# Up to this many rows (sentences x beams) per decoding step, torch's CPU kernels multiply faster by the output
+# matrix stored as (d_model, vocab) than as nn.Linear's (vocab, d_model); beyond, they do not.
+DECODING_LAYOUT_MAX_ROWS = 128
+
+
+@contextmanager
+def cpu_decoding_layout(model):
+    """While open, decoding steps of at most DECODING_LAYOUT_MAX_ROWS rows on CPU multiply by a contiguous
+    (d_model, vocab) copy of the output matrix (`output_logits` reads it), made at the first such step.
+
+    Invariant: the copy equals `lm_head.weight.T` for as long as it lives. It holds because nothing changes the
+    weights inside `generate` (no gradients) and the copy is dropped on exit; training never sees it.
+    """
+    if model.lm_head.weight.device.type != "cpu" or model._decoding_matrix is not None:
+        yield  # elsewhere, or already open (a nested generate)
+        return
+    model._decoding_matrix = [None]
+    try:
+        yield
+    finally:
+        model._decoding_matrix = None
+
+
+def output_logits(lm_head: nn.Linear, hidden_states: torch.Tensor, decoding_matrix: list | None) -> torch.Tensor:
+    """lm_head(hidden_states), or, inside `cpu_decoding_layout` for a small step, the same products with the
+    (d_model, vocab) copy (another summation order; the tied embedding needs the (vocab, d_model) layout, so the
+    copy lives only as long as the `generate` call)."""
+    weight = lm_head.weight
+    if (
+        decoding_matrix is None
+        or torch.is_grad_enabled()
+        or hidden_states.dtype != weight.dtype
+        or hidden_states.shape[:-1].numel() > DECODING_LAYOUT_MAX_ROWS
+    ):
+        return lm_head(hidden_states)
+    if decoding_matrix[0] is None:
+        decoding_matrix[0] = weight.detach().t().contiguous()
+    return hidden_states @ decoding_matrix[0]
