@@ -67,17 +67,14 @@ def test_evaluation_without_generation_keeps_no_logits(corpus, tmp_path, monkeyp
     assert seen == [None] and "test_loss" in metrics
 
 
-def test_a_rerun_into_the_same_folder_is_refused_resumed_or_started_clean(corpus, tmp_path):
+def test_a_rerun_into_the_same_folder_is_refused_resumed_or_started_clean(corpus, tmp_path, capsys):
     first = train(tmp_path, tiny_recipe(corpus, tmp_path / "out", **FAST))
     assert first.returncode == 0, first.stderr[-3000:]
     weights = (tmp_path / "out" / "model.safetensors").read_bytes()
     other_pair = tiny_recipe(corpus, tmp_path / "out", **FAST, source_lang="fr", target_lang="en")
-    refused = train(tmp_path, other_pair)
-    assert (
-        refused.returncode == 2
-        and "holds an earlier run" in refused.stderr
-        and "--overwrite_output_dir" in refused.stderr
-    )
+    assert aayn(["train", str(write_recipe(tmp_path / "other.yaml", other_pair))]) == 2  # refused before any work
+    refused = capsys.readouterr().err
+    assert "holds an earlier run" in refused and "--overwrite_output_dir" in refused
     assert (tmp_path / "out" / "model.safetensors").read_bytes() == weights  # untouched
 
     clean = train(tmp_path, {**other_pair, "max_steps": 2}, "--overwrite_output_dir", "true")
@@ -87,7 +84,7 @@ def test_a_rerun_into_the_same_folder_is_refused_resumed_or_started_clean(corpus
     assert "(fr to en)" in card and "2 steps" in card
 
 
-def test_resume_true_takes_the_newest_complete_checkpoint(corpus, tmp_path):
+def test_resume_true_takes_the_newest_complete_checkpoint(corpus, tmp_path, capsys):
     recipe = tiny_recipe(corpus, tmp_path / "out", **FAST)
     assert train(tmp_path, recipe).returncode == 0
     (tmp_path / "out" / "checkpoint-4" / "trainer_state.json").unlink()  # as a kill -9 during the save leaves it
@@ -99,8 +96,10 @@ def test_resume_true_takes_the_newest_complete_checkpoint(corpus, tmp_path):
     state = json.loads((tmp_path / "out" / "checkpoint-6" / "trainer_state.json").read_text())
     assert state["global_step"] == 6
     (tmp_path / "out" / "checkpoint-6" / "trainer_state.json").unlink()
-    incomplete = train(tmp_path, recipe, "--resume_from_checkpoint", str(tmp_path / "out" / "checkpoint-6"))
-    assert incomplete.returncode == 2 and "lacks trainer_state.json" in incomplete.stderr
+    recipe_path = str(write_recipe(tmp_path / "r.yaml", recipe))
+    resume = ["--resume_from_checkpoint", str(tmp_path / "out" / "checkpoint-6")]
+    assert aayn(["train", recipe_path, *resume]) == 2  # refused before any work
+    assert "lacks trainer_state.json" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

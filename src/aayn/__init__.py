@@ -6,6 +6,13 @@ a process that never imports aayn).
 
 Nothing heavy is imported here, so that `aayn --help` answers at once: the classes load on first use, and the
 registration runs as soon as transformers is imported (at once if it already is).
+
+Why a `sys.meta_path` finder (`_RegisterWhenReady`) rather than registering at import, as other model packages
+do: registering needs the model classes, hence torch and transformers, which take seconds to import, and the
+`aayn` command lives in this package, so every `aayn --help` and every mistyped recipe key would wait for them.
+The finder keeps `import aayn` cheap and still registers before an Auto class can be used (they live in
+transformers), which is what `import aayn` promises. The command line removes the finder and registers once
+its arguments are known to be good.
 """
 
 import importlib

@@ -40,7 +40,7 @@ class AaynConfig(PretrainedConfig):
         init_std: None (default) initializes as the paper's codebases do (Xavier-uniform projections, embeddings
             from N(0, d_model^-0.5)); a number draws every projection and embedding from N(0, init_std) instead,
             as transformers' Marian and BART do (0.02). The paper names no initialization; small models trained
-            briefly learn faster with 0.02 (the demo recipe; see the README).
+            briefly learn faster with 0.02 (the demo recipe).
         label_smoothing: epsilon_ls of §5.4, the label smoothing of the loss `forward` returns with `labels`
             (the paper's 0.1; `aayn train` sets it from `label_smoothing_factor`). 0 is plain cross-entropy.
         scale_embedding: multiply embeddings by sqrt(d_model) (§3.4).

@@ -5,8 +5,8 @@ A recipe is a YAML file of `key: value` pairs for any of the three dataclasses; 
 wrong type is an error that names the key.
 
 `--help` and the key check answer before transformers' `Seq2SeqTrainingArguments` is imported (its module imports
-torch: ~3 s): they read its fields from transformers' source with `ast` (`trainer_fields`), and import it only
-where that source cannot be read.
+torch, which takes seconds): they read its fields from transformers' source with `ast` (`trainer_fields`), and
+import it only where that source cannot be read.
 """
 
 from __future__ import annotations

