@@ -14,19 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
+from training_helpers import FAST, tiny_recipe, write_numbers_corpus, write_recipe
 
 from aayn.cli import main as aayn
 from aayn.training.output import RUN_MARKER, RunLock, checkpoint_faults
 
-FAST = dict(
-    max_steps=4,
-    save_steps=2,
-    eval_strategy="no",
-    generation_num_beams=1,
-    max_predict_samples=4,
-    num_examples_to_print=0,
-)
 SCRIPTS = Path(__file__).parent / "scripts"
 
 

@@ -10,20 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
+from training_helpers import FAST, tiny_recipe, write_numbers_corpus, write_recipe
 
 from aayn.cli import main as aayn
 from aayn.training import parse_arguments
 from aayn.training.arguments import argument_parser, trainer_fields
-
-FAST = dict(
-    max_steps=4,
-    save_steps=2,
-    eval_strategy="no",
-    generation_num_beams=1,
-    max_predict_samples=4,
-    num_examples_to_print=0,
-)
 
 
 @pytest.fixture(scope="module")

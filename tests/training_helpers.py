@@ -22,6 +22,16 @@ FOLDER_FILES = {
     "tokenizer_config.json",
 }
 
+# a run of 4 steps with checkpoints 2 and 4, no validation, greedy test decoding of 4 sentences
+FAST = dict(
+    max_steps=4,
+    save_steps=2,
+    eval_strategy="no",
+    generation_num_beams=1,
+    max_predict_samples=4,
+    num_examples_to_print=0,
+)
+
 # sentence pairs of different lengths (so that a per-micro-batch mean differs from the mean over all tokens)
 EIGHT_PAIRS = [
     ("Six one eight.", "Six un huit."),
