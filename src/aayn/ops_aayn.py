@@ -83,7 +83,9 @@ def eager_attention_forward(
     if attention_mask is not None and attention_mask.dtype == torch.bool:
         # a bias over (B, 1, T, S) built once per call: a masked_fill over every head's scores would cost another
         # pass over them backward, where an addition passes its gradient through
-        scores = scores + additive_bias(~attention_mask, scores.dtype)
+        blocked = torch.finfo(scores.dtype).min / 2  # as additive_bias, without a pass to invert the mask
+        bias = torch.full(attention_mask.shape, blocked, dtype=scores.dtype, device=scores.device)
+        scores = scores + bias.masked_fill_(attention_mask, 0.0)
     elif attention_mask is not None:
         scores = scores + attention_mask
     # in the scores' dtype: torch's softmax sums in float32 for bfloat16 and float16 inputs itself

@@ -284,7 +284,6 @@ def _train_and_test(model_args, data_args, args, data, make_model, resume, start
     trainer.save_model(str(staging), _internal_call=True)
     if trainer.is_world_process_zero():
         move_final_files(staging, Path(args.output_dir))
-    if trainer.is_world_process_zero():
         plot_history(trainer.state.log_history, Path(args.output_dir) / "training_curves.png")
         if args.predict_with_generate:
             sources = [row["translation"][data_args.source_lang] for row in data["test"]]
