@@ -18,11 +18,13 @@ def model_for(**overrides):
 
 
 @torch.no_grad()
-def reference_beam_search(model, source, k, alpha, limit):
+def reference_beam_search(model, source, k, alpha, limit, banned=None, stop_at_k_finished=False):
     """Textbook beam search with fairseq's rules: 2k candidates per step by log P; an eos among the first k
     finishes a hypothesis, scored log P / ((5 + |Y|) / 6)^alpha with |Y| counting eos; the first k others live on.
-    Runs to the length limit (eos is the only choice there), so nothing depends on an early-stopping bound."""
-    eos, start = model.config.eos_token_id, model.config.decoder_start_token_id
+    Runs to the length limit (eos is the only choice there), so nothing depends on an early-stopping bound (unless
+    `stop_at_k_finished`: transformers' early_stopping=True). Pad is never chosen (fairseq's rule); `banned(tokens,
+    step)` names more words a hypothesis may not take next (away from the limit)."""
+    eos, start, pad = model.config.eos_token_id, model.config.decoder_start_token_id, model.config.pad_token_id
     live, finished = [([], 0.0)], []
     for step in range(1, limit + 1):
         candidates = []
@@ -31,6 +33,9 @@ def reference_beam_search(model, source, k, alpha, limit):
             log_probs = torch.log_softmax(logits.double(), -1)
             if step == limit:
                 log_probs = torch.where(torch.arange(len(log_probs)) == eos, log_probs, -math.inf)
+            else:
+                for word in {pad} | (banned(tokens, step) if banned else set()):
+                    log_probs[word] = -math.inf
             candidates += [(log_p + log_probs[w].item(), beam, w) for w in range(len(log_probs))]
         candidates.sort(key=lambda c: -c[0])
         top = candidates[: 2 * k]
@@ -38,6 +43,8 @@ def reference_beam_search(model, source, k, alpha, limit):
             if word == eos and value > -math.inf:
                 finished.append((value / ((5 + step) / 6) ** alpha, live[beam][0] + [eos]))
         live = [(live[beam][0] + [word], value) for value, beam, word in top if word != eos][:k]
+        if stop_at_k_finished and len(finished) >= k:
+            break
     return sorted(finished, key=lambda f: -f[0])
 
 
@@ -49,6 +56,7 @@ def reference_greedy(model, source, alpha, limit):
     for step in range(1, limit + 1):
         logits = model(input_ids=source[None], decoder_input_ids=torch.tensor([[start, *tokens]])).logits[0, -1]
         log_probs = torch.log_softmax(logits.double(), -1)
+        log_probs[model.config.pad_token_id] = -math.inf  # never chosen (fairseq's rule)
         word = eos if step == limit else int(log_probs.argmax())
         tokens, log_p = tokens + [word], log_p + log_probs[word].item()
         if word == eos:
@@ -168,7 +176,7 @@ def test_the_search_is_the_same_whichever_attention_kernel_the_model_is_configur
 def test_bad_arguments():
     model = model_for()
     source, _ = random_batch(1, 4, 40)
-    with pytest.raises(ValueError, match="num_return_sequences=5 cannot exceed num_beams=4"):
+    with pytest.raises(ValueError, match="num_return_sequences"):
         model.generate(source, num_return_sequences=5)
 
 

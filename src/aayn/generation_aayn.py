@@ -11,23 +11,20 @@ This file travels with every saved checkpoint (the model file imports it): it im
 
 from __future__ import annotations
 
+import copy
 import math
+from dataclasses import dataclass
 
 import torch
 from torch.nn import functional as F
+from transformers import GenerationConfig
 from transformers.cache_utils import DynamicCache
-from transformers.utils import ModelOutput, logging
+from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
+from transformers.utils import logging
 
 from .ops_aayn import additive_bias, cpu_decoding_layout
 
 logger = logging.get_logger(__name__)
-
-# what `generate(...)` may pass to the paper's search; anything else (sampling, logits processors, ...) goes to
-# transformers' own `generate`
-PAPER_DECODING_ARGUMENTS = {
-    "input_ids", "attention_mask", "num_beams", "length_penalty", "max_new_tokens", "max_length", "early_stopping",
-    "num_return_sequences", "return_dict_in_generate", "output_scores", "use_cache", "synced_gpus", "do_sample",
-}  # fmt: skip
 
 # attention functions that take the folded layout's additive masks (FoldedSearchCache); others (flash, flex) get
 # the encoder's keys once per beam
@@ -251,147 +248,422 @@ class BeamSearch:
         return scores, beams.gather(1, order), words.gather(1, order)
 
 
+@dataclass
+class SearchSettings:
+    """What `paper_search` is asked to do; `generate` builds it from its arguments and the generation config."""
+
+    num_beams: int
+    alpha: float  # GNMT's length penalty exponent (`length_penalty`)
+    eos: int
+    pad: int
+    start: int
+    returned: int = 1  # num_return_sequences
+    min_step: int = 1  # eos may end a hypothesis from this step on (min_length, min_new_tokens)
+    no_repeat_ngram_size: int = 0
+    bad_words_ids: tuple = ()
+    early_stopping: bool | str = "never"  # "never": the exact rule; True / False: transformers' meanings
+    use_cache: bool = True
+    synced_gpus: bool = False
+
+
+class TokenRules:
+    """The tokens a hypothesis may not take next, as masks on the step's log-probabilities (tensors only, no host
+    read): pad (fairseq's rule; unless pad is eos), `bad_words_ids` and `no_repeat_ngram_size` as transformers'
+    logits processors define them (over the decoder's tokens, its start token included), and eos before
+    `min_step` (except at a sentence's limit, where eos is the only choice)."""
+
+    def __init__(self, settings: SearchSettings, device: torch.device):
+        self.settings = settings
+        single = {words[0] for words in settings.bad_words_ids if len(words) == 1}
+        if settings.pad != settings.eos:
+            single.add(settings.pad)
+        self.banned = torch.tensor(sorted(single), dtype=torch.long, device=device)
+        self.sequences = [
+            (torch.tensor(words[:-1], device=device), words[-1]) for words in settings.bad_words_ids if len(words) > 1
+        ]
+
+    def apply(self, log_probs: torch.Tensor, history: torch.Tensor, step: int, at_limit: torch.Tensor):
+        """log_probs (n, k, vocab) of the hypotheses `history[:, :step]` (n * k rows), changed in place."""
+        settings, (n, k, vocab) = self.settings, log_probs.shape
+        log_probs.index_fill_(-1, self.banned, -math.inf)
+        rows = log_probs.view(n * k, vocab)
+        for prefix, word in self.sequences:
+            if step >= prefix.shape[0]:
+                follows = (history[:, step - prefix.shape[0] : step] == prefix).all(-1)  # (n * k,)
+                rows[:, word].masked_fill_(follows, -math.inf)
+        size = settings.no_repeat_ngram_size
+        if size and step >= size:
+            seen = history[:, :step].unfold(1, size, 1)  # (rows, windows, size): every n-gram so far
+            repeats = (seen[:, :, :-1] == history[:, None, step - size + 1 : step]).all(-1)  # ends as the hypothesis
+            counts = torch.zeros_like(rows).scatter_add_(1, seen[:, :, -1], repeats.to(rows.dtype))
+            rows.masked_fill_(counts > 0, -math.inf)
+        if step < settings.min_step:
+            eos = settings.eos
+            log_probs[:, :, eos] = log_probs[:, :, eos].masked_fill(~at_limit[:, None], -math.inf)
+        return log_probs
+
+
 @torch.no_grad()
 def paper_search(
-    model,
-    input_ids: torch.LongTensor,
-    attention_mask: torch.Tensor,
-    *,
-    num_beams: int,
-    alpha: float,
-    max_new_tokens: torch.Tensor,
-    num_return_sequences: int = 1,
+    model, input_ids: torch.LongTensor, attention_mask: torch.Tensor, max_new_tokens: torch.Tensor, settings
 ) -> tuple[torch.LongTensor, torch.Tensor]:
-    """Beam search with GNMT's length penalty and a length limit per sentence; `num_beams=1` is greedy decoding
-    (the likeliest token at each step until eos, as tensor2tensor, the paper's code, decodes with beam size 1).
+    """Beam search with GNMT's length penalty and a length limit per sentence (`max_new_tokens`, (batch,));
+    `num_beams=1` is greedy decoding (the likeliest token at each step until eos, as tensor2tensor, the paper's
+    code, decodes with beam size 1).
 
-    A sentence is done once the hypotheses it returns (its `num_return_sequences` best finished ones) all score
-    at least what its best live beam could still reach (log P / lp(limit): log P only falls and lp only grows),
-    or at its limit, where eos is the only choice. With one returned hypothesis this is tensor2tensor's rule (the
-    paper's code, `stop_early=True`): no live beam can beat the best finished one, so the search returns what
-    running to the limit would; the k-th finished one need not be known.
+    A sentence is done once the hypotheses it returns (its `returned` best finished ones) all score at least what
+    its best live beam could still reach (log P only falls; lp is largest at the limit, or for a negative alpha at
+    the shortest length still possible), or at its limit, where eos is the only choice. With one returned
+    hypothesis this is tensor2tensor's rule (the paper's code, `stop_early=True`): the search returns what running
+    to the limit would. `early_stopping=True` / `False` give transformers' rules instead (stop at k finished
+    hypotheses / when the best live beam at its current length cannot beat the k-th).
     Done sentences leave the batch and the caches (fairseq's way). With sdpa or eager attention (the default) the
     beams of a sentence fold (`FoldedSearchCache`): the encoder's keys and values are kept once per sentence, and
-    no cached key or value is copied when beams are reordered. Returns the `num_return_sequences` best
-    hypotheses per sentence (start token, tokens, eos, padding) and their scores log P / lp(|Y|).
+    no cached key or value is copied when beams are reordered. Without the cache (`use_cache=False`) every step
+    runs the decoder over the whole hypothesis. Under `synced_gpus` every process runs decoder steps until the
+    sentences of all processes are done (a sharded model's forward is a collective).
+    Returns the `returned` best hypotheses per sentence (start token, tokens, eos, padding after eos) and their
+    scores log P / lp(|Y|).
     """
-    if num_return_sequences > num_beams:
-        raise ValueError(f"num_return_sequences={num_return_sequences} cannot exceed num_beams={num_beams}")
-    config, device = model.config, input_ids.device
-    batch, k, eos, pad = input_ids.shape[0], num_beams, config.eos_token_id, config.pad_token_id
-    search, returned = BeamSearch(k, eos), num_return_sequences
+    device, s = input_ids.device, settings
+    batch, k, eos, pad, returned = input_ids.shape[0], s.num_beams, s.eos, s.pad, s.returned
+    search, rules = BeamSearch(k, eos), TokenRules(s, device)
     dtype = torch.promote_types(model.lm_head.weight.dtype, torch.float32)  # the model's float32 (or float64)
     limits = max_new_tokens.to(device)  # (batch,)
     shortest, longest = torch.stack(limits.aminmax()).tolist()  # the one host read before the loop
     hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (n, S, d)
-    implementation = model.config._attn_implementation
-    fold = implementation in FOLDING_ATTENTION
-    if not fold:  # kernels that need one key row per query row: the encoder output per beam
+    fold = s.use_cache and model.config._attn_implementation in FOLDING_ATTENTION
+    idle_step = _idle_step(model, hidden[:1], attention_mask[:1], s.start) if s.synced_gpus else None
+    if not fold:  # kernels that need one key row per query row, or no cache: the encoder output per beam
         hidden, attention_mask = hidden.repeat_interleave(k, 0), attention_mask.repeat_interleave(k, 0)
     decoder = model.get_decoder()
     cross_mask = None if fold else attention_mask  # where beams fold, the cache masks padding itself
-    cache = FoldedSearchCache(longest, k, attention_mask, hidden.dtype) if fold else SearchCache(longest, k)
+    if not s.use_cache:
+        cache = None
+    else:
+        cache = FoldedSearchCache(longest, k, attention_mask, hidden.dtype) if fold else SearchCache(longest, k)
 
     sentence = torch.arange(batch, device=device)  # the original index of each sentence still searched
     scores = torch.full((batch, k), -math.inf, dtype=dtype, device=device)
     scores[:, 0] = 0.0  # one live beam at the start, so the first step does not pick the same token k times
     history = torch.full((batch * k, longest + 1), pad, dtype=torch.long, device=device)
-    history[:, 0] = config.decoder_start_token_id
+    history[:, 0] = s.start
     finished = torch.full((batch, k), -math.inf, dtype=dtype, device=device)  # normalized scores, best first
     finished_tokens = torch.full((batch, k, longest + 1), pad, dtype=torch.long, device=device)
-    best = torch.full(
-        (batch, k), -math.inf, dtype=dtype, device=device
-    )  # per original sentence, filled as sentences finish
-    best_tokens = finished_tokens.clone()
-    not_eos = torch.arange(config.decoder_vocab_size, device=device) != eos  # (vocab,), built once
-    for step in range(1, longest + 1):
-        n = sentence.shape[0]
-        embeds = decoder.embed.embed_tokens(history[:, step - 1 : step])  # ids from this search: no range check
-        states, _, _, _ = decoder(None, hidden, None, cross_mask, past_key_values=cache, inputs_embeds=embeds)
-        log_probs = F.log_softmax(model._output_logits(states[:, -1]).to(dtype), dim=-1).view(n, k, -1)
-        at_limit = step >= limits  # (n,): eos is the only choice
-        if step >= shortest:  # before, no sentence is at its limit
-            log_probs = torch.where(at_limit[:, None, None] & not_eos, -math.inf, log_probs)
-        parents = None  # the beams the new beams continue: the cache learns them after the step's host read
-        if k == 1:  # greedy, as tensor2tensor decodes with beam size 1: the likeliest token; eos ends it
-            value, word = log_probs[:, 0].max(dim=-1)  # (n,)
-            scores = scores + value[:, None]
-            history[:, step] = word
-            done = word == eos  # at the limit eos is the only choice
-            finished = torch.where(done[:, None], scores / gnmt_length_penalty(step, alpha), finished)
-            finished_tokens = torch.where(done[:, None, None], history[:, None], finished_tokens)
+    finished_lengths = torch.zeros((batch, k), dtype=torch.long, device=device)  # tokens after the start
+    best = torch.full((batch, k), -math.inf, dtype=dtype, device=device)  # per original sentence, as they finish
+    best_tokens, best_lengths = finished_tokens.clone(), finished_lengths.clone()
+    not_eos = torch.arange(model.config.decoder_vocab_size, device=device) != eos  # (vocab,), built once
+    step, searching = 0, batch > 0
+    while True:
+        step += 1
+        if not searching:  # synced_gpus: this process's sentences are done, others' are not
+            idle_step()
         else:
-            values, beams, words = search.step(scores, log_probs)
-            # candidates among the first k that end in eos join the finished ones (top k by normalized score)
-            ending = (words[:, :k] == eos) & torch.isfinite(values[:, :k])
-            rows = (beams[:, :k] + torch.arange(n, device=device)[:, None] * k).view(-1)
-            ended_tokens = history[rows].view(n, k, -1)  # (n, k, L), a copy (indexing by a tensor)
-            ended_tokens[:, :, step] = eos
-            ended = torch.where(ending, values[:, :k] / gnmt_length_penalty(step, alpha), -math.inf)
-            finished, pick = torch.cat([finished, ended], 1).topk(k, dim=-1)  # (n, k), best first
-            finished_tokens = torch.cat([finished_tokens, ended_tokens], 1).gather(
-                1, pick[:, :, None].expand(-1, -1, finished_tokens.shape[-1])
-            )
-            scores, beams, words = search.live_on(values, beams, words)
-            reachable = scores.max(-1).values / gnmt_length_penalty(limits, alpha)
-            done = at_limit | (finished[:, returned - 1] >= reachable)  # (n,)
-            parents = beams
-            history = history[(beams + torch.arange(n, device=device)[:, None] * k).view(-1)]
-            history[:, step] = words.view(-1)
+            n = sentence.shape[0]
+            if cache is None:  # the whole hypothesis again, no cache
+                embeds = decoder.embed.embed_tokens(history[:, :step])
+            else:
+                embeds = decoder.embed.embed_tokens(history[:, step - 1 : step])  # ids from this search: in range
+            states, _, _, _ = decoder(None, hidden, None, cross_mask, past_key_values=cache, inputs_embeds=embeds)
+            log_probs = F.log_softmax(model._output_logits(states[:, -1]).to(dtype), dim=-1).view(n, k, -1)
+            at_limit = step >= limits  # (n,): eos is the only choice
+            log_probs = rules.apply(log_probs, history, step, at_limit)
+            if step >= shortest:  # before, no sentence is at its limit
+                log_probs = torch.where(at_limit[:, None, None] & not_eos, -math.inf, log_probs)
+            parents = None  # the beams the new beams continue: the cache learns them after the step's host read
+            if k == 1:  # greedy, as tensor2tensor decodes with beam size 1: the likeliest token; eos ends it
+                value, word = log_probs[:, 0].max(dim=-1)  # (n,)
+                scores = scores + value[:, None]
+                history[:, step] = word
+                done = word == eos  # at the limit eos is the only choice
+                finished = torch.where(done[:, None], scores / gnmt_length_penalty(step, s.alpha), finished)
+                finished_tokens = torch.where(done[:, None, None], history[:, None], finished_tokens)
+                finished_lengths = finished_lengths.masked_fill(done[:, None], step)
+            else:
+                values, beams, words = search.step(scores, log_probs)
+                # candidates among the first k that end in eos join the finished ones (top k by normalized score)
+                ending = (words[:, :k] == eos) & torch.isfinite(values[:, :k])
+                rows = (beams[:, :k] + torch.arange(n, device=device)[:, None] * k).view(-1)
+                ended_tokens = history[rows].view(n, k, -1)  # (n, k, L), a copy (indexing by a tensor)
+                ended_tokens[:, :, step] = eos
+                ended = torch.where(ending, values[:, :k] / gnmt_length_penalty(step, s.alpha), -math.inf)
+                finished, pick = torch.cat([finished, ended], 1).topk(k, dim=-1)  # (n, k), best first
+                finished_tokens = torch.cat([finished_tokens, ended_tokens], 1).gather(
+                    1, pick[:, :, None].expand(-1, -1, finished_tokens.shape[-1])
+                )
+                finished_lengths = torch.cat([finished_lengths, torch.full_like(finished_lengths, step)], 1)
+                finished_lengths = finished_lengths.gather(1, pick)
+                scores, beams, words = search.live_on(values, beams, words)
+                done = at_limit | _search_done(finished, scores.max(-1).values, limits, step, s)
+                parents = beams
+                history = history[(beams + torch.arange(n, device=device)[:, None] * k).view(-1)]
+                history[:, step] = words.view(-1)
 
-        flags = done.tolist()  # the one host read of the step; the indices below are built from it on the host
-        keep = None
-        if any(flags):
-            ended = torch.tensor([i for i, flag in enumerate(flags) if flag], device=device)
-            best[sentence[ended]], best_tokens[sentence[ended]] = finished[ended], finished_tokens[ended]
-            if all(flags):
+            flags = done.tolist()  # the one host read of the step; the indices below are built from it on the host
+            keep = None
+            if any(flags):
+                ended = torch.tensor([i for i, flag in enumerate(flags) if flag], device=device)
+                best[sentence[ended]], best_tokens[sentence[ended]] = finished[ended], finished_tokens[ended]
+                best_lengths[sentence[ended]] = finished_lengths[ended]
+                searching = not all(flags)
+            if searching and any(flags):
+                keep = torch.tensor([i for i, flag in enumerate(flags) if not flag], device=device)  # (m,)
+                kept = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)  # (m * k,) their beams' rows
+                sentence, scores, limits = sentence[keep], scores[keep], limits[keep]
+                finished, finished_tokens, history = finished[keep], finished_tokens[keep], history[kept]
+                finished_lengths = finished_lengths[keep]
+                per_sentence = keep if fold else kept
+                hidden = hidden[per_sentence]
+                cross_mask = cross_mask[per_sentence] if cross_mask is not None else None
+            if searching and cache is not None:
+                cache.next_step(parents, keep)
+        if not s.synced_gpus:
+            if not searching:
                 break
-            keep = torch.tensor([i for i, flag in enumerate(flags) if not flag], device=device)  # (m,)
-            kept = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)  # (m * k,) their beams' rows
-            sentence, scores, limits = sentence[keep], scores[keep], limits[keep]
-            finished, finished_tokens, history = finished[keep], finished_tokens[keep], history[kept]
-            per_sentence = keep if fold else kept
-            hidden = hidden[per_sentence]
-            cross_mask = cross_mask[per_sentence] if cross_mask is not None else None
-        cache.next_step(parents, keep)
+        elif not _anyone_searching(searching, device):
+            break
 
-    sequences = best_tokens[:, :returned].reshape(batch * returned, -1)
-    width = int((sequences != pad).sum(-1).max())
-    sequences = sequences[:, :width]
-    return sequences, best[:, :returned].reshape(-1)
+    lengths = best_lengths[:, :returned].reshape(-1)
+    width = 1 + int(lengths.max()) if batch else 1
+    return best_tokens[:, :returned].reshape(batch * returned, -1)[:, :width], best[:, :returned].reshape(-1)
+
+
+def _search_done(finished, best_live, limits, step: int, settings: SearchSettings) -> torch.Tensor:
+    """(n,) whether each sentence's search may stop, by its early-stopping rule (see `paper_search`)."""
+    alpha, k = settings.alpha, settings.num_beams
+    if settings.early_stopping is True:  # transformers: as soon as k hypotheses finished
+        return torch.isfinite(finished[:, k - 1])
+    if settings.early_stopping is False:  # transformers' heuristic: the best live beam, were it to end next
+        return finished[:, k - 1] >= best_live / gnmt_length_penalty(step + 1, alpha)
+    # exact: log P only falls, so a live beam reaches at most log P / (the largest lp of a length still possible)
+    first_end = max(step + 1, settings.min_step)
+    largest_lp = gnmt_length_penalty(limits if alpha >= 0 else limits.clamp(max=first_end), alpha)
+    return finished[:, settings.returned - 1] >= best_live / largest_lp
+
+
+def _idle_step(model, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int):
+    """A decoder step on one token, its output unused: what a process whose sentences are done runs while other
+    processes still search (`synced_gpus`), so that every module's forward, and the collectives of a sharded
+    model in it, runs as often in every process."""
+    start_ids = torch.full((1, 1), start, dtype=torch.long, device=hidden.device)
+
+    def step():
+        embeds = model.get_decoder().embed.embed_tokens(start_ids)
+        states, _, _, _ = model.get_decoder()(None, hidden, None, attention_mask, inputs_embeds=embeds)
+        model._output_logits(states[:, -1])
+
+    return step
+
+
+def _anyone_searching(searching: bool, device: torch.device) -> bool:
+    """synced_gpus: whether any process still searches (a collective every step, as transformers' search)."""
+    import torch.distributed as dist
+
+    flag = torch.tensor([1.0 if searching else 0.0], device=device)
+    dist.all_reduce(flag)
+    return flag.item() > 0
+
+
+def hypothesis_outputs(model, input_ids, attention_mask, sequences, returned: int, options: set) -> dict:
+    """What `return_dict_in_generate` adds for the returned hypotheses, from one teacher-forced forward over
+    them (the search keeps none of it): per step, `scores` (log-probabilities) and `logits` ((rows, vocab) each);
+    per step and layer `decoder_attentions` ((rows, heads, 1, step)), `cross_attentions` ((rows, heads, 1,
+    source)) and `decoder_hidden_states` ((rows, 1, d_model)); the encoder's attentions and hidden states."""
+    if not options or sequences.shape[1] < 2:
+        return {}
+    decoder_input = sequences[:, :-1]
+    with torch.no_grad():
+        out = model(
+            input_ids=input_ids.repeat_interleave(returned, 0),
+            attention_mask=attention_mask.repeat_interleave(returned, 0),
+            decoder_input_ids=decoder_input,
+            output_attentions="output_attentions" in options,
+            output_hidden_states="output_hidden_states" in options,
+            use_cache=False,
+            return_dict=True,
+        )
+    steps = range(decoder_input.shape[1])
+    extra = {}
+    if "output_scores" in options:
+        extra["scores"] = tuple(F.log_softmax(out.logits[:, t].float(), dim=-1) for t in steps)
+    if "output_logits" in options:
+        extra["logits"] = tuple(out.logits[:, t] for t in steps)
+    if "output_attentions" in options:
+        extra["encoder_attentions"] = out.encoder_attentions
+        extra["decoder_attentions"] = tuple(
+            tuple(a[:, :, t : t + 1, : t + 1] for a in out.decoder_attentions) for t in steps
+        )
+        extra["cross_attentions"] = tuple(tuple(a[:, :, t : t + 1] for a in out.cross_attentions) for t in steps)
+    if "output_hidden_states" in options:
+        extra["encoder_hidden_states"] = out.encoder_hidden_states
+        extra["decoder_hidden_states"] = tuple(tuple(h[:, t : t + 1] for h in out.decoder_hidden_states) for t in steps)
+    return extra
+
+
+# generation options the paper's search serves (`generate` reads them from its arguments and the generation config)
+SERVED = {
+    "num_beams", "length_penalty", "max_new_tokens", "max_length", "min_new_tokens", "min_length",
+    "no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "early_stopping", "use_cache",
+    "return_dict_in_generate", "output_scores", "output_logits", "output_attentions", "output_hidden_states",
+    "bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "do_sample", "synced_gpus",
+}  # fmt: skip
+# sampling's knobs: without do_sample transformers ignores them (and warns); so does the paper's search
+SAMPLING_ONLY = {"temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff"}
+# arguments of `generate` itself (not generation config fields); anything else not None goes to transformers
+MODEL_INPUTS = {"input_ids", "attention_mask", "synced_gpus"}
+OUTPUT_OPTIONS = ("output_scores", "output_logits", "output_attentions", "output_hidden_states")
+
+
+def _defaults() -> dict:
+    """transformers' default generation values (4.57's defaults, which 5.x keeps aside and reads as unset)."""
+    default = GenerationConfig()
+    values = default.to_dict()
+    if hasattr(default, "_get_default_generation_params"):  # transformers 5.x
+        values.update(default._get_default_generation_params())
+    return values
+
+
+def _given(config: GenerationConfig, passed: set[str]) -> dict:
+    """The generation values in force that the user set: passed to `generate`, or in the generation config with a
+    value other than transformers' default (transformers cannot tell the two apart either)."""
+    defaults = _defaults()
+    values = {}
+    for key, value in config.to_dict().items():
+        if key.startswith("_") or key == "transformers_version" or value is None:
+            continue
+        if key in passed or value != defaults.get(key):
+            values[key] = value
+    return values
+
+
+def _whole(name: str, value, smallest: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < smallest:
+        raise ValueError(f"`{name}` must be an integer >= {smallest}, got {value!r}")
+    return value
+
+
+def search_settings(model, config: GenerationConfig, given: dict, synced_gpus: bool) -> SearchSettings:
+    """The paper's search settings from the generation values in force, checked (ValueError, as transformers)."""
+    model_config = model.config
+    tokens = {}
+    for name in ("eos_token_id", "pad_token_id", "decoder_start_token_id"):
+        value = given.get(name, getattr(model_config, name))
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]
+        tokens[name] = _whole(name, value, 0)
+    beams = _whole("num_beams", 1 if config.num_beams is None else config.num_beams, 1)
+    alpha = 1.0 if config.length_penalty is None else config.length_penalty
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+        raise ValueError(f"`length_penalty` must be a finite number, got {alpha!r}")
+    returned = _whole("num_return_sequences", config.num_return_sequences or 1, 1)  # None: 4.57's default
+    if returned > beams:
+        raise ValueError(f"num_return_sequences={returned} cannot exceed num_beams={beams}")
+    min_step = max(
+        _whole("min_length", given.get("min_length", 0), 0),
+        _whole("min_new_tokens", given.get("min_new_tokens", 0), 0) + 1,
+    )
+    bad_words = given.get("bad_words_ids") or []
+    vocab = model_config.decoder_vocab_size
+    if not isinstance(bad_words, (list, tuple)) or not all(
+        isinstance(words, (list, tuple)) and words and all(_is_token(t, vocab) for t in words) for words in bad_words
+    ):
+        raise ValueError(f"`bad_words_ids` must be a list of non-empty lists of token ids < {vocab}, got {bad_words!r}")
+    if [tokens["eos_token_id"]] in [list(words) for words in bad_words]:
+        raise ValueError("`bad_words_ids` bans eos on its own: no hypothesis could end")
+    early = given.get("early_stopping", "never")
+    if early not in (True, False, "never"):
+        raise ValueError(f"`early_stopping` must be True, False or 'never', got {early!r}")
+    return SearchSettings(
+        num_beams=beams,
+        alpha=float(alpha),
+        eos=tokens["eos_token_id"],
+        pad=tokens["pad_token_id"],
+        start=tokens["decoder_start_token_id"],
+        returned=returned,
+        min_step=min_step,
+        no_repeat_ngram_size=_whole("no_repeat_ngram_size", given.get("no_repeat_ngram_size", 0), 0),
+        bad_words_ids=tuple(tuple(words) for words in bad_words),
+        early_stopping=early,
+        use_cache=bool(config.use_cache if config.use_cache is not None else True),
+        synced_gpus=bool(synced_gpus),
+    )
+
+
+def _is_token(value, vocab: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < vocab
+
+
+def source_mask(input_ids: torch.Tensor, attention_mask, pad: int | None, eos: int | None) -> torch.Tensor:
+    """The encoder's attention mask as transformers infers it: given (any dtype, nonzero = attend), or from
+    padding only where the pad token occurs and differs from eos; otherwise every token attends."""
+    if attention_mask is not None:
+        return attention_mask.ne(0).long()
+    if pad is not None and pad != eos and bool((input_ids == pad).any()):
+        return input_ids.ne(pad).long()
+    return torch.ones_like(input_ids, dtype=torch.long)
+
+
+def length_limits(attention_mask: torch.Tensor, given: dict) -> torch.Tensor:
+    """Per sentence, §6.1's limit (source length + 50) within `max_new_tokens` or `max_length` (transformers
+    counts the decoder start token in the latter; `max_new_tokens` wins where both are given, as there)."""
+    limits = attention_mask.sum(-1) + 50
+    if given.get("max_new_tokens") is not None:
+        return limits.clamp(max=_whole("max_new_tokens", given["max_new_tokens"], 1))
+    if given.get("max_length") is not None:
+        return limits.clamp(max=_whole("max_length", given["max_length"], 2) - 1)
+    return limits
 
 
 def generate(model, inputs, generation_config, paper_decoding, parent_generate, **kwargs):
     """`AaynForConditionalGeneration.generate`: §6.1's search unless `paper_decoding=False` (or
-    `config.paper_decoding` is off); sampling and options it does not take go to transformers' `generate`."""
-    config = model.generation_config if generation_config is None else generation_config
+    `config.paper_decoding` is off). Every generation value in force counts, whether passed or set in the
+    generation config; the search serves those in SERVED, and anything else (sampling, logits processors, other
+    strategies) goes to transformers' `generate` with §6.1's limit (and alpha as its own length penalty
+    |Y|^alpha), with one warning naming what did not fit the paper's search."""
+    base = model.generation_config if generation_config is None else generation_config
     paper = model.config.paper_decoding if paper_decoding is None else paper_decoding
     kwargs.pop("labels", None)  # Seq2SeqTrainer's predict_with_generate passes them along
-    others = set(kwargs) - PAPER_DECODING_ARGUMENTS
     with cpu_decoding_layout(model):
-        if not paper or kwargs.get("do_sample", config.do_sample) or others:
-            if paper and others:
-                logger.warning_once(f"paper decoding does not take {sorted(others)}; using transformers' generate")
+        if not paper:
             return parent_generate(inputs, generation_config=generation_config, **kwargs)
-        input_ids = inputs if inputs is not None else kwargs["input_ids"]
-        attention_mask = kwargs.get("attention_mask")
-        if attention_mask is None:
-            attention_mask = (input_ids != model.config.pad_token_id).long()
-        limits = attention_mask.sum(-1) + 50
-        if kwargs.get("max_new_tokens") is not None:
-            limits = limits.clamp(max=kwargs["max_new_tokens"])
-        elif kwargs.get("max_length") is not None:
-            limits = limits.clamp(max=kwargs["max_length"] - 1)  # transformers counts the decoder start token
+        config = copy.deepcopy(base)
+        passed = {key for key, value in kwargs.items() if value is not None}
+        unused = config.update(**{key: kwargs[key] for key in passed})
+        given = _given(config, passed - set(unused))
+        sampling = bool(config.do_sample)
+        others = (set(given) - SERVED - SAMPLING_ONLY) | (set(unused) - MODEL_INPUTS)
+        input_ids = inputs if inputs is not None else kwargs.get("input_ids")
+        if input_ids is None:
+            others.add("inputs_embeds" if "inputs_embeds" in passed else "no input_ids")
+        if sampling or others:
+            return _transformers_search(model, inputs, generation_config, parent_generate, given, others, kwargs)
+        if set(given) & SAMPLING_ONLY:
+            ignored = sorted(set(given) & SAMPLING_ONLY)
+            logger.warning_once(f"{ignored} only apply to sampling (do_sample=True): ignored, as transformers does")
+        settings = search_settings(model, config, given, kwargs.get("synced_gpus") or False)
+        attention_mask = source_mask(input_ids, kwargs.get("attention_mask"), settings.pad, settings.eos)
         sequences, scores = paper_search(
-            model,
-            input_ids,
-            attention_mask,
-            # a generation config written by 4.57 leaves out values at 4.57's defaults, which 5.x reads as None
-            num_beams=kwargs.get("num_beams") or config.num_beams or 1,
-            alpha=next(a for a in (kwargs.get("length_penalty"), config.length_penalty, 1.0) if a is not None),
-            max_new_tokens=limits,
-            num_return_sequences=kwargs.get("num_return_sequences") or config.num_return_sequences or 1,
+            model, input_ids, attention_mask, length_limits(attention_mask, given), settings
         )
-    if kwargs.get("return_dict_in_generate", config.return_dict_in_generate):
-        return ModelOutput(sequences=sequences, sequences_scores=scores)
-    return sequences
+        if not config.return_dict_in_generate:
+            return sequences
+        options = {option for option in OUTPUT_OPTIONS if getattr(config, option, False)}
+        extra = hypothesis_outputs(model, input_ids, attention_mask, sequences, settings.returned, options)
+    return GenerateBeamEncoderDecoderOutput(sequences=sequences, sequences_scores=scores, **extra)
+
+
+def _transformers_search(model, inputs, generation_config, parent_generate, given, others, kwargs):
+    """transformers' `generate`, keeping §6.1's limit (the batch's longest source + 50) where none was given."""
+    if others:
+        logger.warning_once(
+            f"the paper's search does not serve {sorted(others)}: decoding with transformers' search, with §6.1's "
+            "length limit (source + 50) and alpha as its length penalty (|Y|^alpha, not GNMT's)"
+        )
+    if "max_length" not in given and "max_new_tokens" not in given:
+        input_ids = inputs if inputs is not None else kwargs.get("input_ids")
+        if input_ids is not None:
+            config = model.config
+            mask = source_mask(input_ids, kwargs.get("attention_mask"), config.pad_token_id, config.eos_token_id)
+            kwargs = {**kwargs, "max_new_tokens": int(mask.sum(-1).max()) + 50}
+    return parent_generate(inputs, generation_config=generation_config, **kwargs)

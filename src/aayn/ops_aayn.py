@@ -275,10 +275,14 @@ def cpu_decoding_layout(model):
 def output_logits(lm_head: nn.Linear, hidden_states: torch.Tensor, decoding_matrix: list | None) -> torch.Tensor:
     """lm_head(hidden_states), or, inside `cpu_decoding_layout` for a small step, the same products with the
     (d_model, vocab) copy (another summation order; the tied embedding needs the (vocab, d_model) layout, so the
-    copy lives only as long as the `generate` call)."""
+    copy lives only as long as the `generate` call). An output layer that is more than a plain Linear (an adapter,
+    a hook) is always called."""
     weight = lm_head.weight
     if (
         decoding_matrix is None
+        or type(lm_head) is not nn.Linear
+        or lm_head._forward_hooks
+        or lm_head._forward_pre_hooks
         or torch.is_grad_enabled()
         or hidden_states.dtype != weight.dtype
         or hidden_states.shape[:-1].numel() > DECODING_LAYOUT_MAX_ROWS

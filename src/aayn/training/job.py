@@ -221,13 +221,17 @@ def _train_and_test(model_args, data_args, args, data, make_model, resume, start
         model.config.label_smoothing, args.label_smoothing_factor = smoothing, 0.0
     if data_args.num_beams:
         args.generation_num_beams = data_args.num_beams
-    args.generation_max_length = args.generation_max_length or data_args.max_target_length
+    if (
+        model.config.model_type != "aayn"
+    ):  # transformers' search needs a limit (its default is 20 tokens); ours keeps §6.1's source + 50
+        args.generation_max_length = args.generation_max_length or data_args.max_target_length
     if data_args.length_penalty is not None:
         model.generation_config.length_penalty = data_args.length_penalty
     model.generation_config.num_beams = args.generation_num_beams or model.generation_config.num_beams
     if model.generation_config.num_beams == 1:  # greedy: GenerationConfig refuses to save a beam-only setting
         model.generation_config.length_penalty = 1.0
-    model.generation_config.max_length = args.generation_max_length
+    if args.generation_max_length is not None:  # a limit given for evaluation is saved with the model
+        model.generation_config.max_length = args.generation_max_length
     lengths = dict(
         source_lang=data_args.source_lang,
         target_lang=data_args.target_lang,
