@@ -106,6 +106,13 @@ elif not any(isinstance(finder, _RegisterWhenReady) for finder in sys.meta_path)
     sys.meta_path.insert(0, _RegisterWhenReady())
 
 
+# peft's LoRA `target_modules` for every projection of the model (peft keeps its defaults in its own table of
+# transformers' model types, which a model outside transformers cannot join): self-attention's fused Q/K/V,
+# encoder-decoder attention's query and fused K/V, every attention's output, both feed-forward layers. Add
+# "lm_head" to adapt the (tied) output layer too.
+LORA_TARGET_MODULES = ["qkv_proj", "q_proj", "kv_proj", "out_proj", "fc1", "fc2"]
+
+
 def translation_pipeline(model, **kwargs):
     """`pipeline("translation")` for an AAYN model where aayn is installed (no `trust_remote_code` needed)."""
     from transformers import pipeline
@@ -116,6 +123,7 @@ def translation_pipeline(model, **kwargs):
 
 
 __all__ = [
+    "LORA_TARGET_MODULES",
     "AaynConfig",
     "AaynForConditionalGeneration",
     "AaynModel",

@@ -29,6 +29,7 @@ from .ops_aayn import (
     fused_label_smoothed_loss,
     label_smoothed_loss,
     output_logits,
+    plain_linear,
 )
 from .pipeline_aayn import AaynTranslationPipeline  # noqa: F401  (relative imports travel with the remote code)
 
@@ -655,7 +656,8 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
             return_dict=True,
         )
         smoothing, items = self.config.label_smoothing, kwargs.get("num_items_in_batch")
-        if labels is not None and self.training and torch.is_grad_enabled() and not return_logits:
+        fusable = plain_linear(self.lm_head)  # an adapted output layer (LoRA) is called, not read
+        if labels is not None and self.training and torch.is_grad_enabled() and not return_logits and fusable:
             logits = None  # the loss straight from the hidden states, no logits kept
             loss = fused_label_smoothed_loss(outputs.last_hidden_state, self.lm_head.weight, labels, smoothing, items)
         else:  # logits in the parameters' precision, as Marian's: CPU autocast would not upcast a log_softmax

@@ -155,9 +155,9 @@ def label_smoothed_loss(
 def _per_label(total: torch.Tensor, labels: torch.Tensor, num_items_in_batch: torch.Tensor | int | None):
     if num_items_in_batch is None:
         num_items_in_batch = (labels != -100).sum()
-    if torch.is_tensor(num_items_in_batch):
-        num_items_in_batch = num_items_in_batch.to(total.device)
-    return total / num_items_in_batch
+    if torch.is_tensor(num_items_in_batch):  # no label at all: a loss of 0 with zero gradients, not 0 / 0
+        return total / num_items_in_batch.to(total.device).clamp(min=1)
+    return total / max(num_items_in_batch, 1)
 
 
 # A chunk of about FUSED_LOSS_CHUNK_VALUES logits (4 MB of float32) keeps its passes (softmax, gradient, casts) in
@@ -193,13 +193,15 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
         with torch.autocast(device, enabled=False):
             matrix, states = weight.to(dtype), hidden.to(dtype)
             total = torch.zeros((), dtype=exact, device=hidden.device)
-            grad_hidden = torch.empty(hidden.shape, dtype=dtype, device=hidden.device)
-            grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+            # only the gradients asked for: a frozen output matrix (or frozen states) costs no buffer and no product
+            need_hidden, need_weight = ctx.needs_input_grad[:2]
+            grad_hidden = torch.empty(hidden.shape, dtype=dtype, device=hidden.device) if need_hidden else None
+            grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_weight else None
             # one set of buffers for all chunks, written in place: fresh memory costs the CPU a page fault at the
             # first write of every 4 kB page
             products = hidden.new_empty((min(chunk, rows), vocab), dtype=dtype)  # a chunk's logits, then gradient
             scores = products if dtype == exact else torch.empty_like(products, dtype=exact)
-            partial = None if dtype == torch.float32 else torch.empty_like(grad_weight, dtype=dtype)
+            partial = None if dtype == torch.float32 or not need_weight else torch.empty_like(grad_weight, dtype=dtype)
             for start in range(0, rows, chunk):
                 h, y = states[start : start + chunk], targets[start : start + chunk, None]  # (n, d), (n, 1)
                 n = h.shape[0]
@@ -213,20 +215,26 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
                 grad = probs.scatter_add_(1, y, probs.new_full(y.shape, epsilon - 1)).sub_(epsilon / vocab)
                 if scores is not products:
                     grad = products[:n].copy_(grad)
-                torch.mm(grad, matrix, out=grad_hidden[start : start + n])
+                if need_hidden:
+                    torch.mm(grad, matrix, out=grad_hidden[start : start + n])
+                if not need_weight:
+                    continue
                 if partial is None:
                     grad_weight.addmm_(grad.t(), h)
                 else:
                     grad_weight += torch.mm(grad.t(), h, out=partial)
-        ctx.save_for_backward(grad_hidden.to(hidden.dtype), grad_weight.to(weight.dtype))
+        ctx.save_for_backward(
+            None if grad_hidden is None else grad_hidden.to(hidden.dtype),
+            None if grad_weight is None else grad_weight.to(weight.dtype),
+        )
         return total.float()
 
     @staticmethod
     def backward(ctx, grad_total):
         grad_hidden, grad_weight = ctx.saved_tensors
         return (
-            grad_hidden * grad_total.to(grad_hidden.dtype),
-            grad_weight * grad_total.to(grad_weight.dtype),
+            None if grad_hidden is None else grad_hidden * grad_total.to(grad_hidden.dtype),
+            None if grad_weight is None else grad_weight * grad_total.to(grad_weight.dtype),
             None,
             None,
         )
@@ -245,6 +253,17 @@ def fused_label_smoothed_loss(
     keep = labels != -100
     total = _LinearLabelSmoothedLoss.apply(hidden_states[keep], weight, labels[keep], epsilon)
     return _per_label(total, labels, num_items_in_batch)
+
+
+def plain_linear(module: nn.Module) -> bool:
+    """Whether `module` computes exactly `x @ weight.T`, so that the kernels here may read its weight directly: a
+    plain nn.Linear without bias or hooks (an adapter, such as peft's LoRA, or a hook must be called instead)."""
+    return (
+        type(module) is nn.Linear
+        and module.bias is None
+        and not module._forward_hooks
+        and not module._forward_pre_hooks
+    )
 
 
 # The output layer while decoding on CPU
@@ -280,9 +299,7 @@ def output_logits(lm_head: nn.Linear, hidden_states: torch.Tensor, decoding_matr
     weight = lm_head.weight
     if (
         decoding_matrix is None
-        or type(lm_head) is not nn.Linear
-        or lm_head._forward_hooks
-        or lm_head._forward_pre_hooks
+        or not plain_linear(lm_head)
         or torch.is_grad_enabled()
         or hidden_states.dtype != weight.dtype
         or hidden_states.shape[:-1].numel() > DECODING_LAYOUT_MAX_ROWS

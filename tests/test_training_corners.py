@@ -1,0 +1,54 @@
+"""Training corners: the fused loss computes only the gradients that are needed, and a batch without target tokens
+gives a loss of 0 and zero gradients (not 0 / 0)."""
+
+import pytest
+import torch
+from conftest import random_batch, tiny_config
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from aayn import AaynForConditionalGeneration
+
+
+class Shapes(TorchDispatchMode):
+    """The shapes of every tensor the ops produce."""
+
+    def __init__(self):
+        super().__init__()
+        self.shapes = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in out if isinstance(out, (tuple, list)) else [out]:
+            if isinstance(tensor, torch.Tensor):
+                self.shapes.append(tuple(tensor.shape))
+        return out
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_a_frozen_output_matrix_costs_no_weight_gradient(frozen):
+    vocab, d = 300, 32
+    model = AaynForConditionalGeneration(tiny_config(vocab_size=vocab)).train()
+    model.model.shared.weight.requires_grad_(not frozen)  # the tied embedding and output matrix
+    source, mask = random_batch(4, 9, vocab)
+    labels, _ = random_batch(4, 7, vocab)
+    with Shapes() as recorded:
+        model(input_ids=source, attention_mask=mask, labels=labels).loss.backward()
+    weight_sized = recorded.shapes.count((vocab, d))
+    if frozen:
+        assert weight_sized == 0 and model.model.shared.weight.grad is None
+        assert model.model.encoder.layers[0].feed_forward.fc1.weight.grad is not None  # the rest still learns
+    else:
+        assert weight_sized > 0 and model.model.shared.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("items", [None, 0, torch.tensor(0)])
+def test_a_batch_without_target_tokens_gives_loss_0_and_zero_gradients(fused, items):
+    model = AaynForConditionalGeneration(tiny_config()).train()
+    source, mask = random_batch(2, 5, 40)
+    labels = torch.full((2, 4), -100)
+    kwargs = {} if items is None else {"num_items_in_batch": items}
+    loss = model(input_ids=source, attention_mask=mask, labels=labels, return_logits=not fused, **kwargs).loss
+    loss.backward()
+    assert loss.item() == 0.0
+    assert all(torch.isfinite(p.grad).all() and not p.grad.any() for p in model.parameters() if p.grad is not None)
