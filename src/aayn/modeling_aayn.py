@@ -259,15 +259,14 @@ class AaynEmbeddings(nn.Module):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids and inputs_embeds")
         if inputs_embeds is None:
-            vocab_size = self.embed_tokens.num_embeddings
-            if input_ids.numel():  # one host read per call: this runs at every decoding step
+            try:  # no host read on the way: the embedding's own range check (CPU) is translated if it fails
+                inputs_embeds = self.embed_tokens(input_ids)
+            except IndexError:
                 low, high = torch.stack(torch.aminmax(input_ids)).tolist()
-                if low < 0 or high >= vocab_size:
-                    raise ValueError(
-                        f"token ids must lie in [0, {vocab_size}) (the embedding's vocabulary), "
-                        f"got values from {low} to {high}"
-                    )
-            inputs_embeds = self.embed_tokens(input_ids)
+                raise ValueError(
+                    f"token ids must lie in [0, {self.embed_tokens.num_embeddings}) (the embedding's vocabulary), "
+                    f"got values from {low} to {high}"
+                ) from None
         length = inputs_embeds.shape[1]
         if past_length + length > self.max_positions and not self.warned_of_length:
             self.warned_of_length = True  # once per model, not once per length (decoding steps lengthen one by one)
