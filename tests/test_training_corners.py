@@ -82,3 +82,18 @@ def test_torch_compile_trains_as_eager_and_its_graph_breaks_are_the_known_ones()
     assert places <= {"attention_mask_for", "fused_label_smoothed_loss"}, places
     assert not any("aminmax" in str(reason.reason) for reason in explained.break_reasons)
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("paper_decoding", [True, False])
+def test_compiled_encoder_and_decoder_decode_as_eager(paper_decoding):
+    """`Module.compile` of the encoder and decoder in place (what the paper's search and transformers' call):
+    the same translations as eager."""
+    torch._dynamo.reset()
+    model = AaynForConditionalGeneration(tiny_config()).eval()
+    source, mask = random_batch(3, 7, 40, [7, 4, 2])
+    kwargs = dict(attention_mask=mask, num_beams=3, max_new_tokens=6, paper_decoding=paper_decoding)
+    expected = model.generate(source, **kwargs)
+    model.model.encoder.compile(backend="aot_eager", dynamic=True)
+    model.model.decoder.compile(backend="aot_eager", dynamic=True)
+    assert torch.equal(model.generate(source, **kwargs), expected)
+    torch._dynamo.reset()
