@@ -108,6 +108,54 @@ def translate(args: argparse.Namespace) -> None:
         print(" ".join(line.splitlines()))  # one line out per line in, whatever the model emits
 
 
+def score(args: argparse.Namespace) -> None:
+    """Score given translations: per line pair, log P(target | source) (eos included) and the length-normalized
+    score the paper's search ranks by, tab-separated, in input order (--per_token: each target token's too)."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from .checks import check_device
+    from .scoring import score_texts
+
+    sources, targets = (read_lines(path, flag) for path, flag in ((args.source, "--source"), (args.target, "--target")))
+    if len(sources) != len(targets):
+        raise ValueError(f"--source {args.source} has {len(sources)} lines, --target {args.target} {len(targets)}")
+    location = model_location(args.model)
+    check_device(args.device)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(location)
+        model = AutoModelForSeq2SeqLM.from_pretrained(location).to(args.device).eval()
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot load a model from --model {args.model!r}: {error}") from None
+    scores = score_texts(
+        model,
+        tokenizer,
+        sources,
+        targets,
+        length_penalty=args.length_penalty,
+        per_token=args.per_token,
+        batch_tokens=args.batch_tokens,
+    )
+    for pair in scores:
+        columns = [f"{pair.log_prob:.6f}", f"{pair.score:.6f}"]
+        if args.per_token:
+            columns.append(" ".join(f"{value:.6f}" for value in pair.tokens))
+        print("\t".join(columns))
+
+
+def read_lines(path: str, flag: str) -> list[str]:
+    """The lines of a UTF-8 text file, without their line ends; `-` is standard input."""
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        lines = data.decode("utf-8").split("\n")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{flag} {path}: no such file") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{flag} {path} is not UTF-8 text ({error})") from None
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    return [line.rstrip("\r") for line in lines]
+
+
 def generate_options(args: argparse.Namespace) -> dict:
     """The decoding flags a user set (the others come from the model's generation config)."""
     return {
@@ -231,6 +279,15 @@ def main(argv: list[str] | None = None) -> int:
         "--per-head", dest="per_head", action="store_true", help="with --show-attention: one panel per head"
     )
     translator.set_defaults(run=translate)
+    scoring = commands.add_parser("score", help=score.__doc__)
+    scoring.add_argument("--model", required=True, help="saved model folder or Hub id")
+    scoring.add_argument("--source", required=True, help="source sentences, one per line (- for standard input)")
+    scoring.add_argument("--target", required=True, help="their translations, one per line, aligned with --source")
+    scoring.add_argument("--length_penalty", type=float, help="alpha of the score's normalization (default: model's)")
+    scoring.add_argument("--per_token", action="store_true", help="a third column: each target token's log P")
+    scoring.add_argument("--batch_tokens", type=positive_int, default=4096, help="padded tokens per batch")
+    scoring.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps, ...")
+    scoring.set_defaults(run=score)
     bencher = commands.add_parser("bench", help=bench.__doc__)
     bencher.add_argument("--quick", action="store_true", help="fewer repeats and smaller batches (~3 min on 2 cores)")
     bencher.add_argument("--json", metavar="PATH", help="also write the report as JSON")

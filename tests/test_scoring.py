@@ -1,0 +1,88 @@
+"""Scoring given translations: against a plain forward's log-softmax summed in float64, one pair at a time, and
+against the paper's search's own `sequences_scores` for its outputs; the `aayn score` command prints one line per
+pair in input order."""
+
+import math
+
+import pytest
+import torch
+from conftest import random_batch, tiny_config
+
+from aayn import AaynForConditionalGeneration
+from aayn.cli import main as aayn
+from aayn.scoring import score_ids, score_texts
+
+SOURCES = ["six one eight", "two", "nine nine nine zero one", "", "three four"]
+TARGETS = ["six un huit", "deux", "neuf neuf neuf zéro un", "un", ""]
+
+
+@torch.no_grad()
+def reference(model, tokenizer, source: str, target: str, alpha: float):
+    """log P(target | source), eos included, from one unbatched float64 forward; and its normalized score."""
+    model = model.double()
+    source_ids = torch.tensor([tokenizer(source)["input_ids"]])
+    target_ids = tokenizer(text_target=target)["input_ids"]
+    decoder_input = torch.tensor([[model.config.decoder_start_token_id, *target_ids[:-1]]])
+    logits = model(input_ids=source_ids, decoder_input_ids=decoder_input).logits[0].double()
+    per_token = [torch.log_softmax(logits[t], -1)[w].item() for t, w in enumerate(target_ids)]
+    return math.fsum(per_token), math.fsum(per_token) / ((5 + len(target_ids)) / 6) ** alpha, per_token
+
+
+def test_scores_equal_a_plain_forward_in_float64(saved):
+    _, model, tokenizer = saved
+    model = AaynForConditionalGeneration(model.config)
+    model.load_state_dict(saved[1].state_dict())
+    model = model.double().eval()
+    scores = score_texts(model, tokenizer, SOURCES, TARGETS, length_penalty=0.6, per_token=True, batch_tokens=12)
+    assert len(scores) == len(SOURCES)
+    for pair, source, target in zip(scores, SOURCES, TARGETS):
+        log_prob, normalized, per_token = reference(model, tokenizer, source, target, 0.6)
+        assert pair.log_prob == pytest.approx(log_prob, rel=1e-9)
+        assert pair.score == pytest.approx(normalized, rel=1e-9)
+        assert pair.tokens == pytest.approx(per_token, rel=1e-9)
+    assert score_texts(model, tokenizer, SOURCES, TARGETS)[0].tokens == []  # per-token values only on request
+
+
+@pytest.mark.parametrize("alpha", [0.6, 1.0])
+def test_the_search_outputs_score_their_sequences_scores(alpha):
+    torch.manual_seed(0)
+    model = AaynForConditionalGeneration(tiny_config(vocab_size=12)).double().eval()
+    source, mask = random_batch(3, 6, 12, [6, 2, 4])
+    out = model.generate(source, attention_mask=mask, num_beams=4, num_return_sequences=3, length_penalty=alpha,
+                         max_new_tokens=9, return_dict_in_generate=True)  # fmt: skip
+    labels = out.sequences[:, 1:].clone()
+    eos = model.config.eos_token_id
+    for row in labels:  # -100 after each hypothesis' eos
+        end = row.tolist().index(eos) + 1
+        row[end:] = -100
+    _, normalized, _ = score_ids(model, source.repeat_interleave(3, 0), mask.repeat_interleave(3, 0), labels, alpha)
+    torch.testing.assert_close(normalized, out.sequences_scores, rtol=1e-9, atol=0)
+
+
+def test_aayn_score_prints_one_line_per_pair_in_input_order(saved, tmp_path, capsys):
+    folder, model, tokenizer = saved
+    (tmp_path / "src.txt").write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+    (tmp_path / "hyp.txt").write_text("\n".join(TARGETS) + "\n", encoding="utf-8")
+    flags = [
+        "score",
+        "--model",
+        str(folder),
+        "--source",
+        str(tmp_path / "src.txt"),
+        "--target",
+        str(tmp_path / "hyp.txt"),
+    ]
+    assert aayn([*flags, "--length_penalty", "1.0", "--per_token", "--batch_tokens", "8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    expected = score_texts(model, tokenizer, SOURCES, TARGETS, length_penalty=1.0, per_token=True)
+    assert len(lines) == len(SOURCES)
+    for line, pair in zip(lines, expected):
+        log_prob, score, tokens = line.split("\t")
+        assert float(log_prob) == pytest.approx(pair.log_prob, abs=2e-6)
+        assert float(score) == pytest.approx(pair.score, abs=2e-6)
+        assert [float(v) for v in tokens.split()] == pytest.approx(pair.tokens, abs=2e-6)
+    (tmp_path / "short.txt").write_text("deux\n", encoding="utf-8")
+    assert aayn([*flags[:-1], str(tmp_path / "short.txt")]) == 2
+    assert "has 5 lines" in capsys.readouterr().err
+    assert aayn([*flags[:-1], str(tmp_path / "missing.txt")]) == 2
+    assert "missing.txt: no such file" in capsys.readouterr().err
