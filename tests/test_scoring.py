@@ -86,3 +86,39 @@ def test_aayn_score_prints_one_line_per_pair_in_input_order(saved, tmp_path, cap
     assert "has 5 lines" in capsys.readouterr().err
     assert aayn([*flags[:-1], str(tmp_path / "missing.txt")]) == 2
     assert "missing.txt: no such file" in capsys.readouterr().err
+
+
+def test_nbest_lists_are_ranked_as_the_search_ranks_them(saved, tmp_path, capsys, monkeypatch):
+    """`aayn translate --nbest N`: every input's N best hypotheses with their scores, in the search's order; the
+    scores are what scoring the texts gives; the pipeline returns the same N with num_return_sequences."""
+    import io
+    import json
+
+    from transformers import pipeline
+
+    folder, model, tokenizer = saved
+    sources = ["six one eight", "", "two zero"]
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO("\n".join(sources).encode() + b"\n")))
+    assert aayn(["translate", "--model", str(folder), "--nbest", "3", "--num_beams", "4", "--max_new_tokens", "6"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [int(r[0]) for r in rows] == [0, 0, 0, 1, 2, 2, 2]  # a blank line: one empty hypothesis
+    for index in (0, 2):
+        mine = [(float(r[1]), r[2]) for r in rows if int(r[0]) == index]
+        assert [s for s, _ in mine] == sorted((s for s, _ in mine), reverse=True)
+        out = model.generate(**tokenizer([sources[index]], return_tensors="pt"), num_beams=4, num_return_sequences=3,
+                             max_new_tokens=6, return_dict_in_generate=True)  # fmt: skip
+        assert [t for _, t in mine] == [
+            t.strip() for t in tokenizer.batch_decode(out.sequences, skip_special_tokens=True)
+        ]
+        assert [s for s, _ in mine] == pytest.approx(out.sequences_scores.tolist(), abs=1e-4)  # batched: float32
+        translate = pipeline("translation", model=str(folder), trust_remote_code=True)
+        piped = translate(sources[index], num_beams=4, num_return_sequences=3, max_new_tokens=6)
+        assert [p["translation_text"] for p in piped] == [t for _, t in mine]
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"two zero\n")))
+    assert (
+        aayn(["translate", "--model", str(folder), "--nbest", "2", "--format", "jsonl", "--max_new_tokens", "6"]) == 0
+    )
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["index"], r["rank"]) for r in records] == [(0, 0), (0, 1)] and records[0]["score"] >= records[1]["score"]
+    assert aayn(["translate", "--model", str(folder), "--format", "jsonl", "two"]) == 2
+    assert "needs --nbest" in capsys.readouterr().err

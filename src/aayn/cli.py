@@ -77,7 +77,7 @@ def translate(args: argparse.Namespace) -> None:
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from .checks import check_device
-    from .translate import plot_cross_attention, translate_texts
+    from .translate import nbest_translations, plot_cross_attention, translate_texts
 
     if args.text:
         lines = args.text
@@ -88,6 +88,8 @@ def translate(args: argparse.Namespace) -> None:
             raise ValueError(f"standard input is not UTF-8 text ({error})") from None
         if lines and lines[-1] == "":
             lines.pop()  # the newline that ends the last line
+    if args.nbest and args.show_attention:
+        raise ValueError("--nbest and --show-attention do not go together")
     if args.show_attention and len(lines) != 1:
         raise ValueError(f"--show-attention draws one sentence; got {len(lines)} lines")
     location = model_location(args.model)
@@ -102,9 +104,22 @@ def translate(args: argparse.Namespace) -> None:
         print(plot_cross_attention(model, tokenizer, lines[0], args.show_attention, per_head=args.per_head, **generate))
         print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
         return
-    for line in translate_texts(
-        model, tokenizer, [line.rstrip("\r") for line in lines], batch_tokens=args.batch_tokens, **generate
-    ):
+    lines = [line.rstrip("\r") for line in lines]
+    if args.nbest:
+        import json
+
+        best = nbest_translations(model, tokenizer, lines, args.nbest, batch_tokens=args.batch_tokens, **generate)
+        for index, hypotheses in enumerate(best):
+            for rank, (score, text) in enumerate(hypotheses):
+                text = " ".join(text.splitlines())
+                if args.format == "jsonl":
+                    print(json.dumps({"index": index, "rank": rank, "score": score, "text": text}, ensure_ascii=False))
+                else:
+                    print(f"{index}\t{score:.6f}\t{text}")
+        return
+    if args.format is not None:
+        raise ValueError(f"--format {args.format} needs --nbest N")
+    for line in translate_texts(model, tokenizer, lines, batch_tokens=args.batch_tokens, **generate):
         print(" ".join(line.splitlines()))  # one line out per line in, whatever the model emits
 
 
@@ -277,6 +292,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     translator.add_argument(
         "--per-head", dest="per_head", action="store_true", help="with --show-attention: one panel per head"
+    )
+    translator.add_argument(
+        "--nbest", type=positive_int, help="the N best hypotheses of every input, ranked as the search ranks them"
+    )
+    translator.add_argument(
+        "--format",
+        choices=["tsv", "jsonl"],
+        help="with --nbest: tsv (INDEX<TAB>SCORE<TAB>TEXT per hypothesis, the default) or jsonl",
     )
     translator.set_defaults(run=translate)
     scoring = commands.add_parser("score", help=score.__doc__)

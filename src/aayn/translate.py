@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -25,8 +26,28 @@ def translate_texts(
 ) -> list[str]:
     """Translations in input order. Sentences of similar length are batched up to `batch_tokens` padded source
     tokens (the training batch sampler, unshuffled); empty or blank lines translate to empty lines."""
+    best = nbest_translations(
+        model, tokenizer, texts, 1, batch_tokens=batch_tokens, max_source_length=max_source_length, **generate
+    )
+    return [hypotheses[0][1] for hypotheses in best]
+
+
+@torch.inference_mode()
+def nbest_translations(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: list[str],
+    nbest: int,
+    *,
+    batch_tokens: int = 4096,
+    max_source_length: int | None = None,
+    **generate,
+) -> list[list[tuple[float, str]]]:
+    """Per input, in input order, the `nbest` best hypotheses as (score, text), ranked as the search ranks them
+    (the paper's search: log P / GNMT's lp; at least `nbest` beams). An empty or blank line gives one empty
+    hypothesis with score 0."""
     limit = max_source_length or min(tokenizer.model_max_length, model.config.max_position_embeddings)
-    outputs = [""] * len(texts)
+    outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
     todo = [i for i, text in enumerate(texts) if text.strip()]
     if not todo:
         return outputs
@@ -35,12 +56,18 @@ def translate_texts(
     if long:
         logger.warning(f"{len(long)} input(s) longer than {limit} tokens truncated (numbers {long[:10]}...)")
         encoded = [ids if len(ids) <= limit else ids[: limit - 1] + ids[-1:] for ids in encoded]  # keeps </s>
+    if nbest > 1:
+        beams = generate.get("num_beams") or model.generation_config.num_beams or 1
+        generate = {**generate, "num_beams": max(beams, nbest), "num_return_sequences": nbest}
     lengths = [min(len(ids), batch_tokens) for ids in encoded]
     for batch in MaxTokensBatchSampler(lengths, max(batch_tokens, 1), shuffle=False):
         inputs = tokenizer.pad({"input_ids": [encoded[j] for j in batch]}, return_tensors="pt").to(model.device)
-        tokens = model.generate(**inputs, **generate)
-        for j, text in zip(batch, tokenizer.batch_decode(tokens, skip_special_tokens=True)):
-            outputs[todo[j]] = text.strip()
+        out = model.generate(**inputs, **generate, return_dict_in_generate=True)
+        texts_out = [text.strip() for text in tokenizer.batch_decode(out.sequences, skip_special_tokens=True)]
+        scores = out.sequences_scores.tolist() if getattr(out, "sequences_scores", None) is not None else None
+        for row, j in enumerate(batch):
+            rows = range(row * nbest, (row + 1) * nbest)
+            outputs[todo[j]] = [(scores[r] if scores else math.nan, texts_out[r]) for r in rows]
     return outputs
 
 
