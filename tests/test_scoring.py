@@ -122,3 +122,54 @@ def test_nbest_lists_are_ranked_as_the_search_ranks_them(saved, tmp_path, capsys
     assert [(r["index"], r["rank"]) for r in records] == [(0, 0), (0, 1)] and records[0]["score"] >= records[1]["score"]
     assert aayn(["translate", "--model", str(folder), "--format", "jsonl", "two"]) == 2
     assert "needs --nbest" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_target_prefixes_of_different_lengths_continue_inside_the_papers_search(k):
+    """Each sentence continues from its own prefix (right-padded with pad); the score counts every token, prefix
+    included. Reference: the brute-force search of test_paper_decoding, constrained to the prefix."""
+    from test_paper_decoding import reference_beam_search
+
+    torch.manual_seed(0)
+    model = AaynForConditionalGeneration(tiny_config(vocab_size=12)).double().eval()
+    start, vocab = model.config.decoder_start_token_id, 12
+    lengths = [6, 2, 4]
+    source, mask = random_batch(3, 6, vocab, lengths)
+    prefixes = [[7, 9, 5], [], [10]]
+    decoder_input_ids = torch.zeros(3, 4, dtype=torch.long)  # pad is 0
+    for row, prefix in enumerate(prefixes):
+        decoder_input_ids[row, : 1 + len(prefix)] = torch.tensor([start, *prefix])
+    out = model.generate(source, attention_mask=mask, decoder_input_ids=decoder_input_ids, num_beams=k,
+                         length_penalty=0.6, max_new_tokens=7, return_dict_in_generate=True)  # fmt: skip
+    for row, n in enumerate(lengths):
+        prefix = prefixes[row]
+
+        def banned(tokens, step, prefix=prefix):
+            return set(range(vocab)) - {prefix[step - 1]} if step <= len(prefix) else set()
+
+        limit = len(prefix) + 7  # max_new_tokens counts the tokens after the prefix
+        [(score, tokens)] = reference_beam_search(model, source[row, :n], k, 0.6, limit, banned=banned)[:1]
+        assert tokens[: len(prefix)] == prefix
+        assert out.sequences[row, 1 : 1 + len(tokens)].tolist() == tokens
+        assert out.sequences_scores[row].item() == pytest.approx(score, rel=1e-6)
+    plain = model.generate(source, attention_mask=mask, num_beams=k, length_penalty=0.6, max_new_tokens=7)
+    assert torch.equal(out.sequences[1, : plain.shape[1]], plain[1])  # an empty prefix changes nothing
+    with pytest.raises(ValueError, match="decoder_start_token_id"):
+        model.generate(source, attention_mask=mask, decoder_input_ids=decoder_input_ids[:, 1:])
+
+
+def test_aayn_translate_continues_each_line_from_its_prefix(saved, tmp_path, capsys):
+    folder, model, tokenizer = saved
+    (tmp_path / "prefix.txt").write_text("six un\n\n", encoding="utf-8")
+    flags = ["translate", "--model", str(folder), "--max_new_tokens", "5", "--num_beams", "2"]
+    assert aayn([*flags, "--prefix", str(tmp_path / "prefix.txt"), "six one eight", "two zero"]) == 0
+    with_prefix = capsys.readouterr().out.splitlines()
+    assert aayn([*flags, "two zero"]) == 0
+    assert with_prefix[1] == capsys.readouterr().out.strip()  # an empty prefix line: a plain translation
+    assert with_prefix[0].startswith("six un")
+    ids = [model.config.decoder_start_token_id, *tokenizer(text_target="six un", add_special_tokens=False)["input_ids"]]
+    out = model.generate(**tokenizer(["six one eight"], return_tensors="pt"), decoder_input_ids=torch.tensor([ids]),
+                         max_new_tokens=5, num_beams=2)  # fmt: skip
+    assert with_prefix[0] == tokenizer.decode(out[0], skip_special_tokens=True).strip()
+    assert aayn([*flags, "--prefix", str(tmp_path / "prefix.txt"), "one line only"]) == 2
+    assert "has 2 lines for 1 inputs" in capsys.readouterr().err

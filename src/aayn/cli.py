@@ -88,8 +88,8 @@ def translate(args: argparse.Namespace) -> None:
             raise ValueError(f"standard input is not UTF-8 text ({error})") from None
         if lines and lines[-1] == "":
             lines.pop()  # the newline that ends the last line
-    if args.nbest and args.show_attention:
-        raise ValueError("--nbest and --show-attention do not go together")
+    if (args.nbest or args.prefix) and args.show_attention:
+        raise ValueError("--show-attention draws one plain translation: no --nbest or --prefix with it")
     if args.show_attention and len(lines) != 1:
         raise ValueError(f"--show-attention draws one sentence; got {len(lines)} lines")
     location = model_location(args.model)
@@ -105,6 +105,10 @@ def translate(args: argparse.Namespace) -> None:
         print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
         return
     lines = [line.rstrip("\r") for line in lines]
+    if args.prefix:
+        generate["prefixes"] = read_lines(args.prefix, "--prefix")
+        if len(generate["prefixes"]) != len(lines):
+            raise ValueError(f"--prefix {args.prefix} has {len(generate['prefixes'])} lines for {len(lines)} inputs")
     if args.nbest:
         import json
 
@@ -300,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         "--format",
         choices=["tsv", "jsonl"],
         help="with --nbest: tsv (INDEX<TAB>SCORE<TAB>TEXT per hypothesis, the default) or jsonl",
+    )
+    translator.add_argument(
+        "--prefix", metavar="FILE", help="target prefixes, one per input line (empty lines for none), to continue from"
     )
     translator.set_defaults(run=translate)
     scoring = commands.add_parser("score", help=score.__doc__)

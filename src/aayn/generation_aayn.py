@@ -305,7 +305,12 @@ class TokenRules:
 
 @torch.no_grad()
 def paper_search(
-    model, input_ids: torch.LongTensor, attention_mask: torch.Tensor, max_new_tokens: torch.Tensor, settings
+    model,
+    input_ids: torch.LongTensor,
+    attention_mask: torch.Tensor,
+    max_new_tokens: torch.Tensor,
+    settings,
+    prefix: torch.LongTensor | None = None,
 ) -> tuple[torch.LongTensor, torch.Tensor]:
     """Beam search with GNMT's length penalty and a length limit per sentence (`max_new_tokens`, (batch,));
     `num_beams=1` is greedy decoding (the likeliest token at each step until eos, as tensor2tensor, the paper's
@@ -322,6 +327,8 @@ def paper_search(
     no cached key or value is copied when beams are reordered. Without the cache (`use_cache=False`) every step
     runs the decoder over the whole hypothesis. Under `synced_gpus` every process runs decoder steps until the
     sentences of all processes are done (a sharded model's forward is a collective).
+    `prefix` (batch, P), -1 after a row's end, forces each sentence's first tokens (a target prefix): at those
+    steps the prefix token is the only choice, and its log-probability counts in the score like any other token's.
     Returns the `returned` best hypotheses per sentence (start token, tokens, eos, padding after eos) and their
     scores log P / lp(|Y|).
     """
@@ -368,7 +375,13 @@ def paper_search(
             states, _, _, _ = decoder(None, hidden, None, cross_mask, past_key_values=cache, inputs_embeds=embeds)
             log_probs = F.log_softmax(model._output_logits(states[:, -1]).to(dtype), dim=-1).view(n, k, -1)
             at_limit = step >= limits  # (n,): eos is the only choice
+            forcing = prefix is not None and step <= prefix.shape[1]
+            raw = log_probs.clone() if forcing else None
             log_probs = rules.apply(log_probs, history, step, at_limit)
+            if forcing:  # the prefix's token is the only choice (the limits leave room for the prefix and eos)
+                token = prefix[:, step - 1].clamp(min=0)[:, None, None].expand(n, k, 1)  # (n, k, 1)
+                only = torch.full_like(log_probs, -math.inf).scatter_(2, token, raw.gather(2, token))
+                log_probs = torch.where((prefix[:, step - 1] >= 0)[:, None, None], only, log_probs)
             if step >= shortest:  # before, no sentence is at its limit
                 log_probs = torch.where(at_limit[:, None, None] & not_eos, -math.inf, log_probs)
             parents = None  # the beams the new beams continue: the cache learns them after the step's host read
@@ -411,6 +424,7 @@ def paper_search(
                 keep = torch.tensor([i for i, flag in enumerate(flags) if not flag], device=device)  # (m,)
                 kept = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)  # (m * k,) their beams' rows
                 sentence, scores, limits = sentence[keep], scores[keep], limits[keep]
+                prefix = prefix[keep] if prefix is not None else None
                 finished, finished_tokens, history = finished[keep], finished_tokens[keep], history[kept]
                 finished_lengths = finished_lengths[keep]
                 per_sentence = keep if fold else kept
@@ -511,7 +525,7 @@ SERVED = {
 # sampling's knobs: without do_sample transformers ignores them (and warns); so does the paper's search
 SAMPLING_ONLY = {"temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff"}
 # arguments of `generate` itself (not generation config fields); anything else not None goes to transformers
-MODEL_INPUTS = {"input_ids", "attention_mask", "synced_gpus"}
+MODEL_INPUTS = {"input_ids", "attention_mask", "synced_gpus", "decoder_input_ids", "decoder_attention_mask"}
 OUTPUT_OPTIONS = ("output_scores", "output_logits", "output_attentions", "output_hidden_states")
 
 
@@ -604,15 +618,39 @@ def source_mask(input_ids: torch.Tensor, attention_mask, pad: int | None, eos: i
     return torch.ones_like(input_ids, dtype=torch.long)
 
 
-def length_limits(attention_mask: torch.Tensor, given: dict) -> torch.Tensor:
-    """Per sentence, §6.1's limit (source length + 50) within `max_new_tokens` or `max_length` (transformers
-    counts the decoder start token in the latter; `max_new_tokens` wins where both are given, as there)."""
+def length_limits(attention_mask: torch.Tensor, given: dict, forced: torch.Tensor | None = None) -> torch.Tensor:
+    """Per sentence, §6.1's limit (source length + 50 target tokens) within `max_new_tokens` or `max_length`
+    (transformers counts the decoder start token in the latter; `max_new_tokens` wins where both are given, as
+    there). With a target prefix of `forced` tokens (batch,), `max_new_tokens` counts the tokens after it (as
+    transformers counts new tokens after a prompt), and every limit leaves room for the prefix and eos."""
     limits = attention_mask.sum(-1) + 50
+    forced = torch.zeros_like(limits) if forced is None else forced.to(limits.device)
     if given.get("max_new_tokens") is not None:
-        return limits.clamp(max=_whole("max_new_tokens", given["max_new_tokens"], 1))
-    if given.get("max_length") is not None:
-        return limits.clamp(max=_whole("max_length", given["max_length"], 2) - 1)
-    return limits
+        limits = torch.minimum(limits, forced + _whole("max_new_tokens", given["max_new_tokens"], 1))
+    elif given.get("max_length") is not None:
+        limits = limits.clamp(max=_whole("max_length", given["max_length"], 2) - 1)
+    return torch.maximum(limits, forced + 1)
+
+
+def target_prefix(decoder_input_ids: torch.Tensor, decoder_attention_mask, settings: SearchSettings, vocab: int):
+    """`decoder_input_ids` (batch, P) as the search's prefix: the tokens after the start token, -1 after each row's
+    end (right padding: `decoder_attention_mask`, else pad tokens after the start), and their counts (batch,)."""
+    ids = decoder_input_ids.long()
+    if ids.dim() != 2 or ids.shape[1] == 0:
+        raise ValueError(
+            f"decoder_input_ids must be (batch, length) and begin with the decoder start token, got {tuple(ids.shape)}"
+        )
+    if bool((ids[:, 0] != settings.start).any()):
+        raise ValueError(f"decoder_input_ids must begin with decoder_start_token_id={settings.start} in every row")
+    if decoder_attention_mask is not None:
+        present = decoder_attention_mask.ne(0)[:, 1:]
+    else:
+        present = ids[:, 1:] != settings.pad
+    present = present & (present.long().cumprod(-1) > 0)  # right padding: a row ends at its first gap
+    tokens = ids[:, 1:].masked_fill(~present, -1)
+    if bool(((tokens == settings.eos) | (tokens >= vocab)).any()):
+        raise ValueError(f"a target prefix may not hold eos ({settings.eos}) or ids beyond the vocabulary ({vocab})")
+    return tokens, present.sum(-1)
 
 
 def generate(model, inputs, generation_config, paper_decoding, parent_generate, **kwargs):
@@ -643,9 +681,15 @@ def generate(model, inputs, generation_config, paper_decoding, parent_generate, 
             logger.warning_once(f"{ignored} only apply to sampling (do_sample=True): ignored, as transformers does")
         settings = search_settings(model, config, given, kwargs.get("synced_gpus") or False)
         attention_mask = source_mask(input_ids, kwargs.get("attention_mask"), settings.pad, settings.eos)
-        sequences, scores = paper_search(
-            model, input_ids, attention_mask, length_limits(attention_mask, given), settings
-        )
+        prefix = forced = None
+        if kwargs.get("decoder_input_ids") is not None:
+            vocab = model.config.decoder_vocab_size
+            prefix, forced = target_prefix(
+                kwargs["decoder_input_ids"], kwargs.get("decoder_attention_mask"), settings, vocab
+            )
+            prefix, forced = prefix.to(input_ids.device), forced.to(input_ids.device)
+        limits = length_limits(attention_mask, given, forced)
+        sequences, scores = paper_search(model, input_ids, attention_mask, limits, settings, prefix)
         if not config.return_dict_in_generate:
             return sequences
         options = {option for option in OUTPUT_OPTIONS if getattr(config, option, False)}

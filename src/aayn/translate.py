@@ -22,13 +22,16 @@ def translate_texts(
     *,
     batch_tokens: int = 4096,
     max_source_length: int | None = None,
+    prefixes: list[str] | None = None,
     **generate,
 ) -> list[str]:
     """Translations in input order. Sentences of similar length are batched up to `batch_tokens` padded source
-    tokens (the training batch sampler, unshuffled); empty or blank lines translate to empty lines."""
+    tokens (the training batch sampler, unshuffled); empty or blank lines translate to empty lines. `prefixes`:
+    see `nbest_translations`."""
     best = nbest_translations(
-        model, tokenizer, texts, 1, batch_tokens=batch_tokens, max_source_length=max_source_length, **generate
-    )
+        model, tokenizer, texts, 1, batch_tokens=batch_tokens, max_source_length=max_source_length,
+        prefixes=prefixes, **generate,
+    )  # fmt: skip
     return [hypotheses[0][1] for hypotheses in best]
 
 
@@ -41,11 +44,15 @@ def nbest_translations(
     *,
     batch_tokens: int = 4096,
     max_source_length: int | None = None,
+    prefixes: list[str] | None = None,
     **generate,
 ) -> list[list[tuple[float, str]]]:
     """Per input, in input order, the `nbest` best hypotheses as (score, text), ranked as the search ranks them
     (the paper's search: log P / GNMT's lp; at least `nbest` beams). An empty or blank line gives one empty
-    hypothesis with score 0."""
+    hypothesis with score 0. `prefixes` (one per input, "" for none) are target prefixes each translation
+    continues from (included in the text and the score)."""
+    if prefixes is not None and len(prefixes) != len(texts):
+        raise ValueError(f"{len(prefixes)} prefixes for {len(texts)} inputs: one prefix (or an empty line) per input")
     limit = max_source_length or min(tokenizer.model_max_length, model.config.max_position_embeddings)
     outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
     todo = [i for i, text in enumerate(texts) if text.strip()]
@@ -62,6 +69,8 @@ def nbest_translations(
     lengths = [min(len(ids), batch_tokens) for ids in encoded]
     for batch in MaxTokensBatchSampler(lengths, max(batch_tokens, 1), shuffle=False):
         inputs = tokenizer.pad({"input_ids": [encoded[j] for j in batch]}, return_tensors="pt").to(model.device)
+        if prefixes is not None:
+            inputs.update(prefix_inputs(model, tokenizer, [prefixes[todo[j]] for j in batch]))
         out = model.generate(**inputs, **generate, return_dict_in_generate=True)
         texts_out = [text.strip() for text in tokenizer.batch_decode(out.sequences, skip_special_tokens=True)]
         scores = out.sequences_scores.tolist() if getattr(out, "sequences_scores", None) is not None else None
@@ -69,6 +78,19 @@ def nbest_translations(
             rows = range(row * nbest, (row + 1) * nbest)
             outputs[todo[j]] = [(scores[r] if scores else math.nan, texts_out[r]) for r in rows]
     return outputs
+
+
+def prefix_inputs(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prefixes: list[str]) -> dict:
+    """decoder_input_ids (the start token, then each prefix's tokens without eos, right-padded) and their mask."""
+    start, pad = model.config.decoder_start_token_id, model.config.pad_token_id
+    rows = [[start, *tokenizer(text_target=p, add_special_tokens=False)["input_ids"]] if p.strip() else [start]
+            for p in prefixes]  # fmt: skip
+    width = max(map(len, rows))
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)], mask[i, : len(row)] = torch.tensor(row), 1
+    return {"decoder_input_ids": ids.to(model.device), "decoder_attention_mask": mask.to(model.device)}
 
 
 def token_labels(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[str]:
