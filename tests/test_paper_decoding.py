@@ -18,19 +18,20 @@ def model_for(**overrides):
 
 
 @torch.no_grad()
-def reference_beam_search(model, source, k, alpha, limit, banned=None, stop_at_k_finished=False):
+def reference_beam_search(model, source, k, alpha, limit, banned=None, stop_at_k_finished=False, normalize=True):
     """Textbook beam search with fairseq's rules: 2k candidates per step by log P; an eos among the first k
     finishes a hypothesis, scored log P / ((5 + |Y|) / 6)^alpha with |Y| counting eos; the first k others live on.
     Runs to the length limit (eos is the only choice there), so nothing depends on an early-stopping bound (unless
     `stop_at_k_finished`: transformers' early_stopping=True). Pad is never chosen (fairseq's rule); `banned(tokens,
-    step)` names more words a hypothesis may not take next (away from the limit)."""
+    step)` names more words a hypothesis may not take next (away from the limit). `normalize=False`: the model's
+    "logits" are the scores themselves (an ensemble's averaged log-probabilities)."""
     eos, start, pad = model.config.eos_token_id, model.config.decoder_start_token_id, model.config.pad_token_id
     live, finished = [([], 0.0)], []
     for step in range(1, limit + 1):
         candidates = []
         for beam, (tokens, log_p) in enumerate(live):
             logits = model(input_ids=source[None], decoder_input_ids=torch.tensor([[start, *tokens]])).logits[0, -1]
-            log_probs = torch.log_softmax(logits.double(), -1)
+            log_probs = torch.log_softmax(logits.double(), -1) if normalize else logits.double().clone()
             if step == limit:
                 log_probs = torch.where(torch.arange(len(log_probs)) == eos, log_probs, -math.inf)
             else:

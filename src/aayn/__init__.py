@@ -113,6 +113,13 @@ elif not any(isinstance(finder, _RegisterWhenReady) for finder in sys.meta_path)
 LORA_TARGET_MODULES = ["qkv_proj", "q_proj", "kv_proj", "out_proj", "fc1", "fc2"]
 
 
+def generate_ensemble(models, input_ids, attention_mask=None, **kwargs):
+    """§6.1's search over an ensemble of models sharing a vocabulary (see `generation_aayn.generate_ensemble`)."""
+    from .generation_aayn import generate_ensemble as ensemble
+
+    return ensemble(models, input_ids, attention_mask, **kwargs)
+
+
 def translation_pipeline(model, **kwargs):
     """`pipeline("translation")` for an AAYN model where aayn is installed (no `trust_remote_code` needed)."""
     from transformers import pipeline
@@ -129,6 +136,7 @@ __all__ = [
     "AaynModel",
     "AaynPreTrainedModel",
     "AaynTranslationPipeline",
+    "generate_ensemble",
     "register",
     "translation_pipeline",
 ]

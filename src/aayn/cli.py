@@ -57,8 +57,10 @@ def evaluate(args: argparse.Namespace) -> None:
     from .training.evaluation import evaluate_model
 
     check_device(args.device)
+    if len(args.model) != 1:
+        raise ValueError(f"aayn evaluate scores one model; got {len(args.model)} --model (ensembles: aayn translate)")
     scores = evaluate_model(
-        model_location(args.model),
+        model_location(args.model[0]),
         args.dataset_name,
         dataset_config_name=args.dataset_config_name,
         source_lang=args.source_lang,
@@ -77,7 +79,7 @@ def translate(args: argparse.Namespace) -> None:
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from .checks import check_device
-    from .translate import nbest_translations, plot_cross_attention, translate_texts
+    from .translate import check_same_tokenizer, nbest_translations, plot_cross_attention, translate_texts
 
     if args.text:
         lines = args.text
@@ -92,14 +94,20 @@ def translate(args: argparse.Namespace) -> None:
         raise ValueError("--show-attention draws one plain translation: no --nbest or --prefix with it")
     if args.show_attention and len(lines) != 1:
         raise ValueError(f"--show-attention draws one sentence; got {len(lines)} lines")
-    location = model_location(args.model)
     check_device(args.device)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(location)
-        model = AutoModelForSeq2SeqLM.from_pretrained(location).to(args.device).eval()
-    except (OSError, ValueError) as error:
-        raise ValueError(f"cannot load a model from --model {args.model!r}: {error}") from None
+    models, tokenizers = [], []
+    for name in args.model:
+        location = model_location(name)
+        try:
+            tokenizers.append(AutoTokenizer.from_pretrained(location))
+            models.append(AutoModelForSeq2SeqLM.from_pretrained(location).to(args.device).eval())
+        except (OSError, ValueError) as error:
+            raise ValueError(f"cannot load a model from --model {name!r}: {error}") from None
+    check_same_tokenizer(tokenizers, args.model)
+    tokenizer, model = tokenizers[0], models[0] if len(models) == 1 else models
     generate = generate_options(args)
+    if args.show_attention and len(models) > 1:
+        raise ValueError("--show-attention draws one model's attention: give one --model")
     if args.show_attention:
         print(plot_cross_attention(model, tokenizer, lines[0], args.show_attention, per_head=args.per_head, **generate))
         print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
@@ -272,7 +280,12 @@ def main(argv: list[str] | None = None) -> int:
     averager.add_argument("checkpoints", nargs="+", help="checkpoint folders (model.safetensors + config.json)")
     averager.set_defaults(run=average)
     decoding = argparse.ArgumentParser(add_help=False)  # what evaluate and translate share
-    decoding.add_argument("--model", required=True, help="saved model folder or Hub id")
+    decoding.add_argument(
+        "--model",
+        required=True,
+        action="append",
+        help="saved model folder or Hub id (translate: repeat for an ensemble)",
+    )
     decoding.add_argument("--num_beams", type=positive_int, help="default: the model's generation config")
     decoding.add_argument("--length_penalty", type=float, help="alpha of the length penalty; choose it on validation")
     decoding.add_argument("--max_new_tokens", type=positive_int)

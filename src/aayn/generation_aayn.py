@@ -11,6 +11,7 @@ This file travels with every saved checkpoint (the model file imports it): it im
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from dataclasses import dataclass
@@ -264,6 +265,7 @@ class SearchSettings:
     early_stopping: bool | str = "never"  # "never": the exact rule; True / False: transformers' meanings
     use_cache: bool = True
     synced_gpus: bool = False
+    ensemble_average: str = "log_probs"  # how an ensemble combines its models (`ensemble_log_probs`)
 
 
 class TokenRules:
@@ -332,23 +334,14 @@ def paper_search(
     Returns the `returned` best hypotheses per sentence (start token, tokens, eos, padding after eos) and their
     scores log P / lp(|Y|).
     """
+    models = list(model) if isinstance(model, (list, tuple)) else [model]
     device, s = input_ids.device, settings
     batch, k, eos, pad, returned = input_ids.shape[0], s.num_beams, s.eos, s.pad, s.returned
     search, rules = BeamSearch(k, eos), TokenRules(s, device)
-    dtype = torch.promote_types(model.lm_head.weight.dtype, torch.float32)  # the model's float32 (or float64)
+    dtype = torch.promote_types(models[0].lm_head.weight.dtype, torch.float32)  # the model's float32 (or float64)
     limits = max_new_tokens.to(device)  # (batch,)
     shortest, longest = torch.stack(limits.aminmax()).tolist()  # the one host read before the loop
-    hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (n, S, d)
-    fold = s.use_cache and model.config._attn_implementation in FOLDING_ATTENTION
-    idle_step = _idle_step(model, hidden[:1], attention_mask[:1], s.start) if s.synced_gpus else None
-    if not fold:  # kernels that need one key row per query row, or no cache: the encoder output per beam
-        hidden, attention_mask = hidden.repeat_interleave(k, 0), attention_mask.repeat_interleave(k, 0)
-    decoder = model.get_decoder()
-    cross_mask = None if fold else attention_mask  # where beams fold, the cache masks padding itself
-    if not s.use_cache:
-        cache = None
-    else:
-        cache = FoldedSearchCache(longest, k, attention_mask, hidden.dtype) if fold else SearchCache(longest, k)
+    parts = [_ModelDecoding(m, input_ids, attention_mask, k, longest, s) for m in models]
 
     sentence = torch.arange(batch, device=device)  # the original index of each sentence still searched
     scores = torch.full((batch, k), -math.inf, dtype=dtype, device=device)
@@ -360,20 +353,20 @@ def paper_search(
     finished_lengths = torch.zeros((batch, k), dtype=torch.long, device=device)  # tokens after the start
     best = torch.full((batch, k), -math.inf, dtype=dtype, device=device)  # per original sentence, as they finish
     best_tokens, best_lengths = finished_tokens.clone(), finished_lengths.clone()
-    not_eos = torch.arange(model.config.decoder_vocab_size, device=device) != eos  # (vocab,), built once
+    not_eos = torch.arange(models[0].config.decoder_vocab_size, device=device) != eos  # (vocab,), built once
     step, searching = 0, batch > 0
     while True:
         step += 1
         if not searching:  # synced_gpus: this process's sentences are done, others' are not
-            idle_step()
+            for part in parts:
+                part.idle_step()
         else:
             n = sentence.shape[0]
-            if cache is None:  # the whole hypothesis again, no cache
-                embeds = decoder.embed.embed_tokens(history[:, :step])
-            else:
-                embeds = decoder.embed.embed_tokens(history[:, step - 1 : step])  # ids from this search: in range
-            states, _, _, _ = decoder(None, hidden, None, cross_mask, past_key_values=cache, inputs_embeds=embeds)
-            log_probs = F.log_softmax(model._output_logits(states[:, -1]).to(dtype), dim=-1).view(n, k, -1)
+            if len(parts) == 1:
+                log_probs = parts[0].log_probs(history, step, dtype).view(n, k, -1)
+            else:  # an ensemble: each model's log-probabilities, combined (see `ensemble_log_probs`)
+                each = [part.log_probs(history, step, dtype) for part in parts]
+                log_probs = ensemble_log_probs(each, s.ensemble_average).view(n, k, -1)
             at_limit = step >= limits  # (n,): eos is the only choice
             forcing = prefix is not None and step <= prefix.shape[1]
             raw = log_probs.clone() if forcing else None
@@ -427,11 +420,9 @@ def paper_search(
                 prefix = prefix[keep] if prefix is not None else None
                 finished, finished_tokens, history = finished[keep], finished_tokens[keep], history[kept]
                 finished_lengths = finished_lengths[keep]
-                per_sentence = keep if fold else kept
-                hidden = hidden[per_sentence]
-                cross_mask = cross_mask[per_sentence] if cross_mask is not None else None
-            if searching and cache is not None:
-                cache.next_step(parents, keep)
+            if searching:
+                for part in parts:
+                    part.next_step(parents, keep)
         if not s.synced_gpus:
             if not searching:
                 break
@@ -441,6 +432,57 @@ def paper_search(
     lengths = best_lengths[:, :returned].reshape(-1)
     width = 1 + int(lengths.max()) if batch else 1
     return best_tokens[:, :returned].reshape(batch * returned, -1)[:, :width], best[:, :returned].reshape(-1)
+
+
+class _ModelDecoding:
+    """One model's side of `paper_search`: its encoder output (computed once), its cache and its decoder steps.
+    An ensemble holds one per model, each with its own cache."""
+
+    def __init__(self, model, input_ids, attention_mask, k: int, longest: int, settings: SearchSettings):
+        self.model, self.decoder, self.k = model, model.get_decoder(), k
+        hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (n, S, d)
+        self.fold = settings.use_cache and model.config._attn_implementation in FOLDING_ATTENTION
+        self.idle_step = _idle_step(model, hidden[:1], attention_mask[:1], settings.start)
+        if not self.fold:  # kernels that need one key row per query row, or no cache: the encoder output per beam
+            hidden, attention_mask = hidden.repeat_interleave(k, 0), attention_mask.repeat_interleave(k, 0)
+        self.hidden = hidden
+        self.cross_mask = None if self.fold else attention_mask  # where beams fold, the cache masks padding itself
+        if not settings.use_cache:
+            self.cache = None
+        elif self.fold:
+            self.cache = FoldedSearchCache(longest, k, attention_mask, hidden.dtype)
+        else:
+            self.cache = SearchCache(longest, k)
+
+    def log_probs(self, history: torch.Tensor, step: int, dtype: torch.dtype) -> torch.Tensor:
+        """(n * k, vocab) log-probabilities of the next token after `history[:, :step]`."""
+        if self.cache is None:  # the whole hypothesis again, no cache
+            embeds = self.decoder.embed.embed_tokens(history[:, :step])
+        else:
+            embeds = self.decoder.embed.embed_tokens(history[:, step - 1 : step])  # ids from this search: in range
+        states, _, _, _ = self.decoder(
+            None, self.hidden, None, self.cross_mask, past_key_values=self.cache, inputs_embeds=embeds
+        )
+        return F.log_softmax(self.model._output_logits(states[:, -1]).to(dtype), dim=-1)
+
+    def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
+        """The beams continue `parents`; only the sentences `keep` go on (see `FoldedSearchCache.next_step`)."""
+        if keep is not None:
+            k = self.k
+            per_sentence = keep if self.fold else (keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1)
+            self.hidden = self.hidden[per_sentence]
+            self.cross_mask = self.cross_mask[per_sentence] if self.cross_mask is not None else None
+        if self.cache is not None:
+            self.cache.next_step(parents, keep)
+
+
+def ensemble_log_probs(each: list[torch.Tensor], average: str) -> torch.Tensor:
+    """The ensemble's next-token scores from its models' log-probabilities: their mean ("log_probs", OpenNMT's
+    default), or the log of the mean probability ("probs", what fairseq's EnsembleModel computes)."""
+    stacked = torch.stack(each)
+    if average == "probs":
+        return torch.logsumexp(stacked, dim=0) - math.log(len(each))
+    return stacked.mean(dim=0)
 
 
 def _search_done(finished, best_live, limits, step: int, settings: SearchSettings) -> torch.Tensor:
@@ -676,25 +718,74 @@ def generate(model, inputs, generation_config, paper_decoding, parent_generate, 
             others.add("inputs_embeds" if "inputs_embeds" in passed else "no input_ids")
         if sampling or others:
             return _transformers_search(model, inputs, generation_config, parent_generate, given, others, kwargs)
-        if set(given) & SAMPLING_ONLY:
-            ignored = sorted(set(given) & SAMPLING_ONLY)
-            logger.warning_once(f"{ignored} only apply to sampling (do_sample=True): ignored, as transformers does")
-        settings = search_settings(model, config, given, kwargs.get("synced_gpus") or False)
-        attention_mask = source_mask(input_ids, kwargs.get("attention_mask"), settings.pad, settings.eos)
-        prefix = forced = None
-        if kwargs.get("decoder_input_ids") is not None:
-            vocab = model.config.decoder_vocab_size
-            prefix, forced = target_prefix(
-                kwargs["decoder_input_ids"], kwargs.get("decoder_attention_mask"), settings, vocab
-            )
-            prefix, forced = prefix.to(input_ids.device), forced.to(input_ids.device)
-        limits = length_limits(attention_mask, given, forced)
-        sequences, scores = paper_search(model, input_ids, attention_mask, limits, settings, prefix)
-        if not config.return_dict_in_generate:
-            return sequences
-        options = {option for option in OUTPUT_OPTIONS if getattr(config, option, False)}
-        extra = hypothesis_outputs(model, input_ids, attention_mask, sequences, settings.returned, options)
+        return _paper_generate([model], config, given, input_ids, kwargs)
+
+
+def _paper_generate(models: list, config: GenerationConfig, given: dict, input_ids, kwargs: dict, average=None):
+    """The paper's search for one model or an ensemble, with the generation values in force."""
+    if set(given) & SAMPLING_ONLY:
+        ignored = sorted(set(given) & SAMPLING_ONLY)
+        logger.warning_once(f"{ignored} only apply to sampling (do_sample=True): ignored, as transformers does")
+    model = models[0]
+    settings = search_settings(model, config, given, kwargs.get("synced_gpus") or False)
+    if average is not None:
+        settings.ensemble_average = average
+    attention_mask = source_mask(input_ids, kwargs.get("attention_mask"), settings.pad, settings.eos)
+    prefix = forced = None
+    if kwargs.get("decoder_input_ids") is not None:
+        vocab = model.config.decoder_vocab_size
+        prefix, forced = target_prefix(
+            kwargs["decoder_input_ids"], kwargs.get("decoder_attention_mask"), settings, vocab
+        )
+        prefix, forced = prefix.to(input_ids.device), forced.to(input_ids.device)
+    limits = length_limits(attention_mask, given, forced)
+    sequences, scores = paper_search(models, input_ids, attention_mask, limits, settings, prefix)
+    if not config.return_dict_in_generate:
+        return sequences
+    options = {option for option in OUTPUT_OPTIONS if getattr(config, option, False)}
+    if len(models) > 1 and options:
+        raise ValueError(f"an ensemble returns sequences and sequences_scores only, not {sorted(options)}")
+    extra = hypothesis_outputs(model, input_ids, attention_mask, sequences, settings.returned, options)
     return GenerateBeamEncoderDecoderOutput(sequences=sequences, sequences_scores=scores, **extra)
+
+
+ENSEMBLE_CONFIG_FIELDS = ("vocab_size", "decoder_vocab_size", "pad_token_id", "eos_token_id", "decoder_start_token_id")
+
+
+@torch.no_grad()
+def generate_ensemble(models, input_ids, attention_mask=None, *, average: str = "log_probs", **kwargs):
+    """§6.1's search over an ensemble: at each step the models' next-token log-probabilities are averaged
+    (`average="log_probs"`, OpenNMT's default; `"probs"`: the log of the mean probability, fairseq's
+    EnsembleModel), each model with its own cache. The first model's generation config gives the defaults;
+    options as `generate` (not sampling, not transformers' search). The models must share their vocabulary and
+    special ids (`ValueError` names the first difference); an ensemble of one is that model's `generate`."""
+    models = list(models)
+    if not models:
+        raise ValueError("an ensemble needs at least one model")
+    if average not in ("log_probs", "probs"):
+        raise ValueError(f"average must be 'log_probs' or 'probs', got {average!r}")
+    first = models[0]
+    for i, other in enumerate(models[1:], 2):
+        for name in ENSEMBLE_CONFIG_FIELDS:
+            if getattr(other.config, name) != getattr(first.config, name):
+                raise ValueError(
+                    f"model {i} of the ensemble has {name}={getattr(other.config, name)}, model 1 "
+                    f"{getattr(first.config, name)}: an ensemble's models must share their vocabulary"
+                )
+    config = copy.deepcopy(first.generation_config)
+    kwargs = {**kwargs, "attention_mask": attention_mask}
+    passed = {key for key, value in kwargs.items() if value is not None}
+    unused = config.update(**{key: kwargs[key] for key in passed})
+    given = _given(config, passed - set(unused))
+    others = (set(given) - SERVED - SAMPLING_ONLY) | (set(unused) - MODEL_INPUTS)
+    if config.do_sample or others:
+        raise ValueError(
+            f"an ensemble decodes with the paper's search only; it does not take {sorted(others) or ['do_sample']}"
+        )
+    with contextlib.ExitStack() as stack:
+        for model in models:
+            stack.enter_context(cpu_decoding_layout(model))
+        return _paper_generate(models, config, given, input_ids, kwargs, average)
 
 
 def _transformers_search(model, inputs, generation_config, parent_generate, given, others, kwargs):

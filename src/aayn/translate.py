@@ -16,7 +16,7 @@ logger = logging.get_logger(__name__)
 
 @torch.inference_mode()
 def translate_texts(
-    model: PreTrainedModel,
+    model: PreTrainedModel | list[PreTrainedModel],
     tokenizer: PreTrainedTokenizerBase,
     texts: list[str],
     *,
@@ -37,7 +37,7 @@ def translate_texts(
 
 @torch.inference_mode()
 def nbest_translations(
-    model: PreTrainedModel,
+    model: PreTrainedModel | list[PreTrainedModel],
     tokenizer: PreTrainedTokenizerBase,
     texts: list[str],
     nbest: int,
@@ -50,7 +50,17 @@ def nbest_translations(
     """Per input, in input order, the `nbest` best hypotheses as (score, text), ranked as the search ranks them
     (the paper's search: log P / GNMT's lp; at least `nbest` beams). An empty or blank line gives one empty
     hypothesis with score 0. `prefixes` (one per input, "" for none) are target prefixes each translation
-    continues from (included in the text and the score)."""
+    continues from (included in the text and the score). `model` may be a list: an ensemble
+    (`generate_ensemble`; the models share the tokenizer)."""
+    models = list(model) if isinstance(model, (list, tuple)) else [model]
+    model = models[0]
+    if len(models) > 1:
+        from .generation_aayn import generate_ensemble
+
+        def decode(**inputs):
+            return generate_ensemble(models, **inputs)
+    else:
+        decode = model.generate
     if prefixes is not None and len(prefixes) != len(texts):
         raise ValueError(f"{len(prefixes)} prefixes for {len(texts)} inputs: one prefix (or an empty line) per input")
     limit = max_source_length or min(tokenizer.model_max_length, model.config.max_position_embeddings)
@@ -71,7 +81,7 @@ def nbest_translations(
         inputs = tokenizer.pad({"input_ids": [encoded[j] for j in batch]}, return_tensors="pt").to(model.device)
         if prefixes is not None:
             inputs.update(prefix_inputs(model, tokenizer, [prefixes[todo[j]] for j in batch]))
-        out = model.generate(**inputs, **generate, return_dict_in_generate=True)
+        out = decode(**inputs, **generate, return_dict_in_generate=True)
         texts_out = [text.strip() for text in tokenizer.batch_decode(out.sequences, skip_special_tokens=True)]
         scores = out.sequences_scores.tolist() if getattr(out, "sequences_scores", None) is not None else None
         for row, j in enumerate(batch):
@@ -96,6 +106,26 @@ def prefix_inputs(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, pr
 def token_labels(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[str]:
     """Readable token strings (byte-level BPE pieces decoded one by one; a leading space shown as '▁')."""
     return [tokenizer.decode([i]).replace(" ", "▁") or tokenizer.convert_ids_to_tokens(i) for i in ids]
+
+
+def check_same_tokenizer(tokenizers: list, names: list[str]) -> None:
+    """An ensemble's models must share their tokenizer: ValueError naming the first difference."""
+    first = tokenizers[0]
+    vocab = first.get_vocab()
+    for tokenizer, name in zip(tokenizers[1:], names[1:]):
+        other = tokenizer.get_vocab()
+        if other != vocab:
+            token = min(set(vocab.items()) ^ set(other.items()), key=lambda item: (item[1], item[0]))[0]
+            raise ValueError(
+                f"--model {name} has another tokenizer than --model {names[0]}: token {token!r} is "
+                f"{other.get(token)} there and {vocab.get(token)} here (an ensemble shares one vocabulary)"
+            )
+        for special in ("pad_token", "eos_token", "bos_token", "unk_token"):
+            mine, theirs = getattr(first, special), getattr(tokenizer, special)
+            if theirs != mine:
+                raise ValueError(
+                    f"--model {name} has {special}={theirs!r}, --model {names[0]} {mine!r}: an ensemble shares one"
+                )
 
 
 @torch.inference_mode()
