@@ -93,6 +93,16 @@ class DataTrainingArguments:
     average_last_checkpoints: int = field(
         default=0, metadata={"help": "average the last N checkpoints into the final model (§6.1)"}
     )
+    early_stopping_patience: int | None = field(
+        default=None,
+        metadata={
+            "help": "stop when metric_for_best_model (e.g. bleu) has not improved for N evaluations "
+            "(transformers' EarlyStoppingCallback)"
+        },
+    )
+    early_stopping_threshold: float = field(
+        default=0.0, metadata={"help": "with early_stopping_patience: the least change that counts as improving"}
+    )
     num_examples_to_print: int = field(default=5, metadata={"help": "test translations printed at the end"})
     license: str = field(default="apache-2.0", metadata={"help": "license in the model card's metadata"})
 
@@ -112,6 +122,10 @@ class DataTrainingArguments:
             )
         if self.average_last_checkpoints < 0:
             raise ValueError(f"average_last_checkpoints must be >= 0, got {self.average_last_checkpoints}")
+        if self.early_stopping_patience is not None and self.early_stopping_patience < 1:
+            raise ValueError(f"early_stopping_patience must be a positive integer, got {self.early_stopping_patience}")
+        if self.early_stopping_threshold < 0:
+            raise ValueError(f"early_stopping_threshold must be >= 0, got {self.early_stopping_threshold}")
 
 
 @dataclass

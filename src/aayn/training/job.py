@@ -11,6 +11,7 @@ from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
     DataCollatorForSeq2Seq,
+    EarlyStoppingCallback,
     Seq2SeqTrainingArguments,
     TrainerCallback,
     TrainerState,
@@ -70,6 +71,24 @@ def check_averaging(args: Seq2SeqTrainingArguments, data_args: DataTrainingArgum
             f"average_last_checkpoints={wanted}, but save_strategy={args.save_strategy}, save_steps={args.save_steps}, "
             f"max_steps={args.max_steps} and save_total_limit={args.save_total_limit} leave {count} checkpoints at the "
             f"end; save more often, raise save_total_limit, or average fewer"
+        )
+
+
+def check_early_stopping(args: Seq2SeqTrainingArguments, data_args: DataTrainingArguments) -> None:
+    """Keep-the-best and early-stopping keys that go together, checked before any work."""
+    metric = (args.metric_for_best_model or "").removeprefix("eval_")
+    if metric in ("bleu", "chrf") and not args.predict_with_generate:
+        raise ValueError(
+            f"metric_for_best_model={metric} needs predict_with_generate: true (BLEU and chrF score translations)"
+        )
+    if data_args.early_stopping_patience is not None:
+        if args.eval_strategy == "no":
+            raise ValueError("early_stopping_patience needs evaluations: set eval_strategy (steps or epoch)")
+        if not args.metric_for_best_model:
+            raise ValueError("early_stopping_patience needs metric_for_best_model (e.g. bleu)")
+    if args.load_best_model_at_end and data_args.average_last_checkpoints:
+        raise ValueError(
+            "load_best_model_at_end and average_last_checkpoints both choose the final weights: set one of them"
         )
 
 
@@ -166,6 +185,7 @@ def run(
     """
     # every check and every read before output_dir is touched: a mistake costs nothing and deletes nothing
     check_averaging(args, data_args)
+    check_early_stopping(args, data_args)
     pretrained = load_pretrained(model_args) if model_args.model_name_or_path else None
     if pretrained is None and model_builder is build_model:
         check_fits_in_memory(model_config(model_args), str(args.device))
@@ -251,6 +271,9 @@ def _train_and_test(model_args, data_args, args, data, make_model, resume, start
         example=data["test"][0]["translation"][data_args.source_lang],
         license=data_args.license,
     )
+    if data_args.early_stopping_patience is not None:
+        stopper = EarlyStoppingCallback(data_args.early_stopping_patience, data_args.early_stopping_threshold)
+        callbacks = [*(callbacks or []), stopper]
     trainer = AaynTrainer(
         model=model,
         args=args,
@@ -275,7 +298,11 @@ def _train_and_test(model_args, data_args, args, data, make_model, resume, start
         trainer.log_metrics("train", result.metrics)
         trainer.save_metrics("train", result.metrics)
     if data_args.average_last_checkpoints:
-        load_average(trainer.model, last_checkpoints(args.output_dir, data_args.average_last_checkpoints))
+        wanted, written = data_args.average_last_checkpoints, len(last_checkpoints(args.output_dir, 0))
+        if written < wanted:  # stopped early: fewer checkpoints than the full run would have left
+            logger.warning(f"training stopped early: averaging the {written} checkpoints written, not {wanted}")
+        if written:
+            load_average(trainer.model, last_checkpoints(args.output_dir, min(wanted, written)))
     prediction = trainer.predict(test, metric_key_prefix="test")
     trainer.log_metrics("test", prediction.metrics)
     trainer.save_metrics("test", prediction.metrics)
