@@ -7,6 +7,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.utils import logging
 
 from ..data import load_translation_dataset
+from ..paper_bleu import PAPER_BLEU_LANGUAGES, paper_bleu
 from ..translate import translate_texts
 from .trainer import METRICS_MODULE
 
@@ -37,4 +38,8 @@ def evaluate_model(
     sources = [row["translation"][source_lang] for row in data]
     references = [row["translation"][target_lang] for row in data]
     hypotheses = translate_texts(model, tokenizer, sources, batch_tokens=batch_tokens, **generate)
-    return evaluate.load(METRICS_MODULE).compute(predictions=hypotheses, references=references)
+    scores = evaluate.load(METRICS_MODULE).compute(predictions=hypotheses, references=references)
+    if target_lang in PAPER_BLEU_LANGUAGES:  # beside sacreBLEU: BLEU as the paper computed its EN-DE numbers
+        scores["paper_bleu"] = paper_bleu(hypotheses, references, target_lang)
+        scores["paper_bleu_signature"] = "moses-tok(-l de)+atat-compound-split|multi-bleu|case-sensitive|no-smoothing"
+    return scores

@@ -283,7 +283,7 @@ def _train_and_test(model_args, data_args, args, data, make_model, resume, start
         data_collator=DataCollatorForSeq2Seq(
             tokenizer, model=model, pad_to_multiple_of=8 if args.bf16 or args.fp16 else None
         ),
-        compute_metrics=translation_metrics(tokenizer) if args.predict_with_generate else None,
+        compute_metrics=translation_metrics(tokenizer, data_args.target_lang) if args.predict_with_generate else None,
         callbacks=callbacks,
         max_tokens=data_args.max_tokens,
         model_card={**card, "training": training_summary(model_args, data_args, args, smoothing)},
@@ -321,7 +321,11 @@ def _train_and_test(model_args, data_args, args, data, make_model, resume, start
             hypotheses = tokenizer.batch_decode(prediction.predictions.clip(min=0), skip_special_tokens=True)
             for source, hypothesis in list(zip(sources, hypotheses))[: data_args.num_examples_to_print]:
                 print(f"  {source}\n  -> {hypothesis.strip()}")
-        print(json.dumps({k: v for k, v in prediction.metrics.items() if k in ("test_bleu", "test_chrf")}))
+        print(
+            json.dumps(
+                {k: v for k, v in prediction.metrics.items() if k in ("test_bleu", "test_chrf", "test_paper_bleu")}
+            )
+        )
         if args.push_to_hub:
             trainer.push_to_hub(commit_message="aayn train: final model")
     return prediction.metrics

@@ -122,8 +122,11 @@ class AaynTrainer(Seq2SeqTrainer):
         return loss
 
 
-def translation_metrics(tokenizer: PreTrainedTokenizerBase):
-    """`compute_metrics` for `predict_with_generate`: sacreBLEU BLEU and chrF on detokenized text."""
+def translation_metrics(tokenizer: PreTrainedTokenizerBase, target_lang: str | None = None):
+    """`compute_metrics` for `predict_with_generate`: sacreBLEU BLEU and chrF on detokenized text; into German
+    also `paper_bleu`, BLEU as the paper computed its EN-DE numbers (`aayn.paper_bleu`)."""
+    from ..paper_bleu import PAPER_BLEU_LANGUAGES, paper_bleu
+
     metric = evaluate.load(METRICS_MODULE)
 
     def compute(prediction):
@@ -134,7 +137,10 @@ def translation_metrics(tokenizer: PreTrainedTokenizerBase):
         references = [text.strip() for text in tokenizer.batch_decode(labels, skip_special_tokens=True)]
         scores = metric.compute(predictions=hypotheses, references=references)
         lengths = [np.count_nonzero(row != tokenizer.pad_token_id) for row in predictions]
-        return {"bleu": scores["bleu"], "chrf": scores["chrf"], "gen_len": float(np.mean(lengths))}
+        result = {"bleu": scores["bleu"], "chrf": scores["chrf"], "gen_len": float(np.mean(lengths))}
+        if target_lang in PAPER_BLEU_LANGUAGES:
+            result["paper_bleu"] = paper_bleu(hypotheses, references, target_lang)
+        return result
 
     return compute
 
