@@ -3,6 +3,8 @@
 import io
 import sys
 
+import pytest
+
 from aayn.cli import main as aayn
 from aayn.translate import translate_texts
 
@@ -96,7 +98,7 @@ def translate_fails(capsys, *argv: str) -> str:
 
 def test_errors(saved, tmp_path, monkeypatch, capsys):
     path, _, _ = saved
-    assert "folder not found" in translate_fails(capsys, "--model", str(tmp_path / "nowhere"), "Hello.")
+    assert "no such folder" in translate_fails(capsys, "--model", str(tmp_path / "nowhere"), "Hello.")
     assert "no config.json in the folder" in translate_fails(capsys, "--model", str(tmp_path), "Hello.")
     monkeypatch.setattr(
         sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8", errors="surrogateescape")
@@ -111,3 +113,16 @@ def test_one_line_out_per_line_in_even_when_a_translation_holds_a_newline(saved,
     monkeypatch.setattr("aayn.translate.translate_texts", lambda model, tokenizer, texts, **kw: ["a\nb"] * len(texts))
     assert aayn(["translate", "--model", str(path), "One.", "Two."]) == 0
     assert capsys.readouterr().out.splitlines() == ["a b", "a b"]
+
+
+def test_a_local_looking_name_that_does_not_exist_is_no_such_folder_not_a_network_error(tmp_path, monkeypatch, capsys):
+    """`runs/nothere` beside a `runs` folder, `./nodata`: a typo of a local path, named as one (issue 33)."""
+    from aayn.data import load_translation_dataset
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    assert "--model runs/nothere: no such folder" in translate_fails(capsys, "--model", "runs/nothere", "Hello.")
+    assert "--model ./nothere: no such folder" in translate_fails(capsys, "--model", "./nothere", "Hello.")
+    for name in ("./nodata", "runs/nodata", "~/surely-not-a-folder-here"):
+        with pytest.raises(FileNotFoundError, match=f"dataset {name}: no such folder"):
+            load_translation_dataset(name, source_lang="en", target_lang="fr")

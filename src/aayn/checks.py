@@ -21,12 +21,28 @@ def _json_fault(path: Path) -> str | None:
     return None if isinstance(value, dict) else f"{path} holds no JSON object"
 
 
+def looks_local(name: str) -> bool:
+    """Whether a model or dataset name means a local path rather than a Hub id: it starts with `.`, `/` or `~`,
+    or its parent folder exists here (`runs/x` beside a `runs` folder)."""
+    if name.startswith((".", "/", "~")):
+        return True
+    parent = Path(name).parent
+    return str(parent) not in ("", ".") and parent.is_dir()
+
+
+def check_local_name(name: str, option: str) -> None:
+    """A name that looks like a local path must exist: `no such folder` here, not a network error later."""
+    if looks_local(name) and not Path(name).expanduser().exists():
+        raise FileNotFoundError(f"{option} {name}: no such folder")
+
+
 def check_model_folder(
     folder: str | Path, option: str, *, config: bool = True, weights: bool = True, tokenizer: bool = True
 ) -> None:
     """A saved model folder whose config, weights and tokenizer can be read, or a ValueError / FileNotFoundError
     naming the file and what is wrong with it. A name that is not a local folder (a Hub id) is left to
     transformers."""
+    check_local_name(str(folder), option)
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         return

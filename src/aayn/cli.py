@@ -195,14 +195,15 @@ def generate_options(args: argparse.Namespace) -> dict:
 def model_location(value: str) -> str:
     """--model as given: a saved folder here, or else a Hub id. Names that cannot be a Hub id (absolute or
     relative paths other than `owner/name`) must be folders that exist."""
-    from .checks import check_model_folder
+    from .checks import check_local_name, check_model_folder
 
     path = Path(value).expanduser()
     if path.is_dir():
         check_model_folder(path, "--model")
         return str(path)
-    if path.exists() or value.startswith((".", "/", "~")) or value.count("/") != 1:
-        raise FileNotFoundError(f"--model {value}: folder not found")
+    check_local_name(value, "--model")
+    if path.exists() or value.count("/") != 1:
+        raise FileNotFoundError(f"--model {value}: no such folder")
     return value
 
 

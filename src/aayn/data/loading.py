@@ -64,6 +64,9 @@ def load_translation_dataset(
     elif path.is_file():
         raise ValueError(f"dataset name {name!r} is a file; give the folder that holds the split files")
     else:  # a Hub dataset id or a local folder laid out like one: the same code path
+        from ..checks import check_local_name
+
+        check_local_name(name, "dataset")
         config = _resolve_config(name, config, source_lang, target_lang)
         loaded = {
             split: datasets.load_dataset(name, config, split=spec, streaming=streaming, cache_dir=cache_dir)
