@@ -267,3 +267,21 @@ def test_long_inputs_warn_once(saved, caplog):
     positions = [r for r in caplog.records if "exceeds max_position_embeddings" in r.getMessage()]
     assert len(truncated) == 1 and "2 input(s)" in truncated[0].getMessage()
     assert len(positions) == 1
+
+
+def test_a_bare_train_or_an_invalid_choice_is_one_line(corpus, tmp_path, capsys):
+    """Issue 33 point 9: not the whole help (140 lines of Trainer options): one line with the usage, exit 2; a
+    bare `aayn train` answers before torch is imported."""
+    import subprocess
+
+    code = (
+        "import sys; from aayn.cli import main; rc = main(['train']); assert 'torch' not in sys.modules; sys.exit(rc)"
+    )
+    bare = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert bare.returncode == 2 and "missing --dataset_name, --source_lang, --target_lang; usage:" in bare.stderr
+    assert len(bare.stderr.strip().splitlines()) == 2  # the error, and where the traceback is
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST))
+    assert aayn(["train", str(recipe), "--lr_scheduler_type", "inverse_sqr"]) == 2
+    error = capsys.readouterr().err
+    assert "invalid choice: 'inverse_sqr'" in error and "inverse_sqrt" in error and len(error.splitlines()) == 2
+    assert not (tmp_path / "out").exists()

@@ -364,6 +364,14 @@ def _add_help(group, source_field: SourceField) -> None:
     )
 
 
+def _required(source_field) -> bool:
+    return source_field.default is dataclasses.MISSING and source_field.default_factory is dataclasses.MISSING
+
+
+def _one_line_error(message: str):
+    raise RecipeError(f"{message}; usage: {USAGE} (aayn train --help lists every key)")
+
+
 def argument_parser():
     from transformers import HfArgumentParser
 
@@ -384,7 +392,16 @@ def parse_arguments(argv: list[str]) -> tuple:
         flags = _as_flags(recipe) + flags[1:]
     _check_keys([flag[2:].split("=")[0] for flag in flags if flag.startswith("--")], "flag", "--")
     _check_values(flags)
-    parsed = argument_parser().parse_args_into_dataclasses(args=flags)
+    given = {flag[2:].split("=")[0].replace("-", "_") for flag in flags if flag.startswith("--")}
+    required = [f.name for cls in AAYN_ARGUMENT_CLASSES for f in dataclasses.fields(cls) if _required(f)]
+    missing = [name for name in required if name not in given]
+    if missing:
+        raise RecipeError(
+            f"missing {', '.join('--' + name for name in missing)}; usage: {USAGE} (aayn train --help lists every key)"
+        )
+    parser = argument_parser()
+    parser.error = _one_line_error  # argparse would print the whole usage (every Trainer option) first
+    parsed = parser.parse_args_into_dataclasses(args=flags)
     model_args, data_args, args = parsed[:3]
     if len(parsed) > 3:  # transformers 5.x: RunArguments carries overwrite_output_dir
         args.overwrite_output_dir = parsed[3].overwrite_output_dir
