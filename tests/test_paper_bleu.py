@@ -47,3 +47,19 @@ def test_aayn_evaluate_into_german_reports_both_bleus(saved, tmp_path):
     assert "paper_bleu" not in evaluate_model(
         str(folder), str(french), source_lang="en", target_lang="fr", max_new_tokens=4
     )
+
+
+def test_the_trainers_metrics_into_german_add_paper_bleu(saved):
+    """`aayn train`'s compute_metrics (validation and test): paper_bleu beside sacreBLEU for German targets only."""
+    import numpy as np
+    from transformers import EvalPrediction
+
+    from aayn.training.trainer import translation_metrics
+
+    _, _, tokenizer = saved
+    texts = ["six un huit neuf zéro", "deux trois quatre cinq"]  # 4-grams in each: unsmoothed BLEU is not 0
+    ids = tokenizer(text_target=texts, padding=True, return_tensors="np")["input_ids"]
+    prediction = EvalPrediction(predictions=ids, label_ids=np.where(ids == tokenizer.pad_token_id, -100, ids))
+    german = translation_metrics(tokenizer, "de")(prediction)
+    assert german["paper_bleu"] == pytest.approx(100.0) and german["bleu"] == pytest.approx(100.0)
+    assert "paper_bleu" not in translation_metrics(tokenizer, "fr")(prediction)
