@@ -78,6 +78,11 @@ def check_device(device: str) -> None:
         "cuda": lambda: torch.cuda.is_available(),
         "mps": lambda: torch.backends.mps.is_available(),
     }
+    if parsed.type == "cuda" and torch.version.cuda is None and not getattr(torch.version, "hip", None):
+        raise ValueError(
+            f"--device {device}: this torch build ({torch.__version__}) has no CUDA; it runs on cpu"
+            + (" and mps" if torch.backends.mps.is_available() else "")
+        )
     if parsed.type in available and not available[parsed.type]():
         raise ValueError(f"--device {device}: torch sees no {parsed.type} device on this machine")
     if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():

@@ -210,7 +210,9 @@ def model_location(value: str) -> str:
 def bench(args: argparse.Namespace) -> None:
     """Measure AAYN against MarianMTModel at the paper's base shapes (train, greedy, beam rows; MFU)."""
     from .bench import print_table, run_bench, write_json
+    from .checks import check_device
 
+    check_device(args.device)
     report = run_bench(
         quick=args.quick, device=args.device, dtype=args.dtype, wmt=args.wmt, decoding_model=args.decoding_model
     )
