@@ -233,11 +233,13 @@ def test_metrics_module_equals_sacrebleu():
     assert scores["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a") and scores["sentences"] == 3
 
 
-def test_aayn_evaluate_prints_bleu_of_the_models_translations(trained, corpus, capsys):
+def test_aayn_evaluate_prints_bleu_of_the_models_translations(trained, corpus, capsys, tmp_path):
     assert (
         aayn(
             [
                 "evaluate",
+                "--output",
+                str(tmp_path / "hypotheses.txt"),
                 "--model",
                 str(trained),
                 "--dataset_name",
@@ -275,6 +277,7 @@ def test_aayn_evaluate_prints_bleu_of_the_models_translations(trained, corpus, c
         for s in sources
     ]
     assert printed["bleu"] == pytest.approx(sacrebleu.corpus_bleu(outputs, [references]).score)
+    assert (tmp_path / "hypotheses.txt").read_text(encoding="utf-8").splitlines() == outputs  # --output
 
 
 def test_aayn_average_writes_the_mean_of_the_checkpoints_as_a_complete_folder(trained, tmp_path, capsys):

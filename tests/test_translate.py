@@ -126,3 +126,17 @@ def test_a_local_looking_name_that_does_not_exist_is_no_such_folder_not_a_networ
     for name in ("./nodata", "runs/nodata", "~/surely-not-a-folder-here"):
         with pytest.raises(FileNotFoundError, match=f"dataset {name}: no such folder"):
             load_translation_dataset(name, source_lang="en", target_lang="fr")
+
+
+def test_inference_commands_show_no_loading_bar_unless_verbose(saved, capsys):
+    """Issue 33 point 10: transformers 5.x draws "Loading weights" on every from_pretrained."""
+    from transformers.utils import logging as transformers_logging
+
+    path, _, _ = saved
+    try:
+        assert aayn(["translate", "--model", str(path), "--max_new_tokens", "3", "Two."]) == 0
+        assert "Loading weights" not in capsys.readouterr().err
+        assert not transformers_logging.is_progress_bar_enabled()
+        assert aayn(["translate", "--verbose", "--model", str(path), "--max_new_tokens", "3", "Two."]) == 0
+    finally:
+        transformers_logging.enable_progress_bar()

@@ -69,6 +69,7 @@ def evaluate(args: argparse.Namespace) -> None:
         max_samples=args.max_samples,
         batch_tokens=args.batch_tokens,
         device=args.device,
+        output=args.output,
         **generate_options(args),
     )
     print(json.dumps(scores, indent=2))
@@ -239,6 +240,13 @@ def setup_logging() -> None:
     logger.setLevel(logging.INFO)
 
 
+def quiet_loading() -> None:
+    """No "Loading weights" bar on every call of the inference commands (`--verbose` keeps it)."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+
+
 def positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
@@ -267,8 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     _register_later()
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    argv = [arg for arg in argv if arg != "--debug"]
-    parser = argparse.ArgumentParser(prog="aayn", description=__doc__, epilog="--debug anywhere: tracebacks for errors")
+    verbose = "--verbose" in argv
+    argv = [arg for arg in argv if arg not in ("--debug", "--verbose")]
+    epilog = "--debug anywhere: tracebacks for errors; --verbose: model loading's progress bars"
+    parser = argparse.ArgumentParser(prog="aayn", description=__doc__, epilog=epilog)
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("copy-task", help=copy_task.__doc__)
     demo.add_argument("--output_dir", default="runs/copy-task", help="where to save the trained model")
@@ -301,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     scorer.add_argument("--target_lang", required=True)
     scorer.add_argument("--split", default="test", help="split expression, slicing allowed (default: test)")
     scorer.add_argument("--max_samples", type=positive_int)
+    scorer.add_argument("--output", metavar="FILE", help="also write the translations there, one line per sentence")
     scorer.set_defaults(run=evaluate)
     translator = commands.add_parser("translate", help=translate.__doc__, parents=[decoding])
     translator.add_argument("text", nargs="*", help="sentences to translate; none: read standard input")
@@ -371,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     if args.command != "train":  # train registers after parsing its recipe
         register()
+        if not verbose and args.command in ("translate", "score", "evaluate", "export"):
+            quiet_loading()
     return report_user_errors(args.command, lambda: args.run(args), debug)
 
 

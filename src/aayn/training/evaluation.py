@@ -25,9 +25,11 @@ def evaluate_model(
     max_samples: int | None = None,
     batch_tokens: int = 4096,
     device: str = "cpu",
+    output: str | None = None,
     **generate,
 ) -> dict:
-    """`{"bleu", "chrf", "bleu_signature", "chrf_signature", "sentences"}` of the model's translations of `split`."""
+    """`{"bleu", "chrf", "bleu_signature", "chrf_signature", "sentences"}` of the model's translations of `split`
+    (and `paper_bleu` into German); `output`: a file to write the translations to, one line per sentence."""
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForSeq2SeqLM.from_pretrained(model_path).to(device).eval()
     data = load_translation_dataset(
@@ -38,6 +40,12 @@ def evaluate_model(
     sources = [row["translation"][source_lang] for row in data]
     references = [row["translation"][target_lang] for row in data]
     hypotheses = translate_texts(model, tokenizer, sources, batch_tokens=batch_tokens, **generate)
+    if output is not None:  # the hypotheses, one per line in the split's order, written whole or not at all
+        from pathlib import Path
+
+        staging = Path(f"{output}.partial")
+        staging.write_text("".join(" ".join(h.splitlines()) + "\n" for h in hypotheses), encoding="utf-8")
+        staging.replace(output)
     scores = evaluate.load(METRICS_MODULE).compute(predictions=hypotheses, references=references)
     if target_lang in PAPER_BLEU_LANGUAGES:  # beside sacreBLEU: BLEU as the paper computed its EN-DE numbers
         scores["paper_bleu"] = paper_bleu(hypotheses, references, target_lang)
