@@ -77,8 +77,6 @@ def evaluate(args: argparse.Namespace) -> None:
 
 def translate(args: argparse.Namespace) -> None:
     """Translate the given sentences, or standard input line by line, to standard output (one line per line)."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
     from .checks import check_device
     from .translate import check_same_tokenizer, nbest_translations, plot_cross_attention, translate_texts
 
@@ -96,16 +94,9 @@ def translate(args: argparse.Namespace) -> None:
     if args.show_attention and len(lines) != 1:
         raise ValueError(f"--show-attention draws one sentence; got {len(lines)} lines")
     check_device(args.device)
-    models, tokenizers = [], []
-    for name in args.model:
-        location = model_location(name)
-        try:
-            tokenizers.append(AutoTokenizer.from_pretrained(location))
-            models.append(AutoModelForSeq2SeqLM.from_pretrained(location).to(args.device).eval())
-        except (OSError, ValueError) as error:
-            raise ValueError(f"cannot load a model from --model {name!r}: {error}") from None
-    check_same_tokenizer(tokenizers, args.model)
-    tokenizer, model = tokenizers[0], models[0] if len(models) == 1 else models
+    models, tokenizers = zip(*(load_model(name, args.device) for name in args.model))
+    check_same_tokenizer(list(tokenizers), args.model)
+    tokenizer, model = tokenizers[0], models[0] if len(models) == 1 else list(models)
     generate = generate_options(args)
     if args.show_attention and len(models) > 1:
         raise ValueError("--show-attention draws one model's attention: give one --model")
@@ -139,21 +130,14 @@ def translate(args: argparse.Namespace) -> None:
 def score(args: argparse.Namespace) -> None:
     """Score given translations: per line pair, log P(target | source) (eos included) and the length-normalized
     score the paper's search ranks by, tab-separated, in input order (--per_token: each target token's too)."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
     from .checks import check_device
     from .scoring import score_texts
 
     sources, targets = (read_lines(path, flag) for path, flag in ((args.source, "--source"), (args.target, "--target")))
     if len(sources) != len(targets):
         raise ValueError(f"--source {args.source} has {len(sources)} lines, --target {args.target} {len(targets)}")
-    location = model_location(args.model)
     check_device(args.device)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(location)
-        model = AutoModelForSeq2SeqLM.from_pretrained(location).to(args.device).eval()
-    except (OSError, ValueError) as error:
-        raise ValueError(f"cannot load a model from --model {args.model!r}: {error}") from None
+    model, tokenizer = load_model(args.model, args.device)
     scores = score_texts(
         model,
         tokenizer,
@@ -168,6 +152,18 @@ def score(args: argparse.Namespace) -> None:
         if args.per_token:
             columns.append(" ".join(f"{value:.6f}" for value in pair.tokens))
         print("\t".join(columns))
+
+
+def load_model(name: str, device: str):
+    """(model in eval mode on `device`, tokenizer) of `--model name`, or one line saying why not."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    location = model_location(name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(location)
+        return AutoModelForSeq2SeqLM.from_pretrained(location).to(device).eval(), tokenizer
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot load a model from --model {name!r}: {error}") from None
 
 
 def read_lines(path: str, flag: str) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import math
 from dataclasses import dataclass
 
@@ -571,6 +572,7 @@ MODEL_INPUTS = {"input_ids", "attention_mask", "synced_gpus", "decoder_input_ids
 OUTPUT_OPTIONS = ("output_scores", "output_logits", "output_attentions", "output_hidden_states")
 
 
+@functools.cache
 def _defaults() -> dict:
     """transformers' default generation values (4.57's defaults, which 5.x keeps aside and reads as unset)."""
     default = GenerationConfig()
