@@ -85,13 +85,16 @@ def unfused_reference(model, ids, mask, labels, epsilon):
 @pytest.mark.parametrize("epsilon", [0.0, 0.1])
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("chunk_rows", [None, 5])  # the default (one chunk here); chunks of 5 rows
+@pytest.mark.parametrize("selected", [True, False])  # unlabelled rows selected out (CPU), or weighted 0 (elsewhere)
 def test_the_fused_training_loss_and_every_gradient_equal_the_unfused_reference(
-    epsilon, padded, chunk_rows, monkeypatch
+    epsilon, padded, chunk_rows, selected, monkeypatch
 ):
     from conftest import random_batch, tiny_config
 
     from aayn import AaynForConditionalGeneration
 
+    if not selected:
+        monkeypatch.setattr("aayn.ops_aayn.reads_are_free", lambda tensor: False)
     if chunk_rows is not None:
         monkeypatch.setattr("aayn.ops_aayn.fused_loss_chunk_rows", lambda vocab, d_model: chunk_rows)
     model = AaynForConditionalGeneration(tiny_config(label_smoothing=epsilon)).train()

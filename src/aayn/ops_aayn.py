@@ -14,6 +14,12 @@ from torch.nn import functional as F
 # Attention masks and the §3.2.1 kernel
 
 
+def reads_are_free(tensor: torch.Tensor) -> bool:
+    """Whether the host may read `tensor`'s values at no cost: it lives in host memory, and no compiler is tracing
+    (where a read would break the graph). On an accelerator, a read waits for every queued kernel to finish."""
+    return tensor.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
 def attention_implementation(config, output_attentions: bool) -> str:
     """The attention function a forward pass uses: the configured one, or eager where weights are asked for
     (only the eager path materializes them). Masks are built for it, so both sides must agree."""
@@ -34,11 +40,16 @@ def attention_mask_for(
     (§3.2.3: "prevent leftward information flow"); the queries are the last `query_length` of the keys. Where
     queries and keys are the same positions, SDPA and flash attention apply causality themselves (they read
     `AaynAttention.is_causal`), so no mask is built. `like` gives the device.
+
+    Off the CPU, the form is chosen from the shapes alone, never from the mask's values: reading them
+    (`padding_mask.all()`) would make the host wait for the device on every call of a training step. On the CPU
+    the values are in host memory already, and a mask without padding is dropped (the kernels run faster without
+    one). Flash attention drops it everywhere: transformers' flash path reads the sequence lengths to unpad anyway.
     """
-    if padding_mask is not None and bool(padding_mask.all()):
+    if padding_mask is not None and reads_are_free(padding_mask) and bool(padding_mask.all()):
         padding_mask = None
     if implementation.startswith("flash"):
-        return padding_mask
+        return None if padding_mask is not None and bool(padding_mask.all()) else padding_mask
     offset = key_length - query_length  # cached positions before the first query
     causal = causal and query_length > 1
     if padding_mask is None and not (causal and (offset > 0 or implementation != "sdpa")):
@@ -183,7 +194,7 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
     log-sum-exp(z) - (1 - eps) z[label] - eps mean(z), with no log-softmax pass."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets, epsilon: float):
+    def forward(ctx, hidden, weight, targets, epsilon: float, unlabelled_rows: bool):
         rows, vocab = hidden.shape[0], weight.shape[0]
         chunk = fused_loss_chunk_rows(vocab, hidden.shape[1])
         device = hidden.device.type
@@ -192,6 +203,13 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
         exact = torch.promote_types(dtype, torch.float32)
         with torch.autocast(device, enabled=False):
             matrix, states = weight.to(dtype), hidden.to(dtype)
+            weights = None
+            if unlabelled_rows:  # weighted 0; their states are zeroed, so they add nothing to the weight's gradient
+                labelled = targets != -100
+                weights = labelled.to(exact)
+                targets = targets.clamp(min=0)  # any id will do where the weight is 0
+                states = states * labelled[:, None].to(dtype)
+            targets = targets[:, None]  # (rows, 1)
             total = torch.zeros((), dtype=exact, device=hidden.device)
             # only the gradients asked for: a frozen output matrix (or frozen states) costs no buffer and no product
             need_hidden, need_weight = ctx.needs_input_grad[:2]
@@ -203,15 +221,16 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
             scores = products if dtype == exact else torch.empty_like(products, dtype=exact)
             partial = None if dtype == torch.float32 or not need_weight else torch.empty_like(grad_weight, dtype=dtype)
             for start in range(0, rows, chunk):
-                h, y = states[start : start + chunk], targets[start : start + chunk, None]  # (n, d), (n, 1)
+                h, y = states[start : start + chunk], targets[start : start + chunk]  # (n, d), (n, 1)
                 n = h.shape[0]
                 logits = torch.mm(h, matrix.t(), out=products[:n])  # (n, vocab)
                 if scores is not products:
                     logits = scores[:n].copy_(logits)
-                total += logits.amax(dim=-1).sum() - (1 - epsilon) * logits.gather(1, y).sum()
-                total -= epsilon / vocab * logits.sum()
+                loss = logits.amax(dim=-1) - (1 - epsilon) * logits.gather(1, y)[:, 0]  # (n,) per-row losses
+                loss -= epsilon / vocab * logits.sum(dim=-1)
                 probs = torch.softmax(logits, dim=-1, out=logits)  # the logits are not needed any more
-                total -= probs.amax(dim=-1).log().sum()  # log-sum-exp(z) = max z - log max p
+                loss -= probs.amax(dim=-1).log()  # log-sum-exp(z) = max z - log max p
+                total += loss.sum() if weights is None else loss @ weights[start : start + n]
                 grad = probs.scatter_add_(1, y, probs.new_full(y.shape, epsilon - 1)).sub_(epsilon / vocab)
                 if scores is not products:
                     grad = products[:n].copy_(grad)
@@ -223,6 +242,8 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
                     grad_weight.addmm_(grad.t(), h)
                 else:
                     grad_weight += torch.mm(grad.t(), h, out=partial)
+            if need_hidden and unlabelled_rows:
+                grad_hidden *= labelled[:, None]
         ctx.save_for_backward(
             None if grad_hidden is None else grad_hidden.to(hidden.dtype),
             None if grad_weight is None else grad_weight.to(weight.dtype),
@@ -237,6 +258,7 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
             None if grad_weight is None else grad_weight * grad_total.to(grad_weight.dtype),
             None,
             None,
+            None,
         )
 
 
@@ -247,11 +269,18 @@ def fused_label_smoothed_loss(
     epsilon: float,
     num_items_in_batch: torch.Tensor | int | None = None,
 ) -> torch.Tensor:
-    """`label_smoothed_loss(hidden_states @ weight.T, ...)`, computed only at positions whose label is not -100
-    and without the full logits (the base model's 37000-way output layer: 600 MB of float32 per 4096 tokens)."""
+    """`label_smoothed_loss(hidden_states @ weight.T, ...)` without the full logits (the base model's 37000-way
+    output layer: 600 MB of float32 per 4096 tokens).
+
+    Positions whose label is -100 add nothing. On the CPU they are selected out (about a tenth of a demo batch's
+    target positions are padding, and the output layer is most of a small model's step); elsewhere they are
+    computed with a weight of 0, since a selection's size would be read back from the device on every step."""
     labels = labels.to(hidden_states.device)
-    keep = labels != -100
-    total = _LinearLabelSmoothedLoss.apply(hidden_states[keep], weight, labels[keep], epsilon)
+    if reads_are_free(labels):
+        keep = labels != -100
+        total = _LinearLabelSmoothedLoss.apply(hidden_states[keep], weight, labels[keep], epsilon, False)
+    else:
+        total = _LinearLabelSmoothedLoss.apply(hidden_states.flatten(0, -2), weight, labels.flatten(), epsilon, True)
     return _per_label(total, labels, num_items_in_batch)
 
 
