@@ -285,3 +285,27 @@ def test_a_bare_train_or_an_invalid_choice_is_one_line(corpus, tmp_path, capsys)
     error = capsys.readouterr().err
     assert "invalid choice: 'inverse_sqr'" in error and "inverse_sqrt" in error and len(error.splitlines()) == 2
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("spelling", [["--bf16", "auto"], ["--bf16=auto"]])
+def test_bf16_auto_trains_in_bf16_only_where_its_matmuls_are_native(
+    corpus, tmp_path, native, spelling, monkeypatch, capsys
+):
+    """The demo recipe's `bf16: auto`: emulated bf16 (AVX2 CPUs) would make each step ~13x slower than float32."""
+    monkeypatch.setattr("aayn.training.arguments.bf16_matmuls", lambda use_cpu: (native, "this CPU (TEST)"))
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST, use_cpu=True))
+    args = parse_arguments([str(recipe), *spelling])[2]
+    assert args.bf16 is native
+    said = capsys.readouterr().out
+    assert ("-> bf16 autocast" if native else "-> float32: this CPU (TEST) has no native bf16") in said
+    assert parse_arguments([str(recipe), "--bf16", "true"])[2].bf16 is True  # an explicit value is kept
+
+
+def test_bf16_auto_asks_the_machine():
+    import torch
+
+    from aayn.training.arguments import bf16_matmuls
+
+    native, unit = bf16_matmuls(use_cpu=True)
+    assert isinstance(native, bool) and torch.backends.cpu.get_cpu_capability() in unit
