@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from training_helpers import FAST, tiny_recipe, write_numbers_corpus, write_recipe
 
 from aayn.cli import main as aayn
-from aayn.training import parse_arguments
+from aayn.training import parse_arguments, run
 from aayn.training.arguments import argument_parser, trainer_fields
 
 
@@ -30,14 +31,80 @@ def train(tmp_path: Path, recipe: dict, *flags: str, name: str = "r.yaml") -> su
     )
 
 
-def test_averaging_more_checkpoints_than_the_run_saves_stops_before_training(corpus, tmp_path, capsys):
+def test_a_shortened_run_averages_the_checkpoints_it_leaves_and_says_so(corpus, tmp_path, caplog):
+    """Issue 33: `aayn train recipes/demo.yaml --max_steps 100` (save_steps 300, average 3) used to refuse; the
+    recipe adapts to the two checkpoints 4 steps leave (save_steps 2, limit 2), and the final weights are their
+    average (the weights of checkpoint-4 alone would differ)."""
+    from safetensors.torch import load_file
+
     recipe = write_recipe(
         tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST, average_last_checkpoints=3)
     )
-    assert aayn(["train", str(recipe)]) == 2
+    with caplog.at_level("WARNING", logger="aayn"):
+        run(*parse_arguments([str(recipe)]))
+    assert "average_last_checkpoints=3" in caplog.text and "leave 2 checkpoint(s): averaging those 2" in caplog.text
+    final, second, fourth = (
+        load_file(folder / "model.safetensors")
+        for folder in (tmp_path / "out", tmp_path / "out" / "checkpoint-2", tmp_path / "out" / "checkpoint-4")
+    )
+    name = next(key for key in final if key.endswith("fc1.weight"))
+    torch.testing.assert_close(final[name], (second[name] + fourth[name]) / 2)
+
+
+@pytest.mark.parametrize("stages", [["--do_predict", "false"], ["--do_eval", "false"]])
+def test_stage_flags_are_honoured(corpus, tmp_path, stages):
+    """Issue 33: `--do_predict false` skips the test split (not even read), `--do_eval false` every evaluation
+    during training; by default a run writes the test translations to generated_predictions.txt."""
+    seen = {}
+    evaluating = {**FAST, "eval_strategy": "steps", "eval_steps": 2}  # unless do_eval is false
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **evaluating))
+    model_args, data_args, args = parse_arguments([str(recipe), *stages])
+    from aayn.training import job
+
+    loader = job.load_translation_dataset
+
+    def recording(*positional, splits, **kwargs):
+        seen.update(splits)
+        return loader(*positional, splits=splits, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(job, "load_translation_dataset", recording)
+        metrics = run(model_args, data_args, args)
+    history = json.loads((tmp_path / "out" / "checkpoint-4" / "trainer_state.json").read_text())["log_history"]
+    if "--do_predict" in stages:
+        assert "test" not in seen and metrics == {} and not (tmp_path / "out" / "generated_predictions.txt").exists()
+        assert any("eval_loss" in entry for entry in history)
+    else:
+        assert "validation" not in seen and not any("eval_loss" in entry for entry in history)
+        predictions = (tmp_path / "out" / "generated_predictions.txt").read_text(encoding="utf-8").splitlines()
+        assert len(predictions) == FAST["max_predict_samples"] and "test_bleu" in metrics
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_do_train_false_tests_a_given_model_without_writing_one(corpus, tmp_path):
+    trained = tmp_path / "trained"
+    run(*parse_arguments([str(write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, trained, **FAST)))]))
+    recipe = tiny_recipe(corpus, tmp_path / "tested", **FAST, model_name_or_path=str(trained))
+    metrics = run(*parse_arguments([str(write_recipe(tmp_path / "t.yaml", recipe)), "--do_train", "false"]))
+    assert metrics["test_bleu"] == json.loads((trained / "test_results.json").read_text())["test_bleu"]
+    assert (tmp_path / "tested" / "generated_predictions.txt").read_text() == (
+        trained / "generated_predictions.txt"
+    ).read_text()
+    assert not (tmp_path / "tested" / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--do_train", "false"], "do_train false needs --model_name_or_path"),
+        (["--do_train", "false", "--do_predict", "false"], "nothing to do"),
+    ],
+)
+def test_stage_flags_that_leave_nothing_to_do_are_one_line(corpus, tmp_path, flags, message, capsys):
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST))
+    assert aayn(["train", str(recipe), *flags]) == 2
     error = capsys.readouterr().err
-    assert "average_last_checkpoints=3" in error and "leave 2 checkpoints" in error and "Traceback" not in error
-    assert not (tmp_path / "out").exists()  # nothing was written, no step was taken
+    assert message in error.splitlines()[0] and "Traceback (most recent" not in error
 
 
 def test_evaluation_without_generation_keeps_no_logits(corpus, tmp_path, monkeypatch):

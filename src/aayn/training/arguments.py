@@ -350,6 +350,26 @@ def bf16_matmuls(use_cpu: bool) -> tuple[bool, str]:
     return native, f"this CPU ({torch.backends.cpu.get_cpu_capability()})"
 
 
+def _flag_value(flags: list[str], key: str) -> str | None:
+    """The value the last `--key value`, `--key=value` or bare `--key` (a bool's "true") among `flags` gives."""
+    value = None
+    for index, flag in enumerate(flags):
+        name, inline, text = flag[2:].partition("=")
+        if not flag.startswith("--") or name.replace("-", "_") != key:
+            continue
+        if inline:
+            value = text
+        elif index + 1 < len(flags) and not flags[index + 1].startswith("--"):
+            value = flags[index + 1]
+        else:
+            value = "true"
+    return value
+
+
+# the stages of a run, as run_translation.py names them; aayn train runs all three unless told otherwise
+STAGES = ("do_train", "do_eval", "do_predict")
+
+
 def _resolve_auto_bf16(flags: list[str]) -> list[str]:
     """`bf16: auto` (aayn's value; the Trainer's key is a bool): bf16 autocast where its matmuls run natively,
     float32 elsewhere, said in one line."""
@@ -359,13 +379,7 @@ def _resolve_auto_bf16(flags: list[str]) -> list[str]:
     index, flag = values[-1]
     if flag == "--bf16" and (index + 1 == len(flags) or flags[index + 1] != "auto"):
         return flags
-    use_cpu = False
-    for i, other in enumerate(flags):
-        if other == "--use_cpu" and i + 1 < len(flags) and not flags[i + 1].startswith("--"):
-            use_cpu = _bool(flags[i + 1])
-        elif other.startswith("--use_cpu="):
-            use_cpu = _bool(other.partition("=")[2])
-    native, unit = bf16_matmuls(use_cpu)
+    native, unit = bf16_matmuls(_bool(_flag_value(flags, "use_cpu") or "false"))
     choice, has = ("bf16 autocast", "has") if native else ("float32", "has no")
     print(f"bf16: auto -> {choice}: {unit} {has} native bf16 matmuls")
     value = ["--bf16", "true" if native else "false"]
@@ -436,10 +450,18 @@ def parse_arguments(argv: list[str]) -> tuple:
         raise RecipeError(
             f"missing {', '.join('--' + name for name in missing)}; usage: {USAGE} (aayn train --help lists every key)"
         )
+    stages = {stage: _bool(value) for stage in STAGES if (value := _flag_value(flags, stage)) is not None}
+    if stages.get("do_eval") is False:  # no evaluation during training either (the Trainer would set do_eval again)
+        flags = [*flags, "--eval_strategy", "no"]
     parser = argument_parser()
     parser.error = _one_line_error  # argparse would print the whole usage (every Trainer option) first
     parsed = parser.parse_args_into_dataclasses(args=flags)
     model_args, data_args, args = parsed[:3]
+    args.do_train, args.do_predict = stages.get("do_train", True), stages.get("do_predict", True)
+    if not (args.do_train or args.do_predict):
+        raise RecipeError("do_train and do_predict are both false: nothing to do")
+    if not args.do_train and not model_args.model_name_or_path:
+        raise RecipeError("do_train false needs --model_name_or_path: the model to test")
     if len(parsed) > 3:  # transformers 5.x: RunArguments carries overwrite_output_dir
         args.overwrite_output_dir = parsed[3].overwrite_output_dir
     if args.max_steps == 0 or args.max_steps < -1:  # the Trainer would train by epochs instead

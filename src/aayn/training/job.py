@@ -25,7 +25,7 @@ from ..data import load_translation_dataset, save_tokenizer, tokenize_dataset, t
 from ..modeling_aayn import AaynForConditionalGeneration
 from .arguments import DataTrainingArguments, ModelArguments
 from .average import last_checkpoints, load_average, load_weights
-from .output import FINAL_STAGING, claim_output_dir, move_final_files, resume_checkpoint
+from .output import FINAL_STAGING, claim_output_dir, move_final_files, resume_checkpoint, write_text_atomically
 from .trainer import AaynTrainer, plot_history, translation_metrics
 
 logger = logging.get_logger("aayn.training")
@@ -64,14 +64,17 @@ def saved_checkpoints(args: Seq2SeqTrainingArguments) -> int | None:
 
 
 def check_averaging(args: Seq2SeqTrainingArguments, data_args: DataTrainingArguments) -> None:
+    """A run shortened below the recipe's averaging (`--max_steps 100` with save_steps 300) averages the checkpoints
+    it will leave, said in one line, instead of refusing."""
     wanted = data_args.average_last_checkpoints
-    count = saved_checkpoints(args)
+    count = saved_checkpoints(args) if args.do_train else 0
     if wanted and count is not None and count < wanted:
-        raise ValueError(
+        logger.warning(
             f"average_last_checkpoints={wanted}, but save_strategy={args.save_strategy}, save_steps={args.save_steps}, "
-            f"max_steps={args.max_steps} and save_total_limit={args.save_total_limit} leave {count} checkpoints at the "
-            f"end; save more often, raise save_total_limit, or average fewer"
+            f"max_steps={args.max_steps} and save_total_limit={args.save_total_limit} leave {count} checkpoint(s): "
+            + (f"averaging those {count}" if count > 1 else "no averaging" if args.do_train else "no training")
         )
+        data_args.average_last_checkpoints = count if count > 1 else 0
 
 
 def check_early_stopping(args: Seq2SeqTrainingArguments, data_args: DataTrainingArguments) -> None:
@@ -203,7 +206,7 @@ def run(
         data_args.dataset_config_name,
         source_lang=data_args.source_lang,
         target_lang=data_args.target_lang,
-        splits={"train": data_args.train_split, "validation": data_args.validation_split, "test": data_args.test_split},
+        splits=needed_splits(data_args, args),
         max_train_samples=data_args.max_train_samples,
         max_eval_samples=data_args.max_eval_samples,
         max_predict_samples=data_args.max_predict_samples,
@@ -231,8 +234,15 @@ def run(
     return metrics
 
 
+def needed_splits(data_args: DataTrainingArguments, args: Seq2SeqTrainingArguments) -> dict[str, str]:
+    """The splits the run's stages read (do_train, do_eval: evaluations during training, do_predict: the test)."""
+    wanted = {"train": args.do_train, "validation": args.do_train and args.do_eval, "test": args.do_predict}
+    given = {"train": data_args.train_split, "validation": data_args.validation_split, "test": data_args.test_split}
+    return {split: spec for split, spec in given.items() if wanted[split]}
+
+
 def _train_and_test(model_args, data_args, args, data, make_model, resume, start, callbacks) -> dict:
-    tokenizer = load_tokenizer(model_args, data_args, args, data["train"])
+    tokenizer = load_tokenizer(model_args, data_args, args, data.get("train"))
     model = make_model(tokenizer)
     smoothing = args.label_smoothing_factor
     if model.config.model_type == "aayn":
@@ -260,15 +270,16 @@ def _train_and_test(model_args, data_args, args, data, make_model, resume, start
         num_proc=data_args.preprocessing_num_workers,
     )
     with args.main_process_first(desc="tokenizing"):
-        train = tokenize_dataset(data["train"], tokenizer, overlong=data_args.overlong, **lengths)
-        validation = tokenize_dataset(data["validation"], tokenizer, overlong="truncate", **lengths)
-        test = tokenize_dataset(data["test"], tokenizer, overlong="truncate", **lengths)
+        overlong = {"train": data_args.overlong, "validation": "truncate", "test": "truncate"}
+        tokenized = {split: tokenize_dataset(rows, tokenizer, overlong=overlong[split], **lengths)
+                     for split, rows in data.items()}  # fmt: skip
+    train, validation, test = (tokenized.get(split) for split in ("train", "validation", "test"))
     card = dict(
         source_lang=data_args.source_lang,
         target_lang=data_args.target_lang,
         dataset=data_args.dataset_name,
         repo_id=args.hub_model_id or Path(args.output_dir).name,
-        example=data["test"][0]["translation"][data_args.source_lang],
+        example=next(iter(data.values()))[0]["translation"][data_args.source_lang],
         license=data_args.license,
     )
     if data_args.early_stopping_patience is not None:
@@ -288,7 +299,9 @@ def _train_and_test(model_args, data_args, args, data, make_model, resume, start
         max_tokens=data_args.max_tokens,
         model_card={**card, "training": training_summary(model_args, data_args, args, smoothing)},
     )
-    if trained_to_the_end(resume, args):
+    if not args.do_train:
+        logger.info(f"do_train false: testing {model_args.model_name_or_path} as it is")
+    elif trained_to_the_end(resume, args):
         # the Trainer would take one more step past max_steps and rotate out a good checkpoint
         logger.warning(f"{resume} is at the run's last step: nothing left to train; writing the final folder")
         load_weights(trainer.model, resume)
@@ -297,38 +310,46 @@ def _train_and_test(model_args, data_args, args, data, make_model, resume, start
         result = trainer.train(resume_from_checkpoint=resume)
         trainer.log_metrics("train", result.metrics)
         trainer.save_metrics("train", result.metrics)
-    if data_args.average_last_checkpoints:
+    if data_args.average_last_checkpoints and args.do_train:
         wanted, written = data_args.average_last_checkpoints, len(last_checkpoints(args.output_dir, 0))
         if written < wanted:  # stopped early: fewer checkpoints than the full run would have left
             logger.warning(f"training stopped early: averaging the {written} checkpoints written, not {wanted}")
         if written:
             load_average(trainer.model, last_checkpoints(args.output_dir, min(wanted, written)))
-    prediction = trainer.predict(test, metric_key_prefix="test")
-    trainer.log_metrics("test", prediction.metrics)
-    trainer.save_metrics("test", prediction.metrics)
+    metrics, hypotheses = {}, None
+    if args.do_predict:
+        prediction = trainer.predict(test, metric_key_prefix="test")
+        metrics = prediction.metrics
+        trainer.log_metrics("test", metrics)
+        trainer.save_metrics("test", metrics)
+        if args.predict_with_generate:
+            hypotheses = tokenizer.batch_decode(prediction.predictions.clip(min=0), skip_special_tokens=True)
+            hypotheses = [hypothesis.strip() for hypothesis in hypotheses]
     seconds = time.perf_counter() - start
     trainer.model_card = {**card, "training": training_summary(model_args, data_args, args, smoothing, seconds)}
-    trainer.results = {name.removeprefix("test_"): value for name, value in prediction.metrics.items()}
+    trainer.results = {name.removeprefix("test_"): value for name, value in metrics.items()}
     # weights, config + code, generation config, tokenizer and the card with the test scores, written beside
     # output_dir's files and moved in whole: a kill or a full disk leaves no half-written final model
     staging = Path(args.output_dir) / FINAL_STAGING
-    trainer.save_model(str(staging), _internal_call=True)
-    if trainer.is_world_process_zero():
+    if args.do_train:
+        trainer.save_model(str(staging), _internal_call=True)  # every process: a sharded model is gathered
+    if not trainer.is_world_process_zero():
+        return metrics
+    if hypotheses is not None:  # one line per test sentence, as run_translation.py writes it
+        lines = "".join(f"{hypothesis}\n" for hypothesis in hypotheses)
+        write_text_atomically(Path(args.output_dir) / "generated_predictions.txt", lines)
+    if args.do_train:
         move_final_files(staging, Path(args.output_dir))
         plot_history(trainer.state.log_history, Path(args.output_dir) / "training_curves.png")
-        if args.predict_with_generate:
-            sources = [row["translation"][data_args.source_lang] for row in data["test"]]
-            hypotheses = tokenizer.batch_decode(prediction.predictions.clip(min=0), skip_special_tokens=True)
-            for source, hypothesis in list(zip(sources, hypotheses))[: data_args.num_examples_to_print]:
-                print(f"  {source}\n  -> {hypothesis.strip()}")
-        print(
-            json.dumps(
-                {k: v for k, v in prediction.metrics.items() if k in ("test_bleu", "test_chrf", "test_paper_bleu")}
-            )
-        )
-        if args.push_to_hub:
-            trainer.push_to_hub(commit_message="aayn train: final model")
-    return prediction.metrics
+    if hypotheses is not None:
+        sources = [row["translation"][data_args.source_lang] for row in data["test"]]
+        for source, hypothesis in list(zip(sources, hypotheses))[: data_args.num_examples_to_print]:
+            print(f"  {source}\n  -> {hypothesis}")
+    if metrics:
+        print(json.dumps({k: v for k, v in metrics.items() if k in ("test_bleu", "test_chrf", "test_paper_bleu")}))
+    if args.push_to_hub and args.do_train:
+        trainer.push_to_hub(commit_message="aayn train: final model")
+    return metrics
 
 
 def trained_to_the_end(resume: str | None, args: Seq2SeqTrainingArguments) -> bool:
