@@ -12,9 +12,10 @@ import sacrebleu
 import torch
 import yaml
 from safetensors.torch import load_file
-from training_helpers import FOLDER_FILES, tiny_recipe, write_numbers_corpus, write_recipe
+from training_helpers import FAST, FOLDER_FILES, tiny_recipe, write_numbers_corpus, write_recipe
 from transformers import AutoTokenizer, GenerationConfig, get_scheduler
 
+from aayn import AaynConfig
 from aayn.cli import main as aayn
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
@@ -346,6 +347,33 @@ def test_fine_tuning_from_a_saved_model(trained, corpus, tmp_path):
     assert (tmp_path / "tuned" / "tokenizer.json").read_text() == (trained / "tokenizer.json").read_text()
     assert not (tmp_path / "tuned" / "tokenizer").exists()  # the model's tokenizer, not a new one
     assert "fine-tuned from" in (tmp_path / "tuned" / "README.md").read_text()
+
+
+def test_fine_tuning_applies_dropout_and_refuses_a_new_shape(trained, corpus, tmp_path, capsys):
+    """Issue 33: `--dropout 0.3` on a pretrained start kept the old dropout; `--d_model 64` was silently dropped.
+    The recipe repeats the model's shape (accepted: equal values); the dropout flags land in the saved config and
+    in the modules that train."""
+    recipe = tiny_recipe(corpus, tmp_path / "tuned", **FAST, model_name_or_path=str(trained))
+    path = write_recipe(tmp_path / "r.yaml", recipe).as_posix()
+    assert aayn(["train", path, "--d_model", "64"]) == 2
+    error = capsys.readouterr().err.splitlines()[0]
+    assert "--d_model 64" in error and "has d_model 32" in error
+    assert not (tmp_path / "tuned").exists()
+    flags = ["--dropout", "0.3", "--attention_dropout", "0.2", "--activation_dropout", "0.05"]
+    model_args, data_args, args = parse_arguments([path, *flags])
+    seen = {}
+    monkeypatch = pytest.MonkeyPatch()
+    original = AaynTrainer.train
+    monkeypatch.setattr(AaynTrainer, "train", lambda self, **kw: seen.update(model=self.model) or original(self, **kw))
+    try:
+        run(model_args, data_args, args)
+    finally:
+        monkeypatch.undo()
+    saved = AaynConfig.from_pretrained(tmp_path / "tuned")
+    assert (saved.dropout, saved.attention_dropout, saved.activation_dropout) == (0.3, 0.2, 0.05)
+    rates = {module.p for module in seen["model"].modules() if isinstance(module, torch.nn.Dropout)}
+    assert 0.3 in rates and 0.1 not in rates
+    assert AaynConfig.from_pretrained(trained).dropout == 0.1  # the start is untouched
 
 
 PLAIN_TRANSFORMERS_SCRIPT = """

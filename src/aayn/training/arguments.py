@@ -457,6 +457,7 @@ def parse_arguments(argv: list[str]) -> tuple:
     parser.error = _one_line_error  # argparse would print the whole usage (every Trainer option) first
     parsed = parser.parse_args_into_dataclasses(args=flags)
     model_args, data_args, args = parsed[:3]
+    model_args.given = frozenset(given)  # the keys the recipe or a flag set (fine-tuning applies only those)
     args.do_train, args.do_predict = stages.get("do_train", True), stages.get("do_predict", True)
     if not (args.do_train or args.do_predict):
         raise RecipeError("do_train and do_predict are both false: nothing to do")

@@ -8,6 +8,7 @@ from functools import partial
 from pathlib import Path
 
 from transformers import (
+    AutoConfig,
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
     DataCollatorForSeq2Seq,
@@ -127,14 +128,59 @@ def model_config(model_args: ModelArguments, tokenizer=None) -> AaynConfig:
     return config
 
 
+# keys of a new model's shape, as the model's config names them: a trained model has its own
+SHAPE_KEYS = {
+    "d_model": ("d_model",),
+    "encoder_layers": ("encoder_layers",),
+    "decoder_layers": ("decoder_layers",),
+    "attention_heads": ("encoder_attention_heads", "decoder_attention_heads"),
+    "ffn_dim": ("encoder_ffn_dim", "decoder_ffn_dim"),
+    "norm_first": ("norm_first",),
+    "max_position_embeddings": ("max_position_embeddings",),
+    "init_std": ("init_std",),
+}
+# keys that may change on a trained model: they apply, and land in the saved config
+FINE_TUNING_KEYS = ("dropout", "attention_dropout", "activation_dropout")
+
+
+def fine_tuning_overrides(model_args: ModelArguments, config) -> dict:
+    """The config values the recipe or flags change on the model to fine-tune; a shape key that differs from the
+    model's own value is refused in one line (a recipe may repeat the model's shape)."""
+    given = getattr(model_args, "given", frozenset())
+    if "vocab_size" in given and model_args.vocab_size != getattr(config, "vocab_size", None):
+        logger.warning(
+            f"vocab_size {model_args.vocab_size} sizes a new model's BPE; the model in {model_args.model_name_or_path} "
+            f"keeps its {config.vocab_size}-token vocabulary"
+        )
+    for key, names in SHAPE_KEYS.items():
+        value = getattr(model_args, key)
+        if key not in given:
+            continue
+        held = [getattr(config, name, None) for name in names]
+        if any(other != value for other in held):
+            raise ValueError(
+                f"--{key} {value}: the model in {model_args.model_name_or_path} has {key} {held[0]}, and a trained "
+                f"model's shape cannot change; drop --{key} to fine-tune it, or train a new model"
+            )
+    return {key: getattr(model_args, key) for key in FINE_TUNING_KEYS if key in given and hasattr(config, key)}
+
+
 def load_pretrained(model_args: ModelArguments):
-    """The model to fine-tune, read before output_dir is touched; a damaged folder is named file by file."""
+    """The model to fine-tune, read before output_dir is touched; a damaged folder is named file by file. Dropout
+    given in the recipe or flags replaces the model's; a shape that differs from the model's is refused."""
     location = model_args.model_name_or_path
     check_model_folder(location, "--model_name_or_path", tokenizer=not model_args.tokenizer_name)
     if model_args.tokenizer_name:
         check_model_folder(model_args.tokenizer_name, "--tokenizer_name", config=False, weights=False)
     try:
-        return AutoModelForSeq2SeqLM.from_pretrained(location, attn_implementation=model_args.attn_implementation)
+        config = AutoConfig.from_pretrained(location)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot load a model from --model_name_or_path {location}: {error}") from None
+    overrides = fine_tuning_overrides(model_args, config)
+    try:
+        return AutoModelForSeq2SeqLM.from_pretrained(
+            location, attn_implementation=model_args.attn_implementation, **overrides
+        )
     except (OSError, ValueError) as error:
         raise ValueError(f"cannot load a model from --model_name_or_path {location}: {error}") from None
 
