@@ -281,6 +281,19 @@ def test_aayn_evaluate_prints_bleu_of_the_models_translations(trained, corpus, c
     assert (tmp_path / "hypotheses.txt").read_text(encoding="utf-8").splitlines() == outputs  # --output
 
 
+
+def test_evaluating_the_other_direction_is_one_line_unless_insisted(trained, corpus, capsys, caplog):
+    """Issue 33: an en->fr model scored on fr->en data gave BLEU 0.0 with no word; its card records en->fr."""
+    flags = ["evaluate", "--model", str(trained), "--dataset_name", str(corpus), "--split", "test"]
+    flags += ["--max_samples", "2", "--num_beams", "1", "--source_lang", "fr", "--target_lang", "en"]
+    assert aayn(flags) == 2
+    error = capsys.readouterr().err.splitlines()[0]
+    assert "translates en->fr (its model card)" in error and "--source_lang en --target_lang fr" in error
+    with caplog.at_level("WARNING", logger="aayn"):
+        assert aayn([*flags, "--any_direction"]) == 0
+    assert "translates en->fr" in caplog.text and json.loads(capsys.readouterr().out)["sentences"] == 2
+
+
 def test_aayn_average_writes_the_mean_of_the_checkpoints_as_a_complete_folder(trained, tmp_path, capsys):
     checkpoints = [trained / "checkpoint-4", trained / "checkpoint-8"]
     output = tmp_path / "averaged"

@@ -65,6 +65,30 @@ def check_model_folder(
             raise ValueError(f"{option}: {path} {fault}; was its save cut short?")
 
 
+def check_direction(model: str | Path, source_lang: str, target_lang: str, *, insist: bool = False) -> None:
+    """The languages asked for against the direction the model's card records (a folder aayn wrote): scoring an
+    en->fr model on fr->en data gives BLEU 0.0 with no other sign. A mismatch is an error, or with `insist` a
+    warning naming the model's direction. Folders without an aayn card are not checked."""
+    from .hub import card_metadata
+
+    card = card_metadata(model) if Path(model).is_dir() else None
+    if card is None or (card["source_lang"], card["target_lang"]) == (source_lang, target_lang):
+        return
+    direction = f"{card['source_lang']}->{card['target_lang']}"
+    if not insist:
+        raise ValueError(
+            f"--source_lang {source_lang} --target_lang {target_lang}: the model in {model} translates {direction} "
+            f"(its model card); pass --source_lang {card['source_lang']} --target_lang {card['target_lang']}, or "
+            f"--any_direction to run it on {source_lang}->{target_lang} anyway"
+        )
+    from transformers.utils import logging
+
+    logging.get_logger("aayn").warning(
+        f"the model in {model} translates {direction} (its model card); running it on {source_lang}->{target_lang} "
+        "as asked"
+    )
+
+
 def check_device(device: str) -> None:
     """A torch device this machine has, or one line saying why not."""
     import torch

@@ -53,14 +53,16 @@ def evaluate(args: argparse.Namespace) -> None:
     """Print BLEU, chrF (sacreBLEU) and their signatures for a saved model on a dataset split, as JSON."""
     import json
 
-    from .checks import check_device
+    from .checks import check_device, check_direction
     from .training.evaluation import evaluate_model
 
     check_device(args.device)
     if len(args.model) != 1:
         raise ValueError(f"aayn evaluate scores one model; got {len(args.model)} --model (ensembles: aayn translate)")
+    location = model_location(args.model[0])
+    check_direction(location, args.source_lang, args.target_lang, insist=args.any_direction)
     scores = evaluate_model(
-        model_location(args.model[0]),
+        location,
         args.dataset_name,
         dataset_config_name=args.dataset_config_name,
         source_lang=args.source_lang,
@@ -308,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     scorer.add_argument("--split", default="test", help="split expression, slicing allowed (default: test)")
     scorer.add_argument("--max_samples", type=positive_int)
     scorer.add_argument("--output", metavar="FILE", help="also write the translations there, one line per sentence")
+    scorer.add_argument(
+        "--any_direction", action="store_true", help="score a model whose card names another direction (a warning)"
+    )
     scorer.set_defaults(run=evaluate)
     translator = commands.add_parser("translate", help=translate.__doc__, parents=[decoding])
     translator.add_argument("text", nargs="*", help="sentences to translate; none: read standard input")

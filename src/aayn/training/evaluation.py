@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import evaluate
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.utils import logging
@@ -9,6 +11,7 @@ from transformers.utils import logging
 from ..data import load_translation_dataset
 from ..paper_bleu import PAPER_BLEU_LANGUAGES, paper_bleu
 from ..translate import translate_texts
+from .output import write_text_atomically
 from .trainer import METRICS_MODULE
 
 logger = logging.get_logger(__name__)
@@ -41,11 +44,8 @@ def evaluate_model(
     references = [row["translation"][target_lang] for row in data]
     hypotheses = translate_texts(model, tokenizer, sources, batch_tokens=batch_tokens, **generate)
     if output is not None:  # the hypotheses, one per line in the split's order, written whole or not at all
-        from pathlib import Path
-
-        staging = Path(f"{output}.partial")
-        staging.write_text("".join(" ".join(h.splitlines()) + "\n" for h in hypotheses), encoding="utf-8")
-        staging.replace(output)
+        lines = "".join(" ".join(hypothesis.splitlines()) + "\n" for hypothesis in hypotheses)
+        write_text_atomically(Path(output), lines)
     scores = evaluate.load(METRICS_MODULE).compute(predictions=hypotheses, references=references)
     if target_lang in PAPER_BLEU_LANGUAGES:  # beside sacreBLEU: BLEU as the paper computed its EN-DE numbers
         scores["paper_bleu"] = paper_bleu(hypotheses, references, target_lang)

@@ -20,7 +20,7 @@ from transformers import (
 )
 from transformers.utils import logging
 
-from ..checks import check_fits_in_memory, check_model_folder
+from ..checks import check_direction, check_fits_in_memory, check_model_folder
 from ..configuration_aayn import AaynConfig
 from ..data import load_translation_dataset, save_tokenizer, tokenize_dataset, train_tokenizer
 from ..modeling_aayn import AaynForConditionalGeneration
@@ -236,6 +236,8 @@ def run(
     check_averaging(args, data_args)
     check_early_stopping(args, data_args)
     pretrained = load_pretrained(model_args) if model_args.model_name_or_path else None
+    if pretrained is not None:  # fine-tuning into another direction may be meant: said, not refused
+        check_direction(model_args.model_name_or_path, data_args.source_lang, data_args.target_lang, insist=True)
     if pretrained is None and model_builder is build_model:
         check_fits_in_memory(model_config(model_args), str(args.device))
     resume = resume_checkpoint(args.resume_from_checkpoint, args.output_dir)
@@ -370,7 +372,7 @@ def _train_and_test(model_args, data_args, args, data, make_model, resume, start
         trainer.save_metrics("test", metrics)
         if args.predict_with_generate:
             hypotheses = tokenizer.batch_decode(prediction.predictions.clip(min=0), skip_special_tokens=True)
-            hypotheses = [hypothesis.strip() for hypothesis in hypotheses]
+            hypotheses = [" ".join(hypothesis.split("\n")).strip() for hypothesis in hypotheses]  # one line each
     seconds = time.perf_counter() - start
     trainer.model_card = {**card, "training": training_summary(model_args, data_args, args, smoothing, seconds)}
     trainer.results = {name.removeprefix("test_"): value for name, value in metrics.items()}
