@@ -281,7 +281,6 @@ def test_aayn_evaluate_prints_bleu_of_the_models_translations(trained, corpus, c
     assert (tmp_path / "hypotheses.txt").read_text(encoding="utf-8").splitlines() == outputs  # --output
 
 
-
 def test_evaluating_the_other_direction_is_one_line_unless_insisted(trained, corpus, capsys, caplog):
     """Issue 33: an en->fr model scored on fr->en data gave BLEU 0.0 with no word; its card records en->fr."""
     flags = ["evaluate", "--model", str(trained), "--dataset_name", str(corpus), "--split", "test"]

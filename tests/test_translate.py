@@ -140,3 +140,46 @@ def test_inference_commands_show_no_loading_bar_unless_verbose(saved, capsys):
         assert aayn(["translate", "--verbose", "--model", str(path), "--max_new_tokens", "3", "Two."]) == 0
     finally:
         transformers_logging.enable_progress_bar()
+
+
+def test_standard_input_is_answered_line_by_line_as_it_arrives(saved):
+    """Issue 33: behind a pipe fed one line at a time (as a terminal or fairseq-interactive's users feed it), each
+    line's translation comes back before the next line is written; the answers equal the batched ones."""
+    import os
+    import subprocess
+    import threading
+
+    path, model, tokenizer = saved
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    command = [sys.executable, "-c", "import sys; from aayn.cli import main; sys.exit(main())"]
+    command += ["translate", "--model", str(path), "--max_new_tokens", "8"]
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+    watchdog = threading.Timer(120, process.kill)  # a command that waits for the end of its input never answers
+    watchdog.start()
+    answers = []
+    try:
+        for line in LINES:
+            process.stdin.write(line + "\n")
+            process.stdin.flush()
+            answers.append(process.stdout.readline().rstrip("\n"))  # blocks until this line is answered
+        process.stdin.close()
+        assert process.wait(timeout=120) == 0 and process.stdout.read() == ""
+    finally:
+        watchdog.cancel()
+        process.kill()
+    assert answers == one_by_one(model, tokenizer, LINES, max_new_tokens=8)
+
+
+@pytest.mark.parametrize("buffer_size", [None, 2])
+def test_input_batches_take_what_is_there_at_most_buffer_size(tmp_path, buffer_size):
+    from aayn.cli import input_batches
+
+    lines = ["one", "", "two", "three", "four"]
+    (tmp_path / "in.txt").write_bytes(("\n".join(lines) + "\n").encode())
+    with open(tmp_path / "in.txt", "rb") as stream:  # a file: everything is there to read at once
+        batches = list(input_batches(stream, buffer_size))
+    assert [line for batch in batches for line in batch] == lines
+    assert [len(batch) for batch in batches] == ([5] if buffer_size is None else [2, 2, 1])
+    (tmp_path / "in.txt").write_bytes(b"no newline at the end")
+    with open(tmp_path / "in.txt", "rb") as stream:
+        assert list(input_batches(stream, buffer_size)) == [["no newline at the end"]]

@@ -77,24 +77,71 @@ def evaluate(args: argparse.Namespace) -> None:
     print(json.dumps(scores, indent=2))
 
 
+def _decoded(data: bytes, where: str) -> list[str]:
+    """UTF-8 lines of `data` without their ends (decoded here: a C or surrogateescape locale would let undecodable
+    bytes through)."""
+    try:
+        return [line.rstrip("\r") for line in data.decode("utf-8").split("\n")]
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{where} is not UTF-8 text ({error})") from None
+
+
+def input_batches(stream, buffer_size: int | None):
+    """The lines of a binary stream, in batches as they arrive, the way fairseq-interactive reads: a batch is every
+    whole line there is to read without waiting (at most `buffer_size`), so a terminal or a pipe fed line by line
+    gets each answer at once, and a file or a fast pipe is translated in large, length-sorted batches."""
+    import os
+    import select
+
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file descriptor (an in-memory stream): all at once
+        lines = _decoded(stream.read(), "standard input")
+        yield lines[:-1] if lines and lines[-1] == "" else lines
+        return
+    pending, ended = b"", False
+
+    def read_more() -> None:
+        nonlocal pending, ended
+        chunk = os.read(fd, 1 << 16)
+        pending, ended = pending + chunk, not chunk
+
+    while True:
+        while b"\n" not in pending and not ended:  # wait for one whole line
+            read_more()
+        while not ended and select.select([fd], [], [], 0)[0]:  # and take whatever else is there already
+            if buffer_size is not None and pending.count(b"\n") >= buffer_size:
+                break
+            read_more()
+        if ended and not pending:
+            return
+        whole, _, pending = pending.rpartition(b"\n") if not ended else (pending.removesuffix(b"\n"), b"", b"")
+        lines = _decoded(whole, "standard input")
+        step = buffer_size or len(lines)
+        for start in range(0, len(lines), step):
+            yield lines[start : start + step]
+
+
 def translate(args: argparse.Namespace) -> None:
-    """Translate the given sentences, or standard input line by line, to standard output (one line per line)."""
+    """Translate the given sentences, or standard input as its lines arrive, to standard output (one line per
+    line, flushed after each batch)."""
     from .checks import check_device
     from .translate import check_same_tokenizer, nbest_translations, plot_cross_attention, translate_texts
 
-    if args.text:
-        lines = args.text
-    else:
-        try:  # bytes, decoded here: a C or surrogateescape locale would let undecodable bytes through
-            lines = sys.stdin.buffer.read().decode("utf-8").split("\n")
-        except UnicodeDecodeError as error:
-            raise ValueError(f"standard input is not UTF-8 text ({error})") from None
-        if lines and lines[-1] == "":
-            lines.pop()  # the newline that ends the last line
     if (args.nbest or args.prefix) and args.show_attention:
         raise ValueError("--show-attention draws one plain translation: no --nbest or --prefix with it")
-    if args.show_attention and len(lines) != 1:
-        raise ValueError(f"--show-attention draws one sentence; got {len(lines)} lines")
+    if args.format is not None and not args.nbest:
+        raise ValueError(f"--format {args.format} needs --nbest N")
+    if args.text:
+        batches = [args.text]
+    elif args.show_attention:
+        batches = list(input_batches(sys.stdin.buffer, None))
+    else:
+        batches = input_batches(sys.stdin.buffer, args.buffer_size)  # read as the model answers
+    if args.show_attention:
+        lines = [line for batch in batches for line in batch]
+        if len(lines) != 1:
+            raise ValueError(f"--show-attention draws one sentence; got {len(lines)} lines")
     check_device(args.device)
     models, tokenizers = zip(*(load_model(name, args.device) for name in args.model))
     check_same_tokenizer(list(tokenizers), args.model)
@@ -106,27 +153,34 @@ def translate(args: argparse.Namespace) -> None:
         print(plot_cross_attention(model, tokenizer, lines[0], args.show_attention, per_head=args.per_head, **generate))
         print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
         return
-    lines = [line.rstrip("\r") for line in lines]
-    if args.prefix:
-        generate["prefixes"] = read_lines(args.prefix, "--prefix")
-        if len(generate["prefixes"]) != len(lines):
-            raise ValueError(f"--prefix {args.prefix} has {len(generate['prefixes'])} lines for {len(lines)} inputs")
-    if args.nbest:
+    prefixes = read_lines(args.prefix, "--prefix") if args.prefix else None
+    done = 0  # lines answered so far: the index of --nbest's output and of --prefix's lines
+    for batch in batches:
+        if prefixes is not None:
+            if done + len(batch) > len(prefixes):
+                raise ValueError(f"--prefix {args.prefix} has {len(prefixes)} lines for more inputs")
+            generate["prefixes"] = prefixes[done : done + len(batch)]
+        if args.nbest:
+            best = nbest_translations(model, tokenizer, batch, args.nbest, batch_tokens=args.batch_tokens, **generate)
+            for index, hypotheses in enumerate(best, start=done):
+                for rank, (score, text) in enumerate(hypotheses):
+                    print(nbest_line(index, rank, score, text, args.format))
+        else:
+            for line in translate_texts(model, tokenizer, batch, batch_tokens=args.batch_tokens, **generate):
+                print(" ".join(line.splitlines()))  # one line out per line in, whatever the model emits
+        sys.stdout.flush()
+        done += len(batch)
+    if prefixes is not None and done != len(prefixes):
+        raise ValueError(f"--prefix {args.prefix} has {len(prefixes)} lines for {done} inputs")
+
+
+def nbest_line(index: int, rank: int, score: float, text: str, form: str | None) -> str:
+    text = " ".join(text.splitlines())
+    if form == "jsonl":
         import json
 
-        best = nbest_translations(model, tokenizer, lines, args.nbest, batch_tokens=args.batch_tokens, **generate)
-        for index, hypotheses in enumerate(best):
-            for rank, (score, text) in enumerate(hypotheses):
-                text = " ".join(text.splitlines())
-                if args.format == "jsonl":
-                    print(json.dumps({"index": index, "rank": rank, "score": score, "text": text}, ensure_ascii=False))
-                else:
-                    print(f"{index}\t{score:.6f}\t{text}")
-        return
-    if args.format is not None:
-        raise ValueError(f"--format {args.format} needs --nbest N")
-    for line in translate_texts(model, tokenizer, lines, batch_tokens=args.batch_tokens, **generate):
-        print(" ".join(line.splitlines()))  # one line out per line in, whatever the model emits
+        return json.dumps({"index": index, "rank": rank, "score": score, "text": text}, ensure_ascii=False)
+    return f"{index}\t{score:.6f}\t{text}"
 
 
 def score(args: argparse.Namespace) -> None:
@@ -172,14 +226,10 @@ def read_lines(path: str, flag: str) -> list[str]:
     """The lines of a UTF-8 text file, without their line ends; `-` is standard input."""
     try:
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-        lines = data.decode("utf-8").split("\n")
     except FileNotFoundError:
         raise FileNotFoundError(f"{flag} {path}: no such file") from None
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{flag} {path} is not UTF-8 text ({error})") from None
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line
-    return [line.rstrip("\r") for line in lines]
+    lines = _decoded(data, f"{flag} {path}")
+    return lines[:-1] if lines and lines[-1] == "" else lines  # the newline that ends the last line
 
 
 def generate_options(args: argparse.Namespace) -> dict:
@@ -316,6 +366,12 @@ def main(argv: list[str] | None = None) -> int:
     scorer.set_defaults(run=evaluate)
     translator = commands.add_parser("translate", help=translate.__doc__, parents=[decoding])
     translator.add_argument("text", nargs="*", help="sentences to translate; none: read standard input")
+    translator.add_argument(
+        "--buffer_size",
+        type=positive_int,
+        help="at most this many lines of standard input per batch (default: every line there is to read; a "
+        "terminal's or a slow pipe's lines are answered as they arrive either way)",
+    )
     translator.add_argument(
         "--show-attention",
         dest="show_attention",
