@@ -238,7 +238,9 @@ def test_help_answers_and_the_command_line_imports_no_torch_to_do_so(corpus, tmp
 import sys
 from aayn.cli import main
 for argv in (["--help"], ["translate", "--help"], ["evaluate"], ["train", "--help"], ["train", {str(typo)!r}],
-             ["train", {str(good)!r}, "--max_steps", "x"], ["train", "missing.yaml"]):
+             ["train", {str(good)!r}, "--max_steps", "x"], ["train", "missing.yaml"],
+             ["train", {str(good)!r}, "--optim", "adamw_torh", "--bf16", "auto"],
+             ["train", {str(good)!r}, "--lr_scheduler_type", "inverse_sqr"]):
     try:
         print("exit", main(argv))
     except SystemExit as exit:
@@ -249,8 +251,22 @@ print(sorted(name for name in ("torch", "transformers", "datasets") if name in s
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
     lines = result.stdout.strip().splitlines()
     assert lines[-1] == "[]", result.stderr[-2000:]
-    assert [line.split()[1] for line in lines if line.startswith("exit ")] == ["0", "0", "2", "0", "2", "2", "2"]
+    assert [line.split()[1] for line in lines if line.startswith("exit ")] == ["0", "0", "2", "0"] + ["2"] * 5
     assert "did you mean max_steps?" in result.stderr and "invalid int value: 'x'" in result.stderr
+    assert "--optim: invalid choice: 'adamw_torh'; did you mean adamw_torch?" in result.stderr
+    assert "--lr_scheduler_type: invalid choice: 'inverse_sqr'; did you mean inverse_sqrt?" in result.stderr
+
+
+def test_the_enum_values_read_from_source_are_the_parsers_choices():
+    """The choices checked before transformers is imported equal those its parser gives each `Enum | str` key."""
+    from aayn.training.arguments import _enum_choices
+
+    fields = {f.name: f for f in trainer_fields()}
+    actions = {action.dest: action for action in argument_parser()._actions}
+    checked = {name: _enum_choices(f.annotation) for name, f in fields.items() if _enum_choices(f.annotation)}
+    assert {"lr_scheduler_type", "optim", "eval_strategy", "save_strategy"} <= set(checked)
+    for name, choices in checked.items():
+        assert sorted(choices) == sorted(str(getattr(c, "value", c)) for c in actions[name].choices), name
 
 
 def test_accelerate_launch_runs_two_processes_on_cpu(corpus, tmp_path):

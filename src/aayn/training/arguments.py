@@ -313,9 +313,47 @@ def _bool(text: str) -> bool:
 _VALUE_CHECKS = {"int": int, "float": float, "bool": _bool}
 
 
+@functools.cache
+def trainer_enums() -> dict[str, tuple[str, ...]]:
+    """The values of the enums the Trainer's fields are typed with (`SchedulerType`, `OptimizerNames`,
+    `IntervalStrategy`, ...), read from transformers' source as `trainer_fields` reads the fields; {} where the
+    source is not there."""
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    root, enums = Path(next(iter(spec.submodule_search_locations))), {}
+    for file_name in ("trainer_utils.py", "training_args.py"):
+        try:
+            tree = ast.parse((root / file_name).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            return {}
+        for node in tree.body:
+            if not isinstance(node, ast.ClassDef) or not any("Enum" in ast.unparse(base) for base in node.bases):
+                continue
+            values = [
+                statement.value.value
+                for statement in node.body
+                if isinstance(statement, ast.Assign)
+                and isinstance(statement.value, ast.Constant)
+                and isinstance(statement.value.value, str)
+            ]
+            if values:
+                enums[node.name] = tuple(values)
+    return enums
+
+
+def _enum_choices(annotation: str) -> tuple[str, ...] | None:
+    """The values an `Enum | str` field takes (argparse gives it these choices), or None."""
+    compact = annotation.replace(" ", "").replace("typing.", "")
+    for name, values in trainer_enums().items():
+        if compact in (f"{name}|str", f"Union[{name},str]", f"{name}|str|None", f"Optional[Union[{name},str]]"):
+            return values
+    return None
+
+
 def _check_values(flags: list[str]) -> None:
-    """A value that cannot be the key's int, float or bool is an error here, before transformers is imported (the
-    same error argparse would give seconds later)."""
+    """A value that cannot be the key's int, float, bool or enum value is an error here, before transformers is
+    imported (the same error argparse would give seconds later). `bf16: auto` is aayn's."""
     fields = [f for cls in AAYN_ARGUMENT_CLASSES for f in aayn_fields(cls)] + list(trainer_fields() or ())
     annotations = {f.name: f.annotation for f in fields}
     for index, flag in enumerate(flags):
@@ -327,6 +365,13 @@ def _check_values(flags: list[str]) -> None:
                 continue  # `--flag` alone: argparse decides (a bool's const, or its own error)
             value = flags[index + 1]
         annotation = annotations.get(key.replace("-", "_"), "")
+        if key == "bf16" and value == "auto":
+            continue
+        choices = _enum_choices(annotation)
+        if choices is not None and value not in choices:
+            close = difflib.get_close_matches(value, choices, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f" (choose from {', '.join(choices)})"
+            raise RecipeError(f"--{key}: invalid choice: {value!r}{hint}")
         optional = _NONE.match(annotation)
         kind = next((group for group in optional.groups() if group), "") if optional else annotation
         if kind in _VALUE_CHECKS:
@@ -441,7 +486,6 @@ def parse_arguments(argv: list[str]) -> tuple:
         _check_keys(list(recipe), f"key in recipe {flags[0]}:")
         flags = _as_flags(recipe) + flags[1:]
     _check_keys([flag[2:].split("=")[0] for flag in flags if flag.startswith("--")], "flag", "--")
-    flags = _resolve_auto_bf16(flags)
     _check_values(flags)
     given = {flag[2:].split("=")[0].replace("-", "_") for flag in flags if flag.startswith("--")}
     required = [f.name for cls in AAYN_ARGUMENT_CLASSES for f in dataclasses.fields(cls) if _required(f)]
@@ -453,6 +497,7 @@ def parse_arguments(argv: list[str]) -> tuple:
     stages = {stage: _bool(value) for stage in STAGES if (value := _flag_value(flags, stage)) is not None}
     if stages.get("do_eval") is False:  # no evaluation during training either (the Trainer would set do_eval again)
         flags = [*flags, "--eval_strategy", "no"]
+    flags = _resolve_auto_bf16(flags)  # imports torch: after every check that does not need it
     parser = argument_parser()
     parser.error = _one_line_error  # argparse would print the whole usage (every Trainer option) first
     parsed = parser.parse_args_into_dataclasses(args=flags)
