@@ -40,9 +40,16 @@ def test_a_shortened_run_averages_the_checkpoints_it_leaves_and_says_so(corpus, 
     recipe = write_recipe(
         tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST, average_last_checkpoints=3)
     )
-    with caplog.at_level("WARNING", logger="aayn"):
+    with caplog.at_level("INFO", logger="aayn"):
         run(*parse_arguments([str(recipe)]))
     assert "average_last_checkpoints=3" in caplog.text and "leave 2 checkpoint(s): averaging those 2" in caplog.text
+    # the start of a run says what it trains on and what it trains (issue 33 point 6)
+    from transformers import AutoModelForSeq2SeqLM
+
+    parameters = sum(p.numel() for p in AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "out").parameters())
+    pairs = {split: len((corpus / f"{split}.en").read_text().splitlines()) for split in ("train", "test")}
+    assert f"model: aayn, {parameters:,} parameters: 2+2 layers, d_model 32, heads 4, ffn 64" in caplog.text
+    assert f"data: train {pairs['train']:,} pairs, test {min(pairs['test'], 4)} pairs" in caplog.text
     final, second, fourth = (
         load_file(folder / "model.safetensors")
         for folder in (tmp_path / "out", tmp_path / "out" / "checkpoint-2", tmp_path / "out" / "checkpoint-4")

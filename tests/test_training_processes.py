@@ -58,6 +58,9 @@ def test_two_process_data_parallel_training_on_cpu(tmp_path):
     assert shards[0] and shards[1] and not shards[0] & shards[1]  # each process saw different examples
     assert sum(len(r["seen"]) for r in records) == 240  # one epoch: every training pair exactly once
     assert len(list(output.glob("model*.safetensors"))) == 1  # written once, by the main process
+    # logged once, by the main process (issue 33: every line came twice), and the tokenizer was trained, not reused
+    assert result.stderr.count("model: aayn") == 1 and result.stderr.count("trained a 300-token BPE") == 1
+    assert "reusing the tokenizer" not in result.stderr
     assert AutoModelForSeq2SeqLM.from_pretrained(output).config.model_type == "aayn"
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import transformers
 
+from aayn.cli import setup_logging
 from aayn.training import parse_arguments, run
 
 collate = transformers.DataCollatorForSeq2Seq.__call__
@@ -20,6 +21,7 @@ def recording(self, features, *args, **kwargs):
 
 
 transformers.DataCollatorForSeq2Seq.__call__ = recording
+setup_logging()  # as `aayn train` logs
 model_args, data_args, args = parse_arguments(sys.argv[1:])
 run(model_args, data_args, args)
 rank = int(os.environ.get("RANK", "0"))

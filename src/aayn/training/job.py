@@ -232,6 +232,8 @@ def run(
 
     `model_builder(model_args, tokenizer)` makes the model; the default builds AAYN (benchmarks swap in Marian).
     """
+    if not args.should_log:  # one log, from the main process: under torchrun every line would come once per process
+        logging.get_logger("aayn").setLevel(logging.WARNING)
     # every check and every read before output_dir is touched: a mistake costs nothing and deletes nothing
     check_averaging(args, data_args)
     check_early_stopping(args, data_args)
@@ -259,6 +261,7 @@ def run(
         max_eval_samples=data_args.max_eval_samples,
         max_predict_samples=data_args.max_predict_samples,
     )
+    logger.info("data: " + ", ".join(f"{split} {split_size(rows)} pairs" for split, rows in data.items()))
     # only the main process writes output_dir; the others meet it at the tokenizer's barrier
     lock = None
     if args.process_index == 0:
@@ -282,6 +285,30 @@ def run(
     return metrics
 
 
+def split_size(rows) -> str:
+    """A split's number of rows, or "streamed" where it is read as it goes (a Hub set with streaming=True)."""
+    try:
+        return f"{len(rows):,}"
+    except TypeError:
+        return "streamed"
+
+
+def model_summary(model) -> str:
+    """One line: the model's type, parameter count and shape, as a run starts."""
+    config = model.config
+    parameters = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    shape = ", ".join(
+        f"{name} {getattr(config, key)}"
+        for name, key in (("d_model", "d_model"), ("heads", "encoder_attention_heads"), ("ffn", "encoder_ffn_dim"),
+                          ("vocabulary", "vocab_size"), ("dropout", "dropout"))
+        if getattr(config, key, None) is not None
+    )  # fmt: skip
+    layers = f"{getattr(config, 'encoder_layers', '?')}+{getattr(config, 'decoder_layers', '?')} layers"
+    share = "" if trainable == parameters else f" ({trainable:,} trainable)"
+    return f"{config.model_type}, {parameters:,} parameters{share}: {layers}, {shape}"
+
+
 def needed_splits(data_args: DataTrainingArguments, args: Seq2SeqTrainingArguments) -> dict[str, str]:
     """The splits the run's stages read (do_train, do_eval: evaluations during training, do_predict: the test)."""
     wanted = {"train": args.do_train, "validation": args.do_train and args.do_eval, "test": args.do_predict}
@@ -292,6 +319,7 @@ def needed_splits(data_args: DataTrainingArguments, args: Seq2SeqTrainingArgumen
 def _train_and_test(model_args, data_args, args, data, make_model, resume, start, callbacks) -> dict:
     tokenizer = load_tokenizer(model_args, data_args, args, data.get("train"))
     model = make_model(tokenizer)
+    logger.info(f"model: {model_summary(model)}")
     smoothing = args.label_smoothing_factor
     if model.config.model_type == "aayn":
         # the model takes §5.4's loss itself, normalized over the whole accumulated batch; the Trainer's smoother
