@@ -183,3 +183,20 @@ def test_input_batches_take_what_is_there_at_most_buffer_size(tmp_path, buffer_s
     (tmp_path / "in.txt").write_bytes(b"no newline at the end")
     with open(tmp_path / "in.txt", "rb") as stream:
         assert list(input_batches(stream, buffer_size)) == [["no newline at the end"]]
+
+
+@pytest.mark.parametrize("progress", [None, "translating test"])
+def test_a_progress_bar_shows_where_asked_once_the_work_takes_a_second(saved, monkeypatch, capsys, progress):
+    """`aayn evaluate` asks for one (issue 33 point 6); a quick call shows none (tqdm's delay)."""
+    import time
+
+    _, model, tokenizer = saved
+    generate = model.generate
+    monkeypatch.setattr(model, "generate", lambda *a, **kw: time.sleep(0.4) or generate(*a, **kw))
+    texts = translate_texts(model, tokenizer, LINES, batch_tokens=8, max_new_tokens=4, progress=progress)
+    assert len(texts) == len(LINES)
+    error = capsys.readouterr().err
+    assert ("translating test" in error and "sentences" in error) == (progress is not None), error
+    capsys.readouterr()
+    translate_texts(model, tokenizer, LINES[:1], max_new_tokens=4, progress="quick")
+    assert "quick" not in capsys.readouterr().err

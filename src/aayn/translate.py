@@ -23,14 +23,15 @@ def translate_texts(
     batch_tokens: int = 4096,
     max_source_length: int | None = None,
     prefixes: list[str] | None = None,
+    progress: str | None = None,
     **generate,
 ) -> list[str]:
     """Translations in input order. Sentences of similar length are batched up to `batch_tokens` padded source
-    tokens (the training batch sampler, unshuffled); empty or blank lines translate to empty lines. `prefixes`:
-    see `nbest_translations`."""
+    tokens (the training batch sampler, unshuffled); empty or blank lines translate to empty lines. `prefixes`,
+    `progress`: see `nbest_translations`."""
     best = nbest_translations(
         model, tokenizer, texts, 1, batch_tokens=batch_tokens, max_source_length=max_source_length,
-        prefixes=prefixes, **generate,
+        prefixes=prefixes, progress=progress, **generate,
     )  # fmt: skip
     return [hypotheses[0][1] for hypotheses in best]
 
@@ -45,13 +46,15 @@ def nbest_translations(
     batch_tokens: int = 4096,
     max_source_length: int | None = None,
     prefixes: list[str] | None = None,
+    progress: str | None = None,
     **generate,
 ) -> list[list[tuple[float, str]]]:
     """Per input, in input order, the `nbest` best hypotheses as (score, text), ranked as the search ranks them
     (the paper's search: log P / GNMT's lp; at least `nbest` beams). An empty or blank line gives one empty
     hypothesis with score 0. `prefixes` (one per input, "" for none) are target prefixes each translation
     continues from (included in the text and the score). `model` may be a list: an ensemble
-    (`generate_ensemble`; the models share the tokenizer)."""
+    (`generate_ensemble`; the models share the tokenizer). `progress`: a description for a progress bar over the
+    sentences on stderr, shown once the work has taken a second."""
     models = list(model) if isinstance(model, (list, tuple)) else [model]
     model = models[0]
     if len(models) > 1:
@@ -77,6 +80,11 @@ def nbest_translations(
         beams = generate.get("num_beams") or model.generation_config.num_beams or 1
         generate = {**generate, "num_beams": max(beams, nbest), "num_return_sequences": nbest}
     lengths = [min(len(ids), batch_tokens) for ids in encoded]
+    bar = None
+    if progress is not None:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc=progress, unit=" sentences", delay=1.0, leave=False)
     for batch in MaxTokensBatchSampler(lengths, max(batch_tokens, 1), shuffle=False):
         inputs = tokenizer.pad({"input_ids": [encoded[j] for j in batch]}, return_tensors="pt").to(model.device)
         if prefixes is not None:
@@ -87,6 +95,10 @@ def nbest_translations(
         for row, j in enumerate(batch):
             rows = range(row * nbest, (row + 1) * nbest)
             outputs[todo[j]] = [(scores[r] if scores else math.nan, texts_out[r]) for r in rows]
+        if bar is not None:
+            bar.update(len(batch))
+    if bar is not None:
+        bar.close()
     return outputs
 
 

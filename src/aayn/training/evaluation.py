@@ -42,7 +42,9 @@ def evaluate_model(
         data = data.select(range(min(max_samples, len(data))))
     sources = [row["translation"][source_lang] for row in data]
     references = [row["translation"][target_lang] for row in data]
-    hypotheses = translate_texts(model, tokenizer, sources, batch_tokens=batch_tokens, **generate)
+    hypotheses = translate_texts(
+        model, tokenizer, sources, batch_tokens=batch_tokens, progress=f"translating {split}", **generate
+    )
     if output is not None:  # the hypotheses, one per line in the split's order, written whole or not at all
         lines = "".join(" ".join(hypothesis.splitlines()) + "\n" for hypothesis in hypotheses)
         write_text_atomically(Path(output), lines)
