@@ -110,7 +110,9 @@ def test_errors(saved, tmp_path, monkeypatch, capsys):
 
 def test_one_line_out_per_line_in_even_when_a_translation_holds_a_newline(saved, monkeypatch, capsys):
     path, _, _ = saved
-    monkeypatch.setattr("aayn.translate.translate_texts", lambda model, tokenizer, texts, **kw: ["a\nb"] * len(texts))
+    monkeypatch.setattr(
+        "aayn.translate.nbest_translations", lambda model, tokenizer, texts, n, **kw: [[(0.0, "a\nb")]] * len(texts)
+    )
     assert aayn(["translate", "--model", str(path), "One.", "Two."]) == 0
     assert capsys.readouterr().out.splitlines() == ["a b", "a b"]
 
@@ -197,6 +199,6 @@ def test_a_progress_bar_shows_where_asked_once_the_work_takes_a_second(saved, mo
     assert len(texts) == len(LINES)
     error = capsys.readouterr().err
     assert ("translating test" in error and "sentences" in error) == (progress is not None), error
-    capsys.readouterr()
+    monkeypatch.undo()  # a call of milliseconds
     translate_texts(model, tokenizer, LINES[:1], max_new_tokens=4, progress="quick")
     assert "quick" not in capsys.readouterr().err

@@ -126,7 +126,13 @@ def translate(args: argparse.Namespace) -> None:
     """Translate the given sentences, or standard input as its lines arrive, to standard output (one line per
     line, flushed after each batch)."""
     from .checks import check_device
-    from .translate import check_same_tokenizer, nbest_translations, plot_cross_attention, translate_texts
+    from .translate import (
+        check_same_tokenizer,
+        ctranslate2_nbest,
+        is_ctranslate2_folder,
+        nbest_translations,
+        plot_cross_attention,
+    )
 
     if (args.nbest or args.prefix) and args.show_attention:
         raise ValueError("--show-attention draws one plain translation: no --nbest or --prefix with it")
@@ -143,10 +149,26 @@ def translate(args: argparse.Namespace) -> None:
         if len(lines) != 1:
             raise ValueError(f"--show-attention draws one sentence; got {len(lines)} lines")
     check_device(args.device)
-    models, tokenizers = zip(*(load_model(name, args.device) for name in args.model))
-    check_same_tokenizer(list(tokenizers), args.model)
-    tokenizer, model = tokenizers[0], models[0] if len(models) == 1 else list(models)
     generate = generate_options(args)
+    if any(is_ctranslate2_folder(name) for name in args.model):  # what `aayn export` wrote
+        if len(args.model) > 1 or args.prefix or args.show_attention:
+            raise ValueError(
+                f"--model {args.model[0]} is a CTranslate2 model: it translates alone, without --prefix or "
+                "--show-attention (give the aayn folder it was exported from for those)"
+            )
+
+        def nbest_of(batch, count, **options):
+            return ctranslate2_nbest(
+                args.model[0], batch, count, batch_tokens=args.batch_tokens, device=args.device, **options
+            )
+    else:
+        models, tokenizers = zip(*(load_model(name, args.device) for name in args.model))
+        check_same_tokenizer(list(tokenizers), args.model)
+        tokenizer, model = tokenizers[0], models[0] if len(models) == 1 else list(models)
+
+        def nbest_of(batch, count, **options):
+            return nbest_translations(model, tokenizer, batch, count, batch_tokens=args.batch_tokens, **options)
+
     if args.show_attention and len(models) > 1:
         raise ValueError("--show-attention draws one model's attention: give one --model")
     if args.show_attention:
@@ -160,14 +182,13 @@ def translate(args: argparse.Namespace) -> None:
             if done + len(batch) > len(prefixes):
                 raise ValueError(f"--prefix {args.prefix} has {len(prefixes)} lines for more inputs")
             generate["prefixes"] = prefixes[done : done + len(batch)]
-        if args.nbest:
-            best = nbest_translations(model, tokenizer, batch, args.nbest, batch_tokens=args.batch_tokens, **generate)
-            for index, hypotheses in enumerate(best, start=done):
-                for rank, (score, text) in enumerate(hypotheses):
-                    print(nbest_line(index, rank, score, text, args.format))
-        else:
-            for line in translate_texts(model, tokenizer, batch, batch_tokens=args.batch_tokens, **generate):
-                print(" ".join(line.splitlines()))  # one line out per line in, whatever the model emits
+        best = nbest_of(batch, args.nbest or 1, **generate)
+        for index, hypotheses in enumerate(best, start=done):
+            if not args.nbest:  # one line out per line in, whatever the model emits
+                print(" ".join(hypotheses[0][1].splitlines()))
+                continue
+            for rank, (score, text) in enumerate(hypotheses):
+                print(nbest_line(index, rank, score, text, args.format))
         sys.stdout.flush()
         done += len(batch)
     if prefixes is not None and done != len(prefixes):

@@ -125,6 +125,7 @@ def save_ctranslate2(
         spec.save(str(staging))
         if tokenizer is not None:
             save_tokenizer(tokenizer, staging)
+        model.generation_config.save_pretrained(staging)  # the beam size and alpha `aayn translate` decodes with
     return output_dir
 
 

@@ -68,14 +68,9 @@ def nbest_translations(
         raise ValueError(f"{len(prefixes)} prefixes for {len(texts)} inputs: one prefix (or an empty line) per input")
     limit = max_source_length or min(tokenizer.model_max_length, model.config.max_position_embeddings)
     outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
-    todo = [i for i, text in enumerate(texts) if text.strip()]
+    todo, encoded = encode_sources(tokenizer, texts, limit)
     if not todo:
         return outputs
-    encoded = tokenizer([texts[i] for i in todo], verbose=False)["input_ids"]  # one warning below, not one per input
-    long = [todo[j] + 1 for j, ids in enumerate(encoded) if len(ids) > limit]
-    if long:
-        logger.warning(f"{len(long)} input(s) longer than {limit} tokens truncated (numbers {long[:10]}...)")
-        encoded = [ids if len(ids) <= limit else ids[: limit - 1] + ids[-1:] for ids in encoded]  # keeps </s>
     if nbest > 1:
         beams = generate.get("num_beams") or model.generation_config.num_beams or 1
         generate = {**generate, "num_beams": max(beams, nbest), "num_return_sequences": nbest}
@@ -99,6 +94,72 @@ def nbest_translations(
             bar.update(len(batch))
     if bar is not None:
         bar.close()
+    return outputs
+
+
+def encode_sources(tokenizer: PreTrainedTokenizerBase, texts: list[str], limit: int) -> tuple[list[int], list]:
+    """(the indices of the texts that are not blank, their token ids, eos-terminated, cut to `limit` tokens with
+    one warning for all)."""
+    todo = [i for i, text in enumerate(texts) if text.strip()]
+    if not todo:
+        return todo, []
+    encoded = tokenizer([texts[i] for i in todo], verbose=False)["input_ids"]  # one warning below, not one per input
+    long = [todo[j] + 1 for j, ids in enumerate(encoded) if len(ids) > limit]
+    if long:
+        logger.warning(f"{len(long)} input(s) longer than {limit} tokens truncated (numbers {long[:10]}...)")
+        encoded = [ids if len(ids) <= limit else ids[: limit - 1] + ids[-1:] for ids in encoded]  # keeps </s>
+    return todo, encoded
+
+
+def is_ctranslate2_folder(location: str | Path) -> bool:
+    """Whether `location` holds a CTranslate2 model (what `aayn export` writes) rather than a transformers one."""
+    path = Path(location)
+    return (path / "model.bin").is_file() and not (path / "model.safetensors").exists()
+
+
+def ctranslate2_nbest(
+    folder: str | Path,
+    texts: list[str],
+    nbest: int = 1,
+    *,
+    batch_tokens: int = 4096,
+    num_beams: int | None = None,
+    length_penalty: float | None = None,
+    max_new_tokens: int | None = None,
+    device: str = "cpu",
+) -> list[list[tuple[float, str]]]:
+    """`nbest_translations` with a CTranslate2 model folder (`aayn export`, tokenizer and generation config
+    beside it): the same batches and the same limit, §6.1's source length + 50 (for a batch: its longest source's);
+    the beam size and alpha of the exported generation config unless given. CTranslate2 ranks finished hypotheses
+    by log P / |Y|^alpha, not by GNMT's penalty, so beam outputs may differ from aayn's; greedy ones are equal."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    from .export import import_ctranslate2
+
+    ctranslate2 = import_ctranslate2()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    config = GenerationConfig.from_pretrained(folder) if Path(folder, "generation_config.json").is_file() else None
+    beams = max(num_beams or getattr(config, "num_beams", None) or 4, nbest)
+    alpha = length_penalty if length_penalty is not None else getattr(config, "length_penalty", 0.6)
+    translator = ctranslate2.Translator(str(folder), device=device.split(":")[0])
+    outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
+    todo, encoded = encode_sources(tokenizer, texts, tokenizer.model_max_length)
+    lengths = [min(len(ids), batch_tokens) for ids in encoded]
+    for batch in MaxTokensBatchSampler(lengths, max(batch_tokens, 1), shuffle=False):
+        sources = [tokenizer.convert_ids_to_tokens(encoded[j]) for j in batch]
+        results = translator.translate_batch(
+            sources,
+            beam_size=beams,
+            num_hypotheses=nbest,
+            length_penalty=alpha,
+            max_decoding_length=max_new_tokens or max(map(len, sources)) + 50,
+            return_scores=True,
+        )
+        for j, result in zip(batch, results):
+            outputs[todo[j]] = [
+                (score, tokenizer.convert_tokens_to_string(tokens).strip())
+                for tokens, score in zip(result.hypotheses, result.scores)
+            ]
     return outputs
 
 
