@@ -67,13 +67,15 @@ def saved_checkpoints(args: Seq2SeqTrainingArguments) -> int | None:
 def check_averaging(args: Seq2SeqTrainingArguments, data_args: DataTrainingArguments) -> None:
     """A run shortened below the recipe's averaging (`--max_steps 100` with save_steps 300) averages the checkpoints
     it will leave, said in one line, instead of refusing."""
-    wanted = data_args.average_last_checkpoints
-    count = saved_checkpoints(args) if args.do_train else 0
-    if wanted and count is not None and count < wanted:
+    wanted, count = data_args.average_last_checkpoints, saved_checkpoints(args)
+    if not args.do_train:  # nothing to average: the model is tested as given
+        data_args.average_last_checkpoints = 0
+    elif wanted and count is not None and count < wanted:
+        strategy = getattr(args.save_strategy, "value", args.save_strategy)
         logger.warning(
-            f"average_last_checkpoints={wanted}, but save_strategy={args.save_strategy}, save_steps={args.save_steps}, "
+            f"average_last_checkpoints={wanted}, but save_strategy={strategy}, save_steps={args.save_steps}, "
             f"max_steps={args.max_steps} and save_total_limit={args.save_total_limit} leave {count} checkpoint(s): "
-            + (f"averaging those {count}" if count > 1 else "no averaging" if args.do_train else "no training")
+            + (f"averaging those {count}" if count > 1 else "no averaging")
         )
         data_args.average_last_checkpoints = count if count > 1 else 0
 
