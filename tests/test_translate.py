@@ -1,6 +1,7 @@
 """aayn translate: arguments or standard input in, one line out per line in, in order; attention heatmaps."""
 
 import io
+import logging
 import sys
 
 import pytest
@@ -202,3 +203,24 @@ def test_a_progress_bar_shows_where_asked_once_the_work_takes_a_second(saved, mo
     monkeypatch.undo()  # a call of milliseconds
     translate_texts(model, tokenizer, LINES[:1], max_new_tokens=4, progress="quick")
     assert "quick" not in capsys.readouterr().err
+
+
+def test_translating_and_scoring_warn_nothing_about_padding(saved):
+    """Issue 33 point 10: transformers 4.57 warned on every call that a fast tokenizer's `pad` is slower than
+    `__call__` (the package padded with `tokenizer.pad`); its own collators pad without the warning, as we now do."""
+    from transformers import AutoTokenizer
+
+    from aayn.scoring import score_texts
+
+    path, model, _ = saved
+    tokenizer = AutoTokenizer.from_pretrained(path)  # fresh: the warning is given once per tokenizer
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append  # transformers' loggers do not propagate past "transformers"
+    logging.getLogger("transformers").addHandler(handler)
+    try:
+        translate_texts(model, tokenizer, LINES, max_new_tokens=4)
+        score_texts(model, tokenizer, ["One."], ["Un."])
+    finally:
+        logging.getLogger("transformers").removeHandler(handler)
+    assert not [r.getMessage() for r in records if "PreTrainedTokenizerFast" in r.getMessage()]

@@ -11,6 +11,7 @@ from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .data.batching import MaxTokensBatchSampler
+from .translate import padded
 
 
 @dataclass
@@ -68,7 +69,7 @@ def score_texts(
     scores: list[Score | None] = [None] * len(sources)
     model.eval()
     for batch in MaxTokensBatchSampler(lengths, max(batch_tokens, 1), shuffle=False):
-        inputs = tokenizer.pad({"input_ids": [source_ids[i] for i in batch]}, return_tensors="pt").to(model.device)
+        inputs = padded(tokenizer, [source_ids[i] for i in batch]).to(model.device)
         width = max(len(target_ids[i]) for i in batch)
         labels = torch.full((len(batch), width), -100, dtype=torch.long)
         for row, i in enumerate(batch):

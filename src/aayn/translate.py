@@ -81,7 +81,7 @@ def nbest_translations(
 
         bar = tqdm(total=len(todo), desc=progress, unit=" sentences", delay=1.0, leave=False)
     for batch in MaxTokensBatchSampler(lengths, max(batch_tokens, 1), shuffle=False):
-        inputs = tokenizer.pad({"input_ids": [encoded[j] for j in batch]}, return_tensors="pt").to(model.device)
+        inputs = padded(tokenizer, [encoded[j] for j in batch]).to(model.device)
         if prefixes is not None:
             inputs.update(prefix_inputs(model, tokenizer, [prefixes[todo[j]] for j in batch]))
         out = decode(**inputs, **generate, return_dict_in_generate=True)
@@ -95,6 +95,14 @@ def nbest_translations(
     if bar is not None:
         bar.close()
     return outputs
+
+
+def padded(tokenizer: PreTrainedTokenizerBase, rows: list[list[int]]):
+    """`tokenizer.pad` of token-id rows into tensors, without the warning transformers 4.57 gives a fast tokenizer
+    for it (its own collators pad the same way)."""
+    from transformers.data.data_collator import pad_without_fast_tokenizer_warning
+
+    return pad_without_fast_tokenizer_warning(tokenizer, {"input_ids": rows}, return_tensors="pt")
 
 
 def encode_sources(tokenizer: PreTrainedTokenizerBase, texts: list[str], limit: int) -> tuple[list[int], list]:
