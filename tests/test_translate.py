@@ -224,3 +224,13 @@ def test_translating_and_scoring_warn_nothing_about_padding(saved):
     finally:
         logging.getLogger("transformers").removeHandler(handler)
     assert not [r.getMessage() for r in records if "PreTrainedTokenizerFast" in r.getMessage()]
+
+
+def test_translating_imports_no_dataset_library():
+    """Issue 33 point 10: `aayn translate` paid for datasets, pandas and pyarrow (about a second) that it never uses."""
+    import subprocess
+
+    code = "import sys, aayn.cli, aayn.translate, aayn.checks, aayn.scoring; "
+    code += "print(sorted(m for m in ('datasets', 'pandas', 'pyarrow', 'evaluate') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.stdout.strip() == "[]", result.stderr[-2000:]

@@ -1,19 +1,23 @@
-"""Data for translation: loading parallel corpora, a shared BPE tokenizer, tokenization, token-based batching."""
+"""Data for translation: loading parallel corpora, a shared BPE tokenizer, tokenization, token-based batching.
 
-from .batching import MaxTokensBatchSampler, example_lengths, padding_fraction
-from .bible import BIBLE_VERSIONS
-from .loading import load_translation_dataset
-from .preprocess import tokenize_dataset
-from .tokenizer import SPECIAL_TOKENS, save_tokenizer, train_tokenizer
+Names load on first use: translating needs the batch sampler, not datasets (whose import, with pandas and pyarrow,
+costs a command like `aayn translate` about a second).
+"""
 
-__all__ = [
-    "BIBLE_VERSIONS",
-    "SPECIAL_TOKENS",
-    "MaxTokensBatchSampler",
-    "example_lengths",
-    "load_translation_dataset",
-    "padding_fraction",
-    "save_tokenizer",
-    "tokenize_dataset",
-    "train_tokenizer",
-]
+from .. import lazy_attributes
+
+_NAMES = {
+    "BIBLE_VERSIONS": "bible",
+    "SPECIAL_TOKENS": "tokenizer",
+    "MaxTokensBatchSampler": "batching",
+    "example_lengths": "batching",
+    "load_translation_dataset": "loading",
+    "padding_fraction": "batching",
+    "save_tokenizer": "tokenizer",
+    "tokenize_dataset": "preprocess",
+    "train_tokenizer": "tokenizer",
+}
+
+__getattr__ = lazy_attributes(__name__, _NAMES)
+
+__all__ = list(_NAMES)
