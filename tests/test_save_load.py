@@ -114,3 +114,24 @@ def test_attention_implementation_is_chosen_at_load_time(tmp_path, attn_implemen
     source, mask = random_batch(2, 6, 40, [6, 4])
     target, _ = random_batch(2, 5, 40)
     torch.testing.assert_close(logits_of(loaded, source, mask, target), logits_of(model, source, mask, target))
+
+
+def test_set_attn_implementation_switches_a_loaded_model(tmp_path, monkeypatch):
+    """`model.set_attn_implementation("eager")` (transformers' documented way to switch after loading) changes what
+    the next forward calls, on both transformers lines; both guessed from our source that it could not and kept
+    the old implementation (5.x with a warning)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    AaynForConditionalGeneration(tiny_config()).save_pretrained(tmp_path)
+    model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, attn_implementation="sdpa").eval()
+    calls = []
+    sdpa = ALL_ATTENTION_FUNCTIONS["sdpa"]
+    monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS, "sdpa", lambda *args, **kw: calls.append(1) or sdpa(*args, **kw))
+    source, mask = random_batch(2, 6, 40, [6, 4])
+    target, _ = random_batch(2, 5, 40)
+    expected = logits_of(model, source, mask, target)
+    assert len(calls) == 2 * 2 + 2  # encoder self-attention; decoder self- and cross-attention
+    model.set_attn_implementation("eager")
+    assert model.config._attn_implementation == "eager"
+    torch.testing.assert_close(logits_of(model, source, mask, target), expected)
+    assert len(calls) == 6  # no sdpa call any more

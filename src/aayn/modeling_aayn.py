@@ -289,6 +289,13 @@ class AaynPreTrainedModel(AaynCardUpload, PreTrainedModel):
     _supports_flash_attn = True
     _supports_flex_attn = True
 
+    @classmethod
+    def _can_set_attn_implementation(cls) -> bool:
+        """`model.set_attn_implementation(...)` works: every attention call reads `config._attn_implementation`
+        (`attention_implementation` in ops_aayn). transformers decides this from the modeling file's source text,
+        looking for its own models' lines, and would refuse ours."""
+        return True
+
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         """Initialization of the paper's codebases (tensor2tensor, fairseq) and the Annotated Transformer:
