@@ -83,14 +83,40 @@ def test_decoding_rows_time_the_default_search_against_marians_on_the_same_sente
     monkeypatch.setattr(
         "aayn.bench.decoding.train_demo_model", lambda steps: (model, tokenizer, ["Six one eight."] * 40)
     )
-    used, rows = decoding_rows(quick=True)
-    assert used == "demo-shaped, trained 150 steps in the bench"
+    setup, rows = decoding_rows(quick=True)
+    assert setup.used == "demo-shaped, trained 150 steps in the bench"
     assert [row["name"] for row in rows] == ["beam4_default", "beam4_exact", "greedy_default", "pipeline"]
     for row in rows[:3]:
         assert row["sentences"] == 40 and set(row["seconds_per_sentence"]) == {"aayn", "marian"}
         assert set(row["peak_memory_mib"]) == {"aayn", "marian"}
         assert row["time_ratio"] > 0 and row["token_rate_ratio"] > 0
     assert rows[3]["sentences_per_second"] > 0
+    assert set(setup.outputs) == {"beam4_default", "beam4_exact", "greedy_default"}
+
+
+def test_ctranslate2_decoding_rows_decode_the_same_sentences_and_count_differences(saved, monkeypatch):
+    """Issue 32 point 3: CTranslate2's greedy search is ours, so its float32 outputs equal aayn's (here all
+    sentences share one length, so the two length limits agree too); the counts are checked against outputs
+    decoded here with CTranslate2 directly, not by the bench."""
+    pytest.importorskip("ctranslate2")
+    from aayn.bench.decoding import ctranslate2_decoding_rows, decoding_rows
+
+    _, model, tokenizer = saved
+    texts = ["Six one eight.", "Two two.", "Nine."] * 12
+    monkeypatch.setattr("aayn.bench.decoding.train_demo_model", lambda steps: (model, tokenizer, texts))
+    setup, _ = decoding_rows(quick=True)
+    rows = ctranslate2_decoding_rows(setup, quick=True)
+    assert [row["name"] for row in rows] == ["beam4_default", "greedy_default"]
+    greedy = rows[1]
+    assert greedy["sentences"] == 36 and greedy["ct2"]["speed_vs_aayn"] > 0
+    # an output may differ only where aayn's limit (source + 50, per sentence) cut it and CTranslate2's (the batch's
+    # longest source + 50) let it go on: then aayn's output, without eos, is the start of CTranslate2's
+    assert greedy["ct2"]["differ"] == greedy["ct2"]["differ_by_limit"]
+    cut = [
+        len(ids) >= len(tokenizer(text)["input_ids"]) + 49 for text, ids in zip(texts, setup.outputs["greedy_default"])
+    ]
+    assert greedy["ct2"]["differ"] <= sum(cut)
+    assert "ct2_int8" not in greedy or greedy["ct2_int8"]["differ"] <= greedy["sentences"]
 
 
 def test_emitted_tokens_end_at_the_first_eos_whatever_pads_the_row():
@@ -103,3 +129,66 @@ def test_emitted_tokens_end_at_the_first_eos_whatever_pads_the_row():
         [1, 5, 6, 7, 8, 9],  # no eos: cut at the limit
     ])  # fmt: skip
     assert emitted_tokens(sequences, eos) == 3 + 2 + 5
+
+
+def test_attention_agreement_compares_each_implementation_with_eager_and_catches_a_wrong_one(monkeypatch):
+    """Issue 32 point 2: the GPU command's check that SDPA (and flash attention on CUDA) compute eager's loss and
+    gradients. Here on CPU: SDPA agrees; an SDPA that scales its output by 1.01 does not; flash attention, which
+    this machine cannot load, gets a row saying why."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    from aayn.bench import attention_agreement, token_batch
+
+    config = tiny_config(vocab_size=300, dropout=0.1)
+    batch = token_batch([5, 9, 12, 12, 14, 30], 200, config, torch.Generator().manual_seed(0), "cpu")
+    rows = attention_agreement(config, batch, "cpu", None, tolerance=1e-4)
+    assert [row["implementation"] for row in rows] == ["eager", "sdpa"] and all(row["ok"] for row in rows)
+    assert rows[1]["gradient_difference"] < 1e-5 and rows[0]["loss"] == pytest.approx(rows[1]["loss"], rel=1e-6)
+
+    sdpa = ALL_ATTENTION_FUNCTIONS["sdpa"]
+
+    def off_by_one_percent(*args, **kwargs):
+        output, weights = sdpa(*args, **kwargs)
+        return output * 1.01, weights
+
+    monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS, "sdpa", off_by_one_percent)
+    monkeypatch.setattr("aayn.bench.attention_implementations", lambda device: ["eager", "sdpa", "flash_attention_2"])
+    rows = attention_agreement(config, batch, "cpu", None, tolerance=1e-4)
+    assert rows[1]["ok"] is False and rows[1]["gradient_difference"] > 1e-3
+    assert rows[2]["implementation"] == "flash_attention_2" and "Flash" in rows[2]["unavailable"]
+
+
+def test_the_report_prints_every_part(capsys):
+    """The tables at the end of a long run (on a GPU, of a lent machine's scarce time) print whatever parts the
+    run produced: a synthetic report in run_bench's layout, with and without its optional parts."""
+    from aayn.bench import CT2_ARMS, print_table
+
+    arms = {arm: None for arm in CT2_ARMS} | {f"{arm}_ratio": None for arm in CT2_ARMS}
+    train = {"name": "train", "unit": "target tokens/s", "aayn": 900.0, "marian": 600.0, "ratio": 1.5, **arms,
+             "peak_memory_mib": {"aayn": 2000.0, "marian": 4000.0}, "mfu": {"aayn": 0.31, "marian": 0.2}}  # fmt: skip
+    greedy = {**train, "name": "greedy_b1", "unit": "tokens/s", "ct2": 2000.0, "ct2_ratio": 3.3}
+    del greedy["mfu"]
+    decoding = {"name": "beam4_default", "sentences": 64, "seconds_per_sentence": {"aayn": 0.01, "marian": 0.02},
+                "tokens_per_second": {"aayn": 900.0, "marian": 450.0}, "time_ratio": 2.0, "token_rate_ratio": 1.9,
+                "peak_memory_mib": {"aayn": 90.0, "marian": 150.0}}  # fmt: skip
+    ct2 = {"seconds_per_sentence": 0.004, "speed_vs_aayn": 2.5, "differ": 3, "differ_by_limit": 1}
+    report = {
+        "machine": "test", "date": "2026-11-25", "rows": [train, greedy],
+        "matmul_peak_tflops": {"float32": 0.1, "bfloat16": 0.05},
+        "attention_agreement_autocast": "bfloat16",
+        "attention_agreement": [
+            {"implementation": "eager", "loss": 8.3, "loss_difference": 0.0, "gradient_difference": 0.0, "ok": True},
+            {"implementation": "sdpa", "loss": 8.3, "loss_difference": 1e-6, "gradient_difference": 0.3, "ok": False},
+            {"implementation": "flash_attention_2", "unavailable": "no flash_attn"},
+        ],
+        "decoding_model": "runs/demo-bible-en-fr",
+        "decoding": [decoding, {"name": "pipeline", "sentences": 64, "sentences_per_second": 30.0}],
+        "decoding_ct2": [{"name": "greedy_default", "sentences": 64, "seconds_per_sentence": 0.01, "ct2": ct2}],
+    }  # fmt: skip
+    print_table(report)
+    out = capsys.readouterr().out
+    assert "train 31.0% / 20.0%" in out and "float32 100.0 GFLOP/s, bfloat16 50.0 GFLOP/s" in out
+    assert "| sdpa | 8.3000 | 1.0e-06 | 3.0e-01 | NO |" in out and "unavailable: no flash_attn" in out
+    assert "| greedy_default | 0.0100 | 0.0040 | 2.50 | 3 (1 by the length limit) of 64 |" in out
+    print_table({**report, "attention_agreement": [], "decoding": None, "decoding_ct2": []})
+    assert "default decoding rows: skipped" in capsys.readouterr().out

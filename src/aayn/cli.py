@@ -286,9 +286,9 @@ def bench(args: argparse.Namespace) -> None:
     report = run_bench(
         quick=args.quick, device=args.device, dtype=args.dtype, wmt=args.wmt, decoding_model=args.decoding_model
     )
-    print_table(report)
-    if args.json:
+    if args.json:  # first: a long run's numbers survive whatever happens while printing them
         write_json(report, args.json)
+    print_table(report)
 
 
 def export(args: argparse.Namespace) -> None:

