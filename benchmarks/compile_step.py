@@ -1,13 +1,13 @@
 """torch.compile of the training step against eager, as `torch_compile: true` in a recipe runs it.
 
-    python benchmarks/compile_step.py [--shape demo|base] [--steps 300] [--bf16] [--rounds 2]
+    python benchmarks/compile_step.py [--shape demo|base] [--steps 300] [--warmup 20] [--bf16] [--rounds 2]
 
 Each arm runs in a fresh process (eager, compiled, alternating for `--rounds`): the demo recipe's or the paper's
 base model, float32 weights (bf16 only through autocast, with `--bf16`), Adam, label smoothing 0.1, on batches
 of varying shapes as the max-tokens sampler makes them (newstest2014's sentence lengths, or the built-in sample;
 1024 tokens a batch at the demo shape, 4096 at the base shape). `torch.compile(model)` is what the Trainer does
 for `torch_compile: true`; shapes change from batch to batch, so the compiler recompiles once with dynamic shapes.
-Prints, per arm: the seconds of the first 20 steps (compilation included), the median step after them, and the
+Prints, per arm: the seconds of the first `--warmup` steps (compilation in them), the median step after them, the
 seconds the whole run took; then after how many steps the compiled arm has won back its compile time.
 """
 
@@ -17,8 +17,6 @@ import os
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
-
-FIRST = 20  # steps counted as warm-up (compilation happens in them)
 
 
 def batches(shape: str, steps: int, seed: int = 0):
@@ -44,7 +42,7 @@ def batches(shape: str, steps: int, seed: int = 0):
     return config, out
 
 
-def run_arm(shape: str, steps: int, compiled: bool, bf16: bool) -> dict:
+def run_arm(shape: str, steps: int, warmup: int, compiled: bool, bf16: bool) -> dict:
     import torch
 
     from aayn import AaynForConditionalGeneration
@@ -66,10 +64,10 @@ def run_arm(shape: str, steps: int, compiled: bool, bf16: bool) -> dict:
         optimizer.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - begin)
     return {
-        "first": sum(times[:FIRST]),
-        "median": statistics.median(times[FIRST:]),
+        "first": sum(times[:warmup]),
+        "median": statistics.median(times[warmup:]),
         "total": time.perf_counter() - start,
-        "loss": float(loss),
+        "loss": float(loss.detach()),
     }
 
 
@@ -77,19 +75,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=["demo", "base"], default="demo")
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=20, help="steps not in the median (compilation is in them)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--bf16", action="store_true")
     args = parser.parse_args()
-    if args.steps <= FIRST:
-        parser.error(f"--steps must be more than {FIRST}")
+    if not 0 < args.warmup < args.steps:
+        parser.error(f"--warmup must be at least 1 and less than --steps ({args.steps})")
     results = {"eager": [], "compiled": []}
     context = multiprocessing.get_context("spawn")
     for _ in range(args.rounds):
         for arm, done in results.items():
             with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-                result = pool.submit(run_arm, args.shape, args.steps, arm == "compiled", args.bf16).result()
+                result = pool.submit(
+                    run_arm, args.shape, args.steps, args.warmup, arm == "compiled", args.bf16
+                ).result()
             done.append(result)
-            print(f"{arm}: first {FIRST} steps {result['first']:.1f} s, then {result['median'] * 1000:.1f} ms a step, "
+            first, step = result["first"], result["median"] * 1000
+            print(f"{arm}: first {args.warmup} steps {first:.1f} s, then {step:.1f} ms a step, "
                   f"whole run {result['total']:.1f} s, last loss {result['loss']:.4f}", flush=True)  # fmt: skip
     eager, compiled = (statistics.median(r["median"] for r in results[arm]) for arm in ("eager", "compiled"))
     extra = statistics.median(r["first"] for r in results["compiled"]) - statistics.median(
@@ -99,7 +101,7 @@ def main() -> None:
     if compiled < eager:
         print(f"compile time won back after {extra / (eager - compiled):.0f} steps")
     else:
-        print(f"compiled is not faster; it costs {extra:.1f} s more in its first {FIRST} steps")
+        print(f"compiled is not faster; it costs {extra:.1f} s more in its first {args.warmup} steps")
 
 
 if __name__ == "__main__":
