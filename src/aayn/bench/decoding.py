@@ -150,7 +150,8 @@ def decoding_rows(
             with torch.no_grad():
                 if name == "aayn":  # the defaults users get: §6.1's search, limit source + 50 per sentence
                     out = model.generate(**batch, num_beams=beams, length_penalty=DEMO_ALPHA)
-                    kept += output_tokens(out, eos, model.config.pad_token_id)
+                    if keep:  # the warm-up call only: the timed ones do no extra work
+                        kept += output_tokens(out, eos, model.config.pad_token_id)
                 else:
                     longest = int(batch["attention_mask"].sum(1).max())
                     out = marian.generate(**batch, num_beams=beams, length_penalty=DEMO_ALPHA, do_sample=False,
