@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from aayn.data import MaxTokensBatchSampler, padding_fraction
+from aayn.data.token_batches import decoding_batches
 
 
 def corpus(seed: int, size: int) -> list[int]:
@@ -46,6 +47,11 @@ def test_deterministic_under_a_seed_and_shuffled_per_epoch():
     unshuffled = MaxTokensBatchSampler(lengths, 3000, shuffle=False)
     firsts = [lengths[batch[0]] for batch in unshuffled]
     assert firsts == sorted(firsts)
+    # what translating decodes: the unshuffled batches, a sentence over the budget alone in its batch
+    longer = [*lengths, 5000, 3001]
+    batches = decoding_batches(longer, 3000)
+    assert batches == list(MaxTokensBatchSampler([min(n, 3000) for n in longer], 3000, shuffle=False))
+    assert [len(lengths)] in batches and [len(lengths) + 1] in batches
 
 
 def test_length_grouping_beats_random_batches_of_the_same_size():

@@ -5,6 +5,7 @@ positions, the vocabulary and the special tokens must map over exactly), and its
 test sentences, from a model trained just enough to translate them.
 """
 
+import subprocess
 import sys
 
 import pytest
@@ -117,6 +118,72 @@ def test_exported_model_translates_the_test_sentences_like_ours(saved, tmp_path,
     assert [row[0] for row in ranked] == ["0", "0"] and float(ranked[0][1]) >= float(ranked[1][1])
     flags = ["translate", "--model", str(tmp_path / "ct2"), "--model", str(tmp_path / "trained"), "One."]
     assert aayn(flags) == 2 and "is a CTranslate2 model: it translates alone" in capsys.readouterr().err
+    # ... in a process that imports neither torch nor transformers (what a call costs: issue 33 point 10)
+    probe = (
+        "import sys; from aayn.cli import main; code = main(sys.argv[1:]); "
+        "print('imported:', sorted(m for m in ('torch', 'transformers') if m in sys.modules), file=sys.stderr); "
+        "sys.exit(code)"
+    )
+    flags = ["translate", "--model", str(tmp_path / "ct2"), "--num_beams", "1", *english]
+    run = subprocess.run([sys.executable, "-c", probe, *flags], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [text.strip() for text in ours]
+    assert run.stderr.splitlines()[-1] == "imported: []"
+
+
+TEXTS = [
+    "one two three",
+    "  Twenty-five,   thirty\tsix!  ",
+    "Ça coûte 3,50 € — déjà vu?",
+    "emoji 🙂 and 汉字 and \u00a0nbsp",
+    "x" * 200,
+]
+
+
+def test_exported_tokenizer_is_transformers_tokenizer(saved, tmp_path):
+    """The exported folder's tokenizer read with `tokenizers` alone gives the ids, tokens and text that
+    `AutoTokenizer` gives on the same folder (on both transformers lines)."""
+    from transformers import AutoTokenizer
+
+    from aayn.ct2 import ExportedTokenizer
+
+    _, model, tokenizer = saved
+    save_ctranslate2(model, tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))), tmp_path / "ct2",
+                     tokenizer=tokenizer)  # fmt: skip
+    reference, ours = AutoTokenizer.from_pretrained(tmp_path / "ct2"), ExportedTokenizer(tmp_path / "ct2")
+    ids = reference(TEXTS)["input_ids"]
+    assert ours.encode(TEXTS) == ids
+    assert ours.model_max_length == reference.model_max_length == 32
+    for row in ids:
+        tokens = reference.convert_ids_to_tokens(row)
+        assert ours.tokens(row) == tokens
+        assert ours.text(tokens[:-1]) == reference.convert_tokens_to_string(tokens[:-1])
+
+
+def translate_fails(capsys, *flags: str) -> str:
+    """`aayn translate` with a user error: exit status 2 and one message, no traceback."""
+    assert aayn(["translate", *flags]) == 2
+    error = capsys.readouterr().err
+    assert "aayn translate: error: " in error and "Traceback" not in error
+    return error
+
+
+def test_exported_folder_errors(saved, tmp_path, monkeypatch, capsys):
+    _, model, tokenizer = saved
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    folder = str(save_ctranslate2(model, tokens, tmp_path / "ct2", tokenizer=tokenizer))
+    assert "runs on cpu or cuda" in translate_fails(capsys, "--model", folder, "--device", "mps", "One.")
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 0)
+    assert "CTranslate2 sees no CUDA device" in translate_fails(capsys, "--model", folder, "--device", "cuda", "x")
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 1)
+    error = translate_fails(capsys, "--model", folder, "--device", "cuda:1", "One.")
+    assert "this machine has 1 CUDA device(s)" in error
+    (tmp_path / "ct2" / "generation_config.json").write_text("{")
+    assert "generation_config.json is not valid JSON" in translate_fails(capsys, "--model", folder, "One.")
+    (tmp_path / "ct2" / "tokenizer.json").unlink()
+    assert "no tokenizer.json in the folder" in translate_fails(capsys, "--model", folder, "One.")
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)
+    assert "pip install 'aayn[ct2]'" in translate_fails(capsys, "--model", folder, "One.")
 
 
 def export_fails(capsys, *flags: str) -> str:

@@ -31,6 +31,10 @@ _CLASSES = {
 }
 
 
+class MissingExtra(ImportError):
+    """A package an optional feature needs is not installed; the message names what to `pip install`."""
+
+
 def lazy_attributes(package: str, modules: dict[str, str]):
     """A module `__getattr__` (PEP 562) that imports `package.modules[name]` when `name` is first used."""
 

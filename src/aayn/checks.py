@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .training.output import safetensors_fault
-
 TRAINING_BYTES_PER_PARAMETER = 16  # float32 weights, gradients and Adam's two moments
 
 
-def _json_fault(path: Path) -> str | None:
+def json_fault(path: Path) -> str | None:
+    """What is wrong with a JSON file that must hold an object, or None."""
     if path.stat().st_size == 0:
         return f"{path} is empty"
     try:
@@ -51,10 +50,12 @@ def check_model_folder(
         path = folder / name
         if not path.is_file():
             raise FileNotFoundError(f"{option} {folder}: no {name} in the folder, so it is no complete saved model")
-        fault = _json_fault(path)
+        fault = json_fault(path)
         if fault:
             raise ValueError(f"{option}: {fault}")
     if weights:
+        from .training.output import safetensors_fault  # transformers: not for what needs only JSON checked
+
         path = folder / "model.safetensors"
         if not path.is_file():
             if any(folder.glob("model-*.safetensors")) or (folder / "pytorch_model.bin").is_file():

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import _register_later, register
+from . import MissingExtra, _register_later, register
 
 DEMO_RUN = "runs/demo-bible-en-fr"  # where recipes/demo.yaml saves its model; aayn bench times decoding with it
 
@@ -125,14 +125,7 @@ def input_batches(stream, buffer_size: int | None):
 def translate(args: argparse.Namespace) -> None:
     """Translate the given sentences, or standard input as its lines arrive, to standard output (one line per
     line, flushed after each batch)."""
-    from .checks import check_device
-    from .translate import (
-        check_same_tokenizer,
-        ctranslate2_nbest,
-        is_ctranslate2_folder,
-        nbest_translations,
-        plot_cross_attention,
-    )
+    from .ct2 import is_ctranslate2_folder
 
     if (args.nbest or args.prefix) and args.show_attention:
         raise ValueError("--show-attention draws one plain translation: no --nbest or --prefix with it")
@@ -148,20 +141,25 @@ def translate(args: argparse.Namespace) -> None:
         lines = [line for batch in batches for line in batch]
         if len(lines) != 1:
             raise ValueError(f"--show-attention draws one sentence; got {len(lines)} lines")
-    check_device(args.device)
     generate = generate_options(args)
-    if any(is_ctranslate2_folder(name) for name in args.model):  # what `aayn export` wrote
+    if any(is_ctranslate2_folder(name) for name in args.model):  # what `aayn export` wrote: no torch needed
         if len(args.model) > 1 or args.prefix or args.show_attention:
             raise ValueError(
                 f"--model {args.model[0]} is a CTranslate2 model: it translates alone, without --prefix or "
                 "--show-attention (give the aayn folder it was exported from for those)"
             )
+        from .ct2 import ExportedModel
+
+        exported = ExportedModel(args.model[0], args.device)
 
         def nbest_of(batch, count, **options):
-            return ctranslate2_nbest(
-                args.model[0], batch, count, batch_tokens=args.batch_tokens, device=args.device, **options
-            )
+            return exported.nbest(batch, count, batch_tokens=args.batch_tokens, **options)
     else:
+        from .checks import check_device
+        from .translate import check_same_tokenizer, nbest_translations, plot_cross_attention
+
+        check_device(args.device)
+        prepare_transformers(progress_bars=args.verbose)
         models, tokenizers = zip(*(load_model(name, args.device) for name in args.model))
         check_same_tokenizer(list(tokenizers), args.model)
         tokenizer, model = tokenizers[0], models[0] if len(models) == 1 else list(models)
@@ -299,9 +297,22 @@ def export(args: argparse.Namespace) -> None:
     print(f"{args.format} model written to {output}")
 
 
+class _StderrHandler(logging.StreamHandler):
+    """A handler writing to `sys.stderr` as it is at each record, not as it was when `main` first ran (a caller
+    that runs `main` more than once, with stderr redirected in between, would write to a closed stream)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def setup_logging() -> None:
     """Progress of aayn's own work at INFO; transformers keeps its default (warnings)."""
-    handler = logging.StreamHandler()
+    handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
     logger = logging.getLogger("aayn")
     if not logger.handlers:
@@ -309,11 +320,14 @@ def setup_logging() -> None:
     logger.setLevel(logging.INFO)
 
 
-def quiet_loading() -> None:
-    """No "Loading weights" bar on every call of the inference commands (`--verbose` keeps it)."""
-    from transformers.utils import logging as transformers_logging
+def prepare_transformers(progress_bars: bool) -> None:
+    """Registers aayn with transformers' Auto classes (importing transformers and torch); without `progress_bars`
+    no "Loading weights" bar (the inference commands' default: `--verbose` keeps it)."""
+    register()
+    if not progress_bars:
+        from transformers.utils import logging as transformers_logging
 
-    transformers_logging.disable_progress_bar()
+        transformers_logging.disable_progress_bar()
 
 
 def positive_int(text: str) -> int:
@@ -323,9 +337,10 @@ def positive_int(text: str) -> int:
     return value
 
 
-# What a user's input can get wrong (a recipe, a path, a folder, a value): one line naming it, no traceback.
+# What a user's input or setup can get wrong (a recipe, a path, a folder, a value, an extra not installed): one line
+# naming it, no traceback.
 # Anything else is a bug and keeps its traceback; --debug keeps it for these too.
-USER_ERRORS = (ValueError, OSError, FloatingPointError)
+USER_ERRORS = (ValueError, OSError, FloatingPointError, MissingExtra)
 
 
 def report_user_errors(command: str, work, debug: bool) -> int:
@@ -458,10 +473,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "copy-task" and args.steps <= 0:
         parser.error(f"--steps must be a positive integer, got {args.steps}")
     setup_logging()
-    if args.command != "train":  # train registers after parsing its recipe
-        register()
-        if not verbose and args.command in ("translate", "score", "evaluate", "export"):
-            quiet_loading()
+    args.verbose = verbose
+    if args.command not in ("train", "translate"):  # train: once its recipe parsed; translate: not for a CT2 folder
+        prepare_transformers(progress_bars=verbose or args.command in ("copy-task", "average", "bench"))
     return report_user_errors(args.command, lambda: args.run(args), debug)
 
 

@@ -19,20 +19,13 @@ import torch
 from transformers.utils import logging
 
 from .checks import check_model_folder
+from .ct2 import import_ctranslate2
 from .data.tokenizer import save_tokenizer
 from .modeling_aayn import AaynForConditionalGeneration, sinusoidal_positions
 
 logger = logging.get_logger(__name__)
 
 FORMATS = ("ctranslate2",)
-
-
-def import_ctranslate2():
-    try:
-        import ctranslate2
-    except ImportError as error:
-        raise ImportError("the CTranslate2 export needs the ctranslate2 package: pip install 'aayn[ct2]'") from error
-    return ctranslate2
 
 
 def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):

@@ -10,7 +10,7 @@ import torch
 from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .data.batching import MaxTokensBatchSampler
+from .data.token_batches import decoding_batches
 from .translate import padded
 
 
@@ -65,10 +65,10 @@ def score_texts(
     alpha = length_penalty_of(model, length_penalty)
     source_ids = tokenizer(list(sources), verbose=False)["input_ids"]
     target_ids = tokenizer(text_target=list(targets), verbose=False)["input_ids"]
-    lengths = [min(max(len(s), len(t)), batch_tokens) for s, t in zip(source_ids, target_ids)]
+    lengths = [max(len(s), len(t)) for s, t in zip(source_ids, target_ids)]
     scores: list[Score | None] = [None] * len(sources)
     model.eval()
-    for batch in MaxTokensBatchSampler(lengths, max(batch_tokens, 1), shuffle=False):
+    for batch in decoding_batches(lengths, batch_tokens):
         inputs = padded(tokenizer, [source_ids[i] for i in batch]).to(model.device)
         width = max(len(target_ids[i]) for i in batch)
         labels = torch.full((len(batch), width), -100, dtype=torch.long)

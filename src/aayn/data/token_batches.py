@@ -1,0 +1,57 @@
+"""Batches of similar-length sentences under a token budget, and source sentences cut to a length limit, with numpy
+and the standard library only: translating with an exported CTranslate2 folder (`aayn.ct2`) imports no torch, and
+batches exactly as translating with the model does (the batch's longest source sets the length limit, so the
+batches decide outputs)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+logger = logging.getLogger("aayn.translate")
+
+
+def length_order(lengths: np.ndarray, seed: int) -> np.ndarray:
+    """The indices of `lengths` from shortest to longest, equal lengths in an order drawn with `seed`."""
+    tie_break = np.random.default_rng(seed).permutation(len(lengths))
+    return tie_break[np.argsort(lengths[tie_break], kind="stable")]
+
+
+def cut_batches(order: np.ndarray, lengths: np.ndarray, max_tokens: int) -> list[list[int]]:
+    """`order` cut greedily into batches whose padded size `len(batch) * max(length)` stays <= `max_tokens`."""
+    batches, batch, longest = [], [], 0
+    for index in order.tolist():
+        length = int(lengths[index])
+        if batch and (len(batch) + 1) * max(longest, length) > max_tokens:
+            batches.append(batch)
+            batch, longest = [], 0
+        batch.append(index)
+        longest = max(longest, length)
+    batches.append(batch)
+    return batches
+
+
+def decoding_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """The batches of `MaxTokensBatchSampler(lengths, max_tokens, shuffle=False)`, in its order: what translating
+    and scoring decode. A sentence longer than `max_tokens` makes a batch of its own."""
+    max_tokens = max(max_tokens, 1)
+    lengths = np.minimum(np.asarray(lengths, dtype=np.int64), max_tokens)
+    return cut_batches(length_order(lengths, 0), lengths, max_tokens)
+
+
+def encode_sources(
+    encode: Callable[[list[str]], list[list[int]]], texts: list[str], limit: int
+) -> tuple[list[int], list[list[int]]]:
+    """(the indices of the texts that are not blank, their token ids from `encode` (eos-terminated), cut to `limit`
+    tokens with their eos kept and one warning for all)."""
+    todo = [i for i, text in enumerate(texts) if text.strip()]
+    if not todo:
+        return todo, []
+    encoded = encode([texts[i] for i in todo])
+    long = [todo[j] + 1 for j, ids in enumerate(encoded) if len(ids) > limit]
+    if long:
+        logger.warning(f"{len(long)} input(s) longer than {limit} tokens truncated (numbers {long[:10]}...)")
+        encoded = [ids if len(ids) <= limit else ids[: limit - 1] + ids[-1:] for ids in encoded]
+    return todo, encoded
