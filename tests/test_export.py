@@ -160,6 +160,26 @@ def test_exported_tokenizer_is_transformers_tokenizer(saved, tmp_path):
         assert ours.text(tokens[:-1]) == reference.convert_tokens_to_string(tokens[:-1])
 
 
+def test_exported_model_keeps_our_length_limits(saved, tmp_path, capsys):
+    """An untrained model never stops by itself: its outputs show the limits. Sources cut to the tokenizer's (or
+    the model's) length, outputs to source + 50 tokens (past max_position_embeddings: the exported sinusoid table
+    reaches as far as ours extend) or to --max_new_tokens: the same greedy outputs as our search's."""
+    folder, _, _ = saved
+    assert (
+        aayn(["export", "--format", "ctranslate2", "--model", str(folder), "--output_dir", str(tmp_path / "ct2")]) == 0
+    )
+    capsys.readouterr()
+    texts = ["one two three", "twenty five " * 20]  # the second is over the tokenizer's 32 tokens
+    for extra in ([], ["--max_new_tokens", "20"]):
+        outputs = []
+        for model in (folder, tmp_path / "ct2"):  # one sentence a batch: the same limits per sentence in both
+            flags = ["translate", "--model", str(model), "--num_beams", "1", "--batch_tokens", "1", *extra, *texts]
+            assert aayn(flags) == 0
+            outputs.append(capsys.readouterr().out.splitlines())
+        assert outputs[0] == outputs[1]
+        assert len(outputs[0]) == 2 and all(outputs[0])
+
+
 def translate_fails(capsys, *flags: str) -> str:
     """`aayn translate` with a user error: exit status 2 and one message, no traceback."""
     assert aayn(["translate", *flags]) == 2
@@ -171,6 +191,13 @@ def translate_fails(capsys, *flags: str) -> str:
 def test_exported_folder_errors(saved, tmp_path, monkeypatch, capsys):
     _, model, tokenizer = saved
     tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    from aayn import export
+
+    monkeypatch.setattr(export, "DECODING_MARGIN", -1)  # an export from before the table made room for + 50
+    old = str(save_ctranslate2(model, tokens, tmp_path / "old", tokenizer=tokenizer))
+    monkeypatch.undo()
+    error = translate_fails(capsys, "--model", old, "--num_beams", "1", "twenty five " * 20)
+    assert "No position encodings are defined" in error and "export the model again" in error
     folder = str(save_ctranslate2(model, tokens, tmp_path / "ct2", tokenizer=tokenizer))
     assert "runs on cpu or cuda" in translate_fails(capsys, "--model", folder, "--device", "mps", "One.")
     monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 0)

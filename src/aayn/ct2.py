@@ -86,6 +86,14 @@ def device_options(device: str, ctranslate2) -> dict:
     return {"device": kind, "device_index": int(index or 0)}
 
 
+def max_decoding_length(longest_source: int, max_new_tokens: int | None = None) -> int:
+    """CTranslate2's `max_decoding_length` for aayn's limit, §6.1's source + 50 tokens (within `max_new_tokens`).
+    Our search counts the eos it forces at the limit among those tokens; CTranslate2 stops at its limit without
+    one, so its limit is one less: the same text either way."""
+    limit = longest_source + 50 if max_new_tokens is None else min(longest_source + 50, max_new_tokens)
+    return max(limit - 1, 1)
+
+
 class ExportedModel:
     """A CTranslate2 model folder (`aayn export`: tokenizer and generation config beside the model), loaded once
     onto `device` ("cpu", "cuda", "cuda:N"), translating as `aayn.translate.nbest_translations` does: the same
@@ -95,7 +103,7 @@ class ExportedModel:
 
     def __init__(self, folder: str | Path, device: str = "cpu"):
         ctranslate2 = import_ctranslate2()
-        folder = Path(folder).expanduser()
+        self.folder = folder = Path(folder).expanduser()
         options = device_options(device, ctranslate2)
         self.tokenizer = ExportedTokenizer(folder)
         path = folder / "generation_config.json"
@@ -124,14 +132,23 @@ class ExportedModel:
         todo, encoded = encode_sources(self.tokenizer.encode, texts, self.tokenizer.model_max_length)
         for batch in decoding_batches([len(ids) for ids in encoded], batch_tokens) if todo else []:
             sources = [self.tokenizer.tokens(encoded[j]) for j in batch]
-            results = self.translator.translate_batch(
-                sources,
-                beam_size=beams,
-                num_hypotheses=nbest,
-                length_penalty=alpha,
-                max_decoding_length=max_new_tokens or max(map(len, sources)) + 50,
-                return_scores=True,
-            )
+            longest = max(map(len, sources))  # for a batch: its longest source's limit, as aayn.translate
+            try:
+                results = self.translator.translate_batch(
+                    sources,
+                    beam_size=beams,
+                    num_hypotheses=nbest,
+                    length_penalty=alpha,
+                    max_decoding_length=max_decoding_length(longest, max_new_tokens),
+                    return_scores=True,
+                )
+            except RuntimeError as error:  # a folder exported before the table held source + 50 positions
+                if "position" not in str(error):
+                    raise
+                raise ValueError(
+                    f"--model {self.folder}: {error}; export the model again (`aayn export` now writes the "
+                    "positions that a source and its 50 more target tokens need)"
+                ) from None
             for j, result in zip(batch, results):
                 outputs[todo[j]] = [
                     (score, self.tokenizer.text(tokens).strip())

@@ -26,6 +26,7 @@ from .modeling_aayn import AaynForConditionalGeneration, sinusoidal_positions
 logger = logging.get_logger(__name__)
 
 FORMATS = ("ctranslate2",)
+DECODING_MARGIN = 50  # §6.1: "maximum output length during inference to input length + 50"
 
 
 def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):
@@ -56,7 +57,10 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):
     )
     # copies: CTranslate2 converts and quantizes the arrays it is given in place, which must not reach the model
     weights = {name: tensor.detach().to("cpu", torch.float32, copy=True) for name, tensor in model.state_dict().items()}
-    positions = sinusoidal_positions(0, config.max_position_embeddings, config.d_model, torch.device("cpu"))
+    # a table, not a function as ours: long enough for the longest source the tokenizer passes and §6.1's 50 more
+    # target tokens (aayn.ct2 caps both so; our sinusoids extend past max_position_embeddings the same way)
+    rows = config.max_position_embeddings + DECODING_MARGIN + 1
+    positions = sinusoidal_positions(0, rows, config.d_model, torch.device("cpu"))
 
     def linear(target, name: str) -> None:
         target.weight, target.bias = weights[f"{name}.weight"], weights[f"{name}.bias"]
@@ -118,8 +122,17 @@ def save_ctranslate2(
         spec.save(str(staging))
         if tokenizer is not None:
             save_tokenizer(tokenizer, staging)
+            limit_sources(staging / "tokenizer_config.json", model.config.max_position_embeddings)
         model.generation_config.save_pretrained(staging)  # the beam size and alpha `aayn translate` decodes with
     return output_dir
+
+
+def limit_sources(path: Path, max_position_embeddings: int) -> None:
+    """The exported tokenizer's model_max_length: the source limit aayn's translation applies (the smaller of
+    the tokenizer's and the model's), which `aayn.ct2` reads from there."""
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["model_max_length"] = min(config.get("model_max_length") or max_position_embeddings, max_position_embeddings)
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def check_new_folder(output_dir: Path) -> None:

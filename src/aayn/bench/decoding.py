@@ -220,6 +220,7 @@ def ctranslate2_decoding_rows(setup: DecodingSetup, *, quick: bool = False, devi
         import ctranslate2
     except ImportError:
         return []
+    from ..ct2 import max_decoding_length
     from ..export import export_model
 
     model, tokenizer, batches = setup.model, setup.tokenizer, setup.batches
@@ -257,7 +258,7 @@ def ctranslate2_decoding_rows(setup: DecodingSetup, *, quick: bool = False, devi
                 continue
             results = translators[arm].translate_batch(
                 batch_sources, beam_size=beams, length_penalty=DEMO_ALPHA,
-                max_decoding_length=max(map(len, batch_sources)) + 50,
+                max_decoding_length=max_decoding_length(max(map(len, batch_sources))),
             )  # fmt: skip
             outputs += [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
         return outputs
