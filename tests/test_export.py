@@ -11,6 +11,7 @@ import sys
 import pytest
 import torch
 from conftest import tiny_config
+from test_translate import translate_fails
 from training_helpers import write_numbers_corpus
 
 from aayn import AaynForConditionalGeneration
@@ -178,14 +179,6 @@ def test_exported_model_keeps_our_length_limits(saved, tmp_path, capsys):
             outputs.append(capsys.readouterr().out.splitlines())
         assert outputs[0] == outputs[1]
         assert len(outputs[0]) == 2 and all(outputs[0])
-
-
-def translate_fails(capsys, *flags: str) -> str:
-    """`aayn translate` with a user error: exit status 2 and one message, no traceback."""
-    assert aayn(["translate", *flags]) == 2
-    error = capsys.readouterr().err
-    assert "aayn translate: error: " in error and "Traceback" not in error
-    return error
 
 
 def test_exported_folder_errors(saved, tmp_path, monkeypatch, capsys):

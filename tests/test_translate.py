@@ -126,6 +126,18 @@ def test_a_local_looking_name_that_does_not_exist_is_no_such_folder_not_a_networ
     (tmp_path / "runs").mkdir()
     assert "--model runs/nothere: no such folder" in translate_fails(capsys, "--model", "runs/nothere", "Hello.")
     assert "--model ./nothere: no such folder" in translate_fails(capsys, "--model", "./nothere", "Hello.")
+    # without a `runs` folder here, `runs/nothere` may be a Hub id: transformers asks the Hub (offline: an error
+    # of two lines about connecting); the answer names both places looked in, in one line
+    (tmp_path / "runs").rmdir()
+
+    def offline(*args, **kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
+
+    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", offline)
+    error = translate_fails(capsys, "--model", "runs/nothere", "Hello.")
+    assert "--model runs/nothere: no such folder here, nor a model of that name on the Hub (We couldn't" in error
+    assert "Check your connection" not in error
+    (tmp_path / "runs").mkdir()
     for name in ("./nodata", "runs/nodata", "~/surely-not-a-folder-here"):
         with pytest.raises(FileNotFoundError, match=f"dataset {name}: no such folder"):
             load_translation_dataset(name, source_lang="en", target_lang="fr")

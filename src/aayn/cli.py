@@ -238,7 +238,11 @@ def load_model(name: str, device: str):
         tokenizer = AutoTokenizer.from_pretrained(location)
         return AutoModelForSeq2SeqLM.from_pretrained(location).to(device).eval(), tokenizer
     except (OSError, ValueError) as error:
-        raise ValueError(f"cannot load a model from --model {name!r}: {error}") from None
+        if Path(location).is_dir():
+            raise ValueError(f"cannot load a model from --model {name!r}: {error}") from None
+        first = (str(error).strip() or type(error).__name__).splitlines()[0]  # transformers' answers run to lines
+        message = f"--model {name}: no such folder here, nor a model of that name on the Hub ({first})"
+        raise ValueError(message) from None
 
 
 def read_lines(path: str, flag: str) -> list[str]:
