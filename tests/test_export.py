@@ -5,6 +5,7 @@ positions, the vocabulary and the special tokens must map over exactly), and its
 test sentences, from a model trained just enough to translate them.
 """
 
+import json
 import subprocess
 import sys
 
@@ -130,6 +131,13 @@ def test_exported_model_translates_the_test_sentences_like_ours(saved, tmp_path,
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == [text.strip() for text in ours]
     assert run.stderr.splitlines()[-1] == "imported: []"
+    # `aayn evaluate` scores the export as it scores the folder it came from (greedy: the same translations)
+    scores = []
+    for model in ("trained", "ct2"):
+        flags = ["--dataset_name", str(corpus), "--source_lang", "en", "--target_lang", "fr", "--num_beams", "1"]
+        assert aayn(["evaluate", "--model", str(tmp_path / model), *flags]) == 0
+        scores.append(json.loads(capsys.readouterr().out))
+    assert scores[0] == scores[1] and scores[0]["bleu"] > 0
 
 
 TEXTS = [
@@ -192,6 +200,10 @@ def test_exported_folder_errors(saved, tmp_path, monkeypatch, capsys):
     error = translate_fails(capsys, "--model", old, "--num_beams", "1", "twenty five " * 20)
     assert "No position encodings are defined" in error and "export the model again" in error
     folder = str(save_ctranslate2(model, tokens, tmp_path / "ct2", tokenizer=tokenizer))
+    one = tmp_path / "one.txt"
+    one.write_text("One.\n")
+    assert aayn(["score", "--model", folder, "--source", str(one), "--target", str(one)]) == 2
+    assert "is a CTranslate2 model (`aayn export`): give the aayn folder" in capsys.readouterr().err
     assert "runs on cpu or cuda" in translate_fails(capsys, "--model", folder, "--device", "mps", "One.")
     monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 0)
     assert "CTranslate2 sees no CUDA device" in translate_fails(capsys, "--model", folder, "--device", "cuda", "x")

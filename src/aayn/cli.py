@@ -233,7 +233,14 @@ def load_model(name: str, device: str):
     """(model in eval mode on `device`, tokenizer) of `--model name`, or one line saying why not."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from .ct2 import is_ctranslate2_folder
+
     location = model_location(name)
+    if is_ctranslate2_folder(location):
+        raise ValueError(
+            f"--model {name} is a CTranslate2 model (`aayn export`): give the aayn folder it was exported from "
+            "(aayn translate and aayn evaluate take either)"
+        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(location)
         return AutoModelForSeq2SeqLM.from_pretrained(location).to(device).eval(), tokenizer
@@ -268,10 +275,12 @@ def model_location(value: str) -> str:
     """--model as given: a saved folder here, or else a Hub id. Names that cannot be a Hub id (absolute or
     relative paths other than `owner/name`) must be folders that exist."""
     from .checks import check_local_name, check_model_folder
+    from .ct2 import is_ctranslate2_folder
 
     path = Path(value).expanduser()
     if path.is_dir():
-        check_model_folder(path, "--model")
+        if not is_ctranslate2_folder(path):  # CTranslate2 checks its own folders
+            check_model_folder(path, "--model")
         return str(path)
     check_local_name(value, "--model")
     if path.exists() or value.count("/") != 1:

@@ -8,6 +8,7 @@ import evaluate
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.utils import logging
 
+from ..ct2 import ExportedModel, is_ctranslate2_folder
 from ..data import load_translation_dataset
 from ..paper_bleu import PAPER_BLEU_LANGUAGES, paper_bleu
 from ..translate import translate_texts
@@ -32,9 +33,22 @@ def evaluate_model(
     **generate,
 ) -> dict:
     """`{"bleu", "chrf", "bleu_signature", "chrf_signature", "sentences"}` of the model's translations of `split`
-    (and `paper_bleu` into German); `output`: a file to write the translations to, one line per sentence."""
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_path).to(device).eval()
+    (and `paper_bleu` into German); `output`: a file to write the translations to, one line per sentence.
+    `model_path` may be a CTranslate2 folder that `aayn export` wrote (e.g. to see what int8 weights cost)."""
+    if is_ctranslate2_folder(model_path):  # what `aayn export` wrote: CTranslate2 translates, as `aayn translate`
+        exported = ExportedModel(model_path, device)
+
+        def translate(texts: list[str]) -> list[str]:
+            return [best[0][1] for best in exported.nbest(texts, batch_tokens=batch_tokens, **generate)]
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_path).to(device).eval()
+
+        def translate(texts: list[str]) -> list[str]:
+            return translate_texts(
+                model, tokenizer, texts, batch_tokens=batch_tokens, progress=f"translating {split}", **generate
+            )
+
     data = load_translation_dataset(
         dataset_name, dataset_config_name, source_lang=source_lang, target_lang=target_lang, splits={"test": split}
     )["test"]
@@ -42,9 +56,7 @@ def evaluate_model(
         data = data.select(range(min(max_samples, len(data))))
     sources = [row["translation"][source_lang] for row in data]
     references = [row["translation"][target_lang] for row in data]
-    hypotheses = translate_texts(
-        model, tokenizer, sources, batch_tokens=batch_tokens, progress=f"translating {split}", **generate
-    )
+    hypotheses = translate(sources)
     if output is not None:  # the hypotheses, one per line in the split's order, written whole or not at all
         lines = "".join(" ".join(hypothesis.splitlines()) + "\n" for hypothesis in hypotheses)
         write_text_atomically(Path(output), lines)
