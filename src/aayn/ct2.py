@@ -1,7 +1,7 @@
 """Translating with a CTranslate2 folder that `aayn export` wrote, with neither torch nor transformers.
 
-Importing torch and transformers is most of what a plain `aayn translate` call costs (6 of its 8 seconds on a
-2-core CPU, docs/measurements.md); an exported folder needs neither. Its tokenizer is read with `tokenizers` (what
+Importing torch and transformers is most of what a plain `aayn translate` call costs (docs/measurements.md); an
+exported folder needs neither. Its tokenizer is read with `tokenizers` (what
 transformers' fast tokenizer wraps: the same ids and the same text), its generation config as JSON, and the
 batches and the length limit are those of `aayn.translate` (`aayn.data.token_batches`).
 """
