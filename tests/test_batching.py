@@ -92,3 +92,39 @@ def test_rank_none_interleaves_the_shards_for_a_dealing_loader():
         shard = MaxTokensBatchSampler(lengths, 800, seed=3, num_replicas=3, rank=rank)
         shard.set_epoch(2)
         assert dealt[rank::3] == list(shard)
+
+
+def reference_batches(lengths, max_tokens, seed, replicas, epoch):
+    """The sampler as it was written first: a Python loop over examples and lists of lists, the greedy cut spelled
+    out (kept here as the reference the vectorized sampler must equal, batch for batch)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    tie_break = np.random.default_rng(seed).permutation(len(lengths))
+    order = tie_break[np.argsort(lengths[tie_break], kind="stable")]
+    batches, batch, longest = [], [], 0
+    for index in order.tolist():
+        if batch and (len(batch) + 1) * max(longest, int(lengths[index])) > max_tokens:
+            batches.append(batch)
+            batch, longest = [], 0
+        batch.append(index)
+        longest = max(longest, int(lengths[index]))
+    batches.append(batch)
+    while len(batches) % replicas:
+        largest = max(range(len(batches)), key=lambda i: (len(batches[i]), -i))
+        batch = batches.pop(largest)
+        batches[largest:largest] = [batch[: len(batch) // 2], batch[len(batch) // 2 :]]
+    permutation = np.random.default_rng(seed + epoch).permutation(len(batches))
+    return [batches[i] for i in permutation]
+
+
+@pytest.mark.parametrize(
+    "seed, size, max_tokens, replicas",
+    [(0, 3000, 2000, 1), (1, 777, 500, 3), (2, 50, 400, 2), (3, 20000, 25000, 8), (4, 9, 200, 2), (5, 4000, 200, 1)],
+)
+def test_batches_equal_the_reference_greedy_loop(seed, size, max_tokens, replicas):
+    lengths = corpus(seed, size)
+    for epoch in (0, 1):
+        sampler = MaxTokensBatchSampler(
+            np.asarray(lengths, dtype=np.uint16), max_tokens, seed=seed, num_replicas=replicas, rank=None
+        )
+        sampler.set_epoch(epoch)
+        assert list(sampler) == reference_batches(lengths, max_tokens, seed, replicas, epoch)

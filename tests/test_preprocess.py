@@ -1,5 +1,7 @@
 """tokenize_dataset: ids end in </s>, length limits truncate or drop, empty pairs go, results are cached."""
 
+from pathlib import Path
+
 import pytest
 from datasets import Dataset, DatasetDict, IterableDataset
 
@@ -58,16 +60,19 @@ def test_splits_of_a_dataset_dict_and_source_target_order(tokenizer):
 
 
 def test_cached_and_parallel_results_are_identical(tokenizer, tmp_path):
-    for split in ("train", "validation", "test"):
-        (tmp_path / f"{split}.en").write_text("".join(f"{en}\n" for en, _ in ROWS * 40), encoding="utf-8")
-        (tmp_path / f"{split}.fr").write_text("".join(f"{fr}\n" for _, fr in ROWS * 40), encoding="utf-8")
+    for split in ("train", "validation", "test"):  # 20,000 pairs: two worker processes' worth
+        (tmp_path / f"{split}.en").write_text("".join(f"{en}\n" for en, _ in ROWS * 4000), encoding="utf-8")
+        (tmp_path / f"{split}.fr").write_text("".join(f"{fr}\n" for _, fr in ROWS * 4000), encoding="utf-8")
     data = load_translation_dataset(str(tmp_path), source_lang="en", target_lang="fr")
     first = tokenize_dataset(data, tokenizer, source_lang="en", target_lang="fr")
     again = tokenize_dataset(data, tokenizer, source_lang="en", target_lang="fr")
     assert first["train"].cache_files and first["train"].cache_files == again["train"].cache_files  # loaded, not redone
-    parallel = tokenize_dataset(
-        data, tokenizer, source_lang="en", target_lang="fr", num_proc=2, load_from_cache_file=False
-    )
+    names = {split: str(tmp_path / f"parallel-{split}.arrow") for split in data}
+    parallel = tokenize_dataset(data, tokenizer, source_lang="en", target_lang="fr", num_proc=2, cache_file_names=names)
+    assert [Path(f["filename"]).name for f in parallel["train"].cache_files] == [
+        "parallel-train_00000_of_00002.arrow",
+        "parallel-train_00001_of_00002.arrow",
+    ]  # one file per worker process
     assert parallel["train"][:] == first["train"][:]
 
 

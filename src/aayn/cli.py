@@ -42,6 +42,21 @@ def train(args: argparse.Namespace) -> None:
     run(*arguments)
 
 
+def preprocess(args: argparse.Namespace) -> None:
+    """Prepare a recipe's data once, as fairseq-preprocess does: the BPE and every split's token ids, in a folder
+    under datasets' cache that `aayn train` with the same data and settings finds by itself (same keys as train)."""
+    from .training.arguments import parse_arguments
+
+    arguments = parse_arguments(args.recipe_and_flags)
+    register()
+    from .training.job import prepare
+
+    prepared = prepare(*arguments)
+    size = sum(path.stat().st_size for path in prepared.folder.rglob("*") if path.is_file())
+    splits = ", ".join(f"{split} {len(rows):,} pairs" for split, rows in prepared.splits.items())
+    print(f"prepared {splits} ({size / 1e6:,.1f} MB) in {prepared.folder}")
+
+
 def average(args: argparse.Namespace) -> None:
     """Average the weights of checkpoints into a complete, hub-ready model folder (§6.1)."""
     from .training.average import average_checkpoints
@@ -385,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     trainer = commands.add_parser("train", help=train.__doc__, add_help=False)
     trainer.add_argument("recipe_and_flags", nargs=argparse.REMAINDER, help="RECIPE.yaml [--key value ...]")
     trainer.set_defaults(run=train)
+    preparer = commands.add_parser("preprocess", help=preprocess.__doc__, add_help=False)
+    preparer.add_argument("recipe_and_flags", nargs=argparse.REMAINDER, help="RECIPE.yaml [--key value ...]")
+    preparer.set_defaults(run=preprocess)
     averager = commands.add_parser("average", help=average.__doc__)
     averager.add_argument("--output_dir", required=True, help="new folder for the averaged model")
     averager.add_argument("checkpoints", nargs="+", help="checkpoint folders (model.safetensors + config.json)")
@@ -479,15 +497,17 @@ def main(argv: list[str] | None = None) -> int:
         help="CTranslate2 weight type (default: float32, outputs equal to PyTorch's)",
     )
     exporter.set_defaults(run=export)
-    if argv[:1] == ["train"]:  # everything after `train` is the recipe's parser's, --help included
-        args = argparse.Namespace(command="train", recipe_and_flags=argv[1:], run=train)
+    if argv[:1] in (["train"], ["preprocess"]):  # everything after it is the recipe's parser's, --help included
+        run = train if argv[0] == "train" else preprocess
+        args = argparse.Namespace(command=argv[0], recipe_and_flags=argv[1:], run=run)
     else:
         args = parser.parse_args(argv)
     if args.command == "copy-task" and args.steps <= 0:
         parser.error(f"--steps must be a positive integer, got {args.steps}")
     setup_logging()
     args.verbose = verbose
-    if args.command not in ("train", "translate"):  # train: once its recipe parsed; translate: not for a CT2 folder
+    # train, preprocess: once the recipe is parsed; translate: not for a CT2 folder
+    if args.command not in ("train", "preprocess", "translate"):
         prepare_transformers(progress_bars=verbose or args.command in ("copy-task", "average", "bench"))
     return report_user_errors(args.command, lambda: args.run(args), debug)
 

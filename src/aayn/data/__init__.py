@@ -8,6 +8,8 @@ from .. import lazy_attributes
 
 _NAMES = {
     "BIBLE_VERSIONS": "bible",
+    "DataPlan": "prepare",
+    "prepare_data": "prepare",
     "SPECIAL_TOKENS": "tokenizer",
     "MaxTokensBatchSampler": "batching",
     "example_lengths": "batching",

@@ -10,17 +10,26 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+import pyarrow.compute as pc
 from torch.utils.data import Sampler
 
-from .token_batches import cut_batches, length_order
+from .token_batches import batch_lists, cut_batches, length_order
 
 
-def example_lengths(dataset) -> list[int]:
-    """max(source tokens, target tokens) per example of a tokenized dataset: what a padded batch pays per row."""
-    lengths = []
-    for batch in dataset.select_columns(["input_ids", "labels"]).iter(batch_size=10_000):
-        lengths.extend(max(len(s), len(t)) for s, t in zip(batch["input_ids"], batch["labels"]))
-    return lengths
+def example_lengths(dataset) -> np.ndarray:
+    """max(source tokens, target tokens) per example of a tokenized dataset: what a padded batch pays per row.
+
+    Computed by Arrow from the list offsets, a batch of rows at a time (no Python loop, no copy of the ids), into
+    the narrowest integer type that holds them: 4.5M examples take 9 MB."""
+    columns = dataset.select_columns(["input_ids", "labels"]).with_format("arrow")
+    parts = [
+        pc.max_element_wise(pc.list_value_length(batch["input_ids"]), pc.list_value_length(batch["labels"]))
+        .to_numpy()
+        .astype(np.uint32)
+        for batch in columns.iter(batch_size=1_000_000)
+    ]
+    lengths = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
+    return lengths.astype(np.uint16) if len(lengths) and lengths.max() < 2**16 else lengths
 
 
 class MaxTokensBatchSampler(Sampler[list[int]]):
@@ -31,6 +40,8 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
     in exactly one batch. With `num_replicas` > 1, batches are dealt round-robin to the replicas after the shuffle,
     and when their number does not divide evenly the largest batches are split in two, so every replica gets the
     same number of batches (data-parallel steps stay in lock-step) and no example is repeated or dropped.
+    The order and the batches' bounds are two numpy arrays (4.5M examples: 18 MB); lists of indices are made for
+    one batch at a time, as it is yielded.
     `rank=None` yields every replica's batches interleaved, for a loader that deals them itself (Accelerate's
     `BatchSamplerShard` gives batch i to process i % num_replicas, which is exactly the shard of that rank).
     """
@@ -45,7 +56,7 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
         num_replicas: int = 1,
         rank: int | None = 0,
     ):
-        lengths = np.asarray(lengths, dtype=np.int64)
+        lengths = np.asarray(lengths)
         if lengths.ndim != 1 or len(lengths) == 0:
             raise ValueError("lengths must be a non-empty sequence of example lengths")
         if max_tokens <= 0:
@@ -62,19 +73,26 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
             raise ValueError(f"{len(lengths)} examples cannot feed num_replicas={num_replicas} replicas")
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
-        self.batches = self._even(cut_batches(length_order(lengths, seed), lengths, max_tokens))
+        order = length_order(lengths, seed)
+        self.order = order.astype(np.int32) if len(order) < 2**31 else order
+        self.bounds = self._even(cut_batches(order, lengths, max_tokens))
 
-    def _even(self, batches: list[list[int]]) -> list[list[int]]:
-        while len(batches) % self.num_replicas:
-            largest = max(range(len(batches)), key=lambda i: (len(batches[i]), -i))
-            if len(batches[largest]) < 2:
+    def _even(self, bounds: np.ndarray) -> np.ndarray:
+        """Split the largest batches (the first of equals) in two until the replicas get as many batches each."""
+        while (len(bounds) - 1) % self.num_replicas:
+            sizes = np.diff(bounds)
+            largest = int(sizes.argmax())
+            if sizes[largest] < 2:
                 raise ValueError(
-                    f"{len(batches)} single-example batches cannot be dealt evenly to {self.num_replicas} replicas"
+                    f"{len(sizes)} single-example batches cannot be dealt evenly to {self.num_replicas} replicas"
                 )
-            batch = batches.pop(largest)
-            half = len(batch) // 2
-            batches[largest:largest] = [batch[:half], batch[half:]]
-        return batches
+            bounds = np.insert(bounds, largest + 1, bounds[largest] + sizes[largest] // 2)
+        return bounds
+
+    @property
+    def batches(self) -> list[list[int]]:
+        """Every batch, unshuffled, as lists of example indices."""
+        return batch_lists(self.order, self.bounds)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -84,20 +102,23 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
         """Accelerate forwards `set_epoch` to `batch_sampler.batch_sampler.sampler` of a sharded loader: this."""
         return self
 
-    def _epoch_order(self) -> list[list[int]]:
+    def _epoch_order(self) -> np.ndarray:
+        """The batches' numbers in this epoch's order."""
+        count = len(self.bounds) - 1
         if not self.shuffle:
-            return self.batches
-        permutation = np.random.default_rng(self.seed + self.epoch).permutation(len(self.batches))
-        return [self.batches[i] for i in permutation]
+            return np.arange(count)
+        return np.random.default_rng(self.seed + self.epoch).permutation(count)
 
     def __iter__(self) -> Iterator[list[int]]:
-        if self.rank is None:
-            yield from self._epoch_order()
-        else:
-            yield from self._epoch_order()[self.rank :: self.num_replicas]
+        numbers = self._epoch_order()
+        if self.rank is not None:
+            numbers = numbers[self.rank :: self.num_replicas]
+        for number in numbers.tolist():
+            yield self.order[self.bounds[number] : self.bounds[number + 1]].tolist()
 
     def __len__(self) -> int:
-        return len(self.batches) if self.rank is None else len(self.batches) // self.num_replicas
+        count = len(self.bounds) - 1
+        return count if self.rank is None else count // self.num_replicas
 
 
 def padding_fraction(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import datasets
@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict, Features, IterableDataset, IterableDatasetDict, ReadInstruction, Translation
 from transformers.utils import logging
 
-from .bible import bible_splits
+from .bible import bible_database, bible_splits
 
 logger = logging.get_logger(__name__)
 
@@ -81,6 +81,19 @@ def load_translation_dataset(
                 raise ValueError(f"{option} must be positive, got {limit}")
             loaded[split] = dataset.take(limit) if streaming else dataset.select(range(min(limit, len(dataset))))
     return IterableDatasetDict(loaded) if streaming else DatasetDict(loaded)
+
+
+def local_split_files(name: str, source_lang: str, target_lang: str) -> Callable[[str], list[Path]] | None:
+    """For a corpus aayn reads itself, a function from a split's name to the files its rows come from (empty: none
+    there); None for what `datasets.load_dataset` reads (a Hub id, a folder laid out like a Hub dataset)."""
+    path = Path(name)
+    if name == "bible":
+        return lambda split: [bible_database()]
+    if path.is_dir() and _plain_text_files(path, source_lang, target_lang):
+        return lambda split: [path / f"{split}.{lang}" for lang in (source_lang, target_lang)]
+    if path.is_dir() and (files := _split_files(path)):
+        return lambda split: [Path(file) for file in files.get(split, [])]
+    return None
 
 
 def _slice(dataset: Dataset, spec: str) -> Dataset:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 from datasets import Dataset, IterableDataset
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
@@ -41,6 +42,8 @@ def train_tokenizer(
     model_max_length: int = 1024,
     batch_size: int = 1000,
     show_progress: bool = True,
+    input_sentence_size: int = 0,
+    seed: int = 0,
 ) -> PreTrainedTokenizerFast:
     """Train a shared byte-level BPE on both sides of `dataset` (a split in the WMT schema), wrapped for transformers.
 
@@ -48,6 +51,8 @@ def train_tokenizer(
     no character is ever unknown. `</s>` is appended to every sequence, labels included (`text_target=`). The
     tokenizer saves as a plain `tokenizer.json`, which `AutoTokenizer.from_pretrained` loads without aayn.
     """
+    if input_sentence_size < 0:
+        raise ValueError(f"input_sentence_size must be >= 0 (0: every sentence), got {input_sentence_size}")
     if vocab_size < 300:
         raise ValueError(f"vocab_size={vocab_size} is too small for byte-level BPE (256 bytes + special tokens)")
     for lang in (source_lang, target_lang):
@@ -64,6 +69,15 @@ def train_tokenizer(
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=show_progress,
     )
+    if input_sentence_size and isinstance(dataset, Dataset) and 2 * len(dataset) > input_sentence_size:
+        pairs = max(1, input_sentence_size // 2)
+        chosen = np.sort(np.random.default_rng(seed).choice(len(dataset), size=pairs, replace=False))
+        logger.info(
+            f"training the BPE on {pairs:,} of {len(dataset):,} pairs (input_sentence_size={input_sentence_size:,})"
+        )
+        dataset = dataset.select(chosen)
+    elif input_sentence_size and isinstance(dataset, IterableDataset):  # a stream's length is unknown: a buffered draw
+        dataset = dataset.shuffle(seed=seed, buffer_size=10_000).take(max(1, input_sentence_size // 2))
     stats = {"sentences": 0, "characters": 0}
     start = time.perf_counter()
     length = 2 * len(dataset) if isinstance(dataset, Dataset) else None

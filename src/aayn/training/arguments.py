@@ -80,7 +80,16 @@ class DataTrainingArguments:
     max_train_samples: int | None = field(default=None)
     max_eval_samples: int | None = field(default=None)
     max_predict_samples: int | None = field(default=None)
-    preprocessing_num_workers: int | None = field(default=None)
+    preprocessing_num_workers: int | None = field(
+        default=None, metadata={"help": "processes that tokenize the corpus (default: the cores available)"}
+    )
+    input_sentence_size: int = field(
+        default=2_000_000,
+        metadata={
+            "help": "sentences a new BPE is trained on: both sides of a seeded random sample of half as many pairs "
+            "(sentencepiece's name; 0: every sentence)"
+        },
+    )
     max_tokens: int | None = field(
         default=None,
         metadata={
@@ -120,6 +129,10 @@ class DataTrainingArguments:
                 f"max_tokens={self.max_tokens} cannot batch a sentence of {longest} tokens, the longest that "
                 "max_source_length / max_target_length allow; raise max_tokens or lower those lengths"
             )
+        if self.input_sentence_size < 0:
+            raise ValueError(f"input_sentence_size must be >= 0 (0: every sentence), got {self.input_sentence_size}")
+        if self.preprocessing_num_workers is not None and self.preprocessing_num_workers < 1:
+            raise ValueError(f"preprocessing_num_workers must be >= 1, got {self.preprocessing_num_workers}")
         if self.average_last_checkpoints < 0:
             raise ValueError(f"average_last_checkpoints must be >= 0, got {self.average_last_checkpoints}")
         if self.early_stopping_patience is not None and self.early_stopping_patience < 1:

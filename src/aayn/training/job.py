@@ -22,7 +22,8 @@ from transformers.utils import logging
 
 from ..checks import check_direction, check_fits_in_memory, check_model_folder
 from ..configuration_aayn import AaynConfig
-from ..data import load_translation_dataset, save_tokenizer, tokenize_dataset, train_tokenizer
+from ..data import save_tokenizer
+from ..data.prepare import DataPlan, PreparedData, available_cores, prepare_data
 from ..modeling_aayn import AaynForConditionalGeneration
 from .arguments import DataTrainingArguments, ModelArguments
 from .average import last_checkpoints, load_average, load_weights
@@ -32,25 +33,51 @@ from .trainer import AaynTrainer, plot_history, translation_metrics
 logger = logging.get_logger("aayn.training")
 
 
-def load_tokenizer(model_args: ModelArguments, data_args: DataTrainingArguments, args: Seq2SeqTrainingArguments, train):
-    """The given tokenizer, the fine-tuned model's, or a new shared BPE (trained once, by the main process)."""
+def given_tokenizer(model_args: ModelArguments, args: Seq2SeqTrainingArguments):
+    """The tokenizer the run must use, if any: the given one, the fine-tuned model's, or this run's own BPE saved
+    before it was resumed (None: a new BPE, from the prepared-data cache or trained there)."""
     source = model_args.tokenizer_name or model_args.model_name_or_path
     if source:
         return AutoTokenizer.from_pretrained(source)
     folder = Path(args.output_dir) / "tokenizer"
-    with args.main_process_first(desc="training the tokenizer"):
-        if (folder / "tokenizer.json").is_file():
-            logger.info(f"reusing the tokenizer in {folder}, written by this run before it was resumed")
-            return AutoTokenizer.from_pretrained(folder)
-        tokenizer = train_tokenizer(
-            train,
-            source_lang=data_args.source_lang,
-            target_lang=data_args.target_lang,
-            vocab_size=model_args.vocab_size,
+    if (folder / "tokenizer.json").is_file():
+        logger.info(f"reusing the tokenizer in {folder}, written by this run before it was resumed")
+        return AutoTokenizer.from_pretrained(folder)
+    return None
+
+
+def data_plan(model_args: ModelArguments, data_args: DataTrainingArguments, args) -> DataPlan:
+    """What decides the run's prepared data (`aayn.data.prepare`), from its arguments."""
+    return DataPlan(
+        data_args.dataset_name,
+        data_args.source_lang,
+        data_args.target_lang,
+        dataset_config_name=data_args.dataset_config_name,
+        splits=needed_splits(data_args, args),
+        max_samples={
+            "train": data_args.max_train_samples,
+            "validation": data_args.max_eval_samples,
+            "test": data_args.max_predict_samples,
+        },
+        max_source_length=data_args.max_source_length,
+        max_target_length=data_args.max_target_length,
+        overlong=data_args.overlong,
+        vocab_size=model_args.vocab_size,
+        input_sentence_size=data_args.input_sentence_size,
+        tokenizer_name=model_args.tokenizer_name,
+    )
+
+
+def prepare(model_args, data_args, args) -> PreparedData:
+    """The run's tokenizer and tokenized splits, prepared once (the main process first; the others find them)."""
+    with args.main_process_first(desc="preparing the data"):
+        plan = data_plan(model_args, data_args, args)
+        return prepare_data(
+            plan,
+            list(plan.splits),
+            tokenizer=given_tokenizer(model_args, args),
+            num_proc=data_args.preprocessing_num_workers or available_cores(),
         )
-        if args.process_index == 0:
-            save_tokenizer(tokenizer, folder)
-        return tokenizer
 
 
 def saved_checkpoints(args: Seq2SeqTrainingArguments) -> int | None:
@@ -253,17 +280,8 @@ def run(
     if args.ddp_find_unused_parameters is None:
         args.ddp_find_unused_parameters = False  # every parameter takes part in every step
     start = time.perf_counter()
-    data = load_translation_dataset(
-        data_args.dataset_name,
-        data_args.dataset_config_name,
-        source_lang=data_args.source_lang,
-        target_lang=data_args.target_lang,
-        splits=needed_splits(data_args, args),
-        max_train_samples=data_args.max_train_samples,
-        max_eval_samples=data_args.max_eval_samples,
-        max_predict_samples=data_args.max_predict_samples,
-    )
-    logger.info("data: " + ", ".join(f"{split} {split_size(rows)} pairs" for split, rows in data.items()))
+    prepared = prepare(model_args, data_args, args)
+    logger.info("data: " + ", ".join(f"{split} {len(rows):,} pairs" for split, rows in prepared.splits.items()))
     # only the main process writes output_dir; the others meet it at the tokenizer's barrier
     lock = None
     if args.process_index == 0:
@@ -277,7 +295,7 @@ def run(
         )
     try:
         make_model = (lambda tokenizer: pretrained) if pretrained is not None else partial(model_builder, model_args)
-        metrics = _train_and_test(model_args, data_args, args, data, make_model, resume, start, callbacks)
+        metrics = _train_and_test(model_args, data_args, args, prepared, make_model, resume, start, callbacks)
     except BaseException:
         if lock is not None:
             lock.release("failed")
@@ -285,14 +303,6 @@ def run(
     if lock is not None:
         lock.release("finished")
     return metrics
-
-
-def split_size(rows) -> str:
-    """A split's number of rows, or "streamed" where it is read as it goes (a Hub set with streaming=True)."""
-    try:
-        return f"{len(rows):,}"
-    except TypeError:
-        return "streamed"
 
 
 def model_summary(model) -> str:
@@ -318,8 +328,10 @@ def needed_splits(data_args: DataTrainingArguments, args: Seq2SeqTrainingArgumen
     return {split: spec for split, spec in given.items() if wanted[split]}
 
 
-def _train_and_test(model_args, data_args, args, data, make_model, resume, start, callbacks) -> dict:
-    tokenizer = load_tokenizer(model_args, data_args, args, data.get("train"))
+def _train_and_test(model_args, data_args, args, prepared, make_model, resume, start, callbacks) -> dict:
+    tokenizer = prepared.tokenizer
+    if prepared.new_tokenizer and args.process_index == 0:  # the run's own, for a resume to find
+        save_tokenizer(tokenizer, Path(args.output_dir) / "tokenizer")
     model = make_model(tokenizer)
     logger.info(f"model: {model_summary(model)}")
     smoothing = args.label_smoothing_factor
@@ -340,24 +352,13 @@ def _train_and_test(model_args, data_args, args, data, make_model, resume, start
         model.generation_config.length_penalty = 1.0
     if args.generation_max_length is not None:  # a limit given for evaluation is saved with the model
         model.generation_config.max_length = args.generation_max_length
-    lengths = dict(
-        source_lang=data_args.source_lang,
-        target_lang=data_args.target_lang,
-        max_source_length=data_args.max_source_length,
-        max_target_length=data_args.max_target_length,
-        num_proc=data_args.preprocessing_num_workers,
-    )
-    with args.main_process_first(desc="tokenizing"):
-        overlong = {"train": data_args.overlong, "validation": "truncate", "test": "truncate"}
-        tokenized = {split: tokenize_dataset(rows, tokenizer, overlong=overlong[split], **lengths)
-                     for split, rows in data.items()}  # fmt: skip
-    train, validation, test = (tokenized.get(split) for split in ("train", "validation", "test"))
+    train, validation, test = (prepared.splits.get(split) for split in ("train", "validation", "test"))
     card = dict(
         source_lang=data_args.source_lang,
         target_lang=data_args.target_lang,
         dataset=data_args.dataset_name,
         repo_id=args.hub_model_id or Path(args.output_dir).name,
-        example=next(iter(data.values()))[0]["translation"][data_args.source_lang],
+        example=tokenizer.decode(next(iter(prepared.splits.values()))[0]["input_ids"], skip_special_tokens=True),
         license=data_args.license,
     )
     if data_args.early_stopping_patience is not None:
@@ -420,8 +421,9 @@ def _train_and_test(model_args, data_args, args, data, make_model, resume, start
         move_final_files(staging, Path(args.output_dir))
         plot_history(trainer.state.log_history, Path(args.output_dir) / "training_curves.png")
     if hypotheses is not None:
-        sources = [row["translation"][data_args.source_lang] for row in data["test"]]
-        for source, hypothesis in list(zip(sources, hypotheses))[: data_args.num_examples_to_print]:
+        shown = test[: data_args.num_examples_to_print]["input_ids"]
+        sources = tokenizer.batch_decode(shown, skip_special_tokens=True)  # the source as the model read it
+        for source, hypothesis in zip(sources, hypotheses):
             print(f"  {source}\n  -> {hypothesis}")
     if metrics:
         print(json.dumps({k: v for k, v in metrics.items() if k in ("test_bleu", "test_chrf", "test_paper_bleu")}))

@@ -10,6 +10,7 @@ from pathlib import Path
 import evaluate
 import numpy as np
 import torch
+from datasets import IterableDataset
 from torch.utils.data import DataLoader
 from transformers import IntervalStrategy, PreTrainedTokenizerBase, Seq2SeqTrainer
 from transformers.utils import logging
@@ -54,6 +55,12 @@ class AaynTrainer(Seq2SeqTrainer):
         training_args = kwargs.get("args") if "args" in kwargs else (args[1] if len(args) > 1 else None)
         if training_args is not None:
             keep_credentials_off_disk(training_args)
+        train_dataset = kwargs.get("train_dataset")
+        if max_tokens is not None and isinstance(train_dataset, IterableDataset):
+            raise ValueError(
+                "max_tokens batches a corpus sorted by length, which a streamed dataset cannot be; prepare the data "
+                "instead (`aayn preprocess`, or load it without streaming=True), or give per_device_train_batch_size"
+            )
         super().__init__(*args, **kwargs)
         self.max_tokens = max_tokens
         self.model_card = model_card  # render_model_card arguments; every saved folder gets its README.md
