@@ -18,7 +18,7 @@ NOT_HERE = {
     "accelerate launch --multi_gpu --num_processes 8": "8 GPUs and the Hub's wmt/wmt14",
 }
 SETUP = re.compile(r"^(python3 -m venv|\. \.venv/bin/activate|pip install)")  # what .ci/run does before the suite
-# appended to every training command: the flags win over the recipe, as a user's would
+# appended to every training (and preprocess) command: the flags win over the recipe, as a user's would
 STEP_CAP = ["--max_steps", "4", "--save_steps", "2", "--eval_steps", "2", "--max_train_samples", "300"]
 STEP_CAP += ["--max_eval_samples", "4", "--max_predict_samples", "4", "--num_examples_to_print", "1"]
 SAMPLE_CAP = ["--max_samples", "4"]  # aayn evaluate scores 4 verses, not 1,116
@@ -39,8 +39,11 @@ def readme_commands(path: Path = ROOT / "README.md") -> list[str]:
 
 
 def stage(command: str) -> int:
-    """Commands that make what others read run first: training, then export and averaging, then the rest."""
+    """Commands that make what others read run first: preparing data, training, then export and averaging, then the
+    rest."""
     words = shlex.split(command, comments=True)
+    if words[:2] == ["aayn", "preprocess"]:
+        return -1
     if words[:2] == ["aayn", "train"] or words[0] in ("torchrun", "accelerate"):
         return 0 if "--model_name_or_path" not in words else 1
     return 2 if words[:2] in (["aayn", "export"], ["aayn", "average"]) else 3
@@ -49,7 +52,7 @@ def stage(command: str) -> int:
 def capped(command: str) -> str:
     words = shlex.split(command, comments=True)
     code = command.split("  #")[0].rstrip() if "  #" in command else command
-    if "aayn.train" in words or words[:2] == ["aayn", "train"]:
+    if "aayn.train" in words or words[:2] in (["aayn", "train"], ["aayn", "preprocess"]):
         code += " " + " ".join(STEP_CAP)
     elif words[:2] == ["aayn", "evaluate"]:
         code += " " + " ".join(SAMPLE_CAP)

@@ -66,16 +66,19 @@ def test_stage_flags_are_honoured(corpus, tmp_path, stages):
     evaluating = {**FAST, "eval_strategy": "steps", "eval_steps": 2}  # unless do_eval is false
     recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **evaluating))
     model_args, data_args, args = parse_arguments([str(recipe), *stages])
-    from aayn.training import job
+    import datasets
 
-    loader = job.load_translation_dataset
+    from aayn.data import prepare
+
+    loader = prepare.load_translation_dataset
 
     def recording(*positional, splits, **kwargs):
         seen.update(splits)
         return loader(*positional, splits=splits, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(job, "load_translation_dataset", recording)
+        patch.setattr(prepare, "load_translation_dataset", recording)
+        patch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")  # nothing prepared: the data is read
         metrics = run(model_args, data_args, args)
     history = json.loads((tmp_path / "out" / "checkpoint-4" / "trainer_state.json").read_text())["log_history"]
     if "--do_predict" in stages:

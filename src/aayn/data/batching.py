@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 from torch.utils.data import Sampler
 
@@ -29,6 +30,7 @@ def example_lengths(dataset) -> np.ndarray:
         for batch in columns.iter(batch_size=1_000_000)
     ]
     lengths = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
+    pa.default_memory_pool().release_unused()  # Arrow's allocator keeps the freed per-batch buffers otherwise
     return lengths.astype(np.uint16) if len(lengths) and lengths.max() < 2**16 else lengths
 
 

@@ -282,7 +282,7 @@ def run(
     start = time.perf_counter()
     prepared = prepare(model_args, data_args, args)
     logger.info("data: " + ", ".join(f"{split} {len(rows):,} pairs" for split, rows in prepared.splits.items()))
-    # only the main process writes output_dir; the others meet it at the tokenizer's barrier
+    # only the main process writes output_dir (the data was prepared outside it, the main process first)
     lock = None
     if args.process_index == 0:
         sources = {
