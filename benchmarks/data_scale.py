@@ -154,8 +154,6 @@ def run(corpus: Path, mode: str, cache: Path, workers: int) -> dict:
 
 
 def main() -> None:
-    from aayn.data.prepare import available_cores
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, nargs="+", default=[100_000, 1_000_000, 4_500_000])
     parser.add_argument("--layout", nargs="+", choices=["plain", "parquet"], default=["plain"])
@@ -180,6 +178,8 @@ def main() -> None:
     if options.child:
         child(*options.child)
         return
+    from aayn.data.prepare import available_cores  # imports torch: after a child has started its own clock
+
     results = []
     for pairs in options.pairs:
         for layout in options.layout:
