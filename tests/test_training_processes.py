@@ -22,8 +22,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def python(*args, **kwargs):
-    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+def python(*args, env: dict | None = None, **kwargs):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", **(env or {}))
     return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, env=env, **kwargs)
 
 
@@ -50,6 +50,7 @@ def test_two_process_data_parallel_training_on_cpu(tmp_path):
         SCRIPTS / "record_training_data.py",
         write_recipe(tmp_path / "r.yaml", recipe),
         timeout=600,
+        env={"HF_DATASETS_CACHE": str(tmp_path / "hf-cache")},  # nothing prepared: the main process makes the BPE
     )
     assert result.returncode == 0, result.stderr[-3000:]
     records = [json.loads((output / f"seen-{rank}.json").read_text()) for rank in (0, 1)]
