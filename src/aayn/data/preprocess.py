@@ -30,7 +30,7 @@ def id_type(tokenizer: PreTrainedTokenizerBase) -> str:
 class PairEncoder:
     """Both sides of a batch of pairs to token ids, with the limits applied; picklable for datasets' worker
     processes. It calls the `tokenizers` encoder itself where the tokenizer has one (transformers' call around it
-    costs a quarter more per sentence, docs/measurements.md) with the truncation transformers would set, and the
+    adds Python work per sentence: docs/measurements.md) with the truncation transformers would set, and the
     tokenizer's own call otherwise."""
 
     def __init__(self, tokenizer, source_lang, target_lang, max_source_length, max_target_length, truncate):

@@ -23,8 +23,8 @@ def cut_batches(order: np.ndarray, lengths: np.ndarray, max_tokens: int) -> np.n
     """Where `order` (indices from shortest to longest, as `length_order` gives them) is cut greedily into batches
     whose padded size `len(batch) * max(length)` stays <= `max_tokens`: batch i is `order[bounds[i]:bounds[i + 1]]`.
     A batch takes examples while the budget holds and is closed by the first that would break it; in length order
-    the newest example is the batch's longest, so each batch's end is found with one vectorized search (a Python loop
-    over examples took seconds at WMT's millions). An example longer than the budget is a batch of its own."""
+    the newest example is the batch's longest, so each batch's end is found with one vectorized search instead of a
+    Python step per example (WMT has millions). An example longer than the budget is a batch of its own."""
     ordered = np.asarray(lengths)[order].astype(np.int64)  # (N,) nondecreasing
     bounds, start, total = [0], 0, len(ordered)
     while start < total:
