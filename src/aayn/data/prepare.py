@@ -56,6 +56,13 @@ class DataPlan:
     input_sentence_size: int = 2_000_000  # sentences a new BPE reads (0: all)
     tokenizer_name: str | None = None  # a saved tokenizer instead of a new BPE
 
+    @property
+    def corpus(self) -> str:
+        """The corpus and direction, as the cache's folder names start."""
+        name = Path(self.dataset_name).name or self.dataset_name
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60]
+        return f"{safe}-{self.source_lang}-{self.target_lang}"
+
     def load(self, splits: list[str]) -> DatasetDict:
         return load_translation_dataset(
             self.dataset_name,
@@ -155,7 +162,7 @@ def prepare_data(
     new_tokenizer = tokenizer is None
     if tokenizer is None:
         tokenizer = _bpe(plan, identities, raw, root)
-    name = f"{_slug(plan.dataset_name)}-{plan.source_lang}-{plan.target_lang}"
+    name = plan.corpus
     parts = {
         "format": FORMAT,
         "data": {split: [plan.splits[split], plan.max_samples.get(split), identities[split]] for split in splits},
@@ -202,7 +209,7 @@ def _bpe(plan: DataPlan, identities: dict[str, str], raw, root: Path) -> PreTrai
     """A shared BPE for the training split, trained once per data and settings."""
     if "train" not in identities:
         raise ValueError("a new BPE is trained on the train split; give --tokenizer_name to test without training")
-    name = f"{_slug(plan.dataset_name)}-{plan.source_lang}-{plan.target_lang}"
+    name = plan.corpus
     parts = {
         "format": FORMAT,
         "data": [plan.splits["train"], plan.max_samples.get("train"), identities["train"]],
@@ -225,10 +232,6 @@ def _bpe(plan: DataPlan, identities: dict[str, str], raw, root: Path) -> PreTrai
     else:
         logger.info(f"reusing the BPE in {folder}")
     return AutoTokenizer.from_pretrained(folder)
-
-
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(name).name or name)[:60]
 
 
 def _record(staging: Path, parts: dict, plan: DataPlan) -> None:

@@ -174,7 +174,8 @@ def workers(num_proc: int | None, rows: int) -> int | None:
 def _tokenize(dataset, encoder: PairEncoder, tokenizer, split: str, num_proc, load_from_cache_file, cache_file_name):
     if isinstance(dataset, IterableDataset):  # rows are checked as they stream
         return dataset.map(encoder.python, batched=True, remove_columns=dataset.column_names)
-    with serial_tokenizers(workers(num_proc, len(dataset))):
+    processes = workers(num_proc, len(dataset))
+    with serial_tokenizers(processes):
         out = (
             dataset.with_format("arrow")
             .map(
@@ -183,7 +184,7 @@ def _tokenize(dataset, encoder: PairEncoder, tokenizer, split: str, num_proc, lo
                 batch_size=BATCH_ROWS,
                 remove_columns=dataset.column_names,
                 features=token_features(tokenizer),
-                num_proc=workers(num_proc, len(dataset)),
+                num_proc=processes,
                 load_from_cache_file=load_from_cache_file,
                 cache_file_name=cache_file_name,
                 desc=f"tokenizing {split}",
