@@ -1,0 +1,32 @@
+"""The search decodes as it did before it was split into its own files (cache, search, routing): every option it
+serves, on fixed float64 models and inputs, against tests/data/search_recorded.json (written by
+tests/scripts/record_search.py on the code before the split). Tokens exactly, scores to 1e-10."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from scripts.record_search import CASES, decode
+
+RECORDED = json.loads((Path(__file__).parent / "data" / "search_recorded.json").read_text())
+
+
+@pytest.mark.parametrize("name, options", CASES, ids=[name for name, _ in CASES])
+def test_the_search_decodes_as_recorded(name, options, monkeypatch):
+    if options.get("_attn") == "flex_attention":
+        pytest.importorskip("torch.nn.attention.flex_attention")
+        import transformers.integrations.flex_attention as flex
+        from torch.nn.attention.flex_attention import flex_attention
+
+        # uncompiled, as in test_generation.py: torch.compile's CPU code generation fails for these kernels
+        uncompiled = lambda query, key, value, training=False, **kwargs: flex_attention(query, key, value, **kwargs)
+        monkeypatch.setattr(flex, "compile_friendly_flex_attention", uncompiled)
+    with torch.no_grad():
+        actual = decode(options)
+    expected = RECORDED[name]
+    assert actual.keys() == expected.keys()
+    assert actual["sequences"] == expected["sequences"]
+    for key in expected.keys() - {"sequences"}:
+        torch.testing.assert_close(torch.tensor(actual[key]), torch.tensor(expected[key]), rtol=1e-10, atol=1e-10)
