@@ -238,7 +238,7 @@ def test_the_search_cache_holds_what_transformers_dynamic_cache_holds():
     after every update, beam reorder (rows repeated and dropped) and removal of finished sentences' rows."""
     from transformers.cache_utils import DynamicCache
 
-    from aayn.generation_aayn import SearchCache
+    from aayn.cache_aayn import SearchCache
 
     generator = torch.Generator().manual_seed(0)
     ours, reference = SearchCache(limit=42).self_attention_cache, DynamicCache()
@@ -276,7 +276,7 @@ def test_the_folded_cache_attends_as_each_beam_would_over_its_own_history():
 
 
 def check_folded_cache(model):
-    from aayn.generation_aayn import FoldedSearchCache
+    from aayn.cache_aayn import FoldedSearchCache
 
     layer = model.model.decoder.layers[0]
     heads, head_dim, d = layer.self_attn.num_heads, layer.self_attn.head_dim, model.config.d_model
@@ -297,8 +297,7 @@ def check_folded_cache(model):
     with torch.no_grad():
         for step in range(40):
             hidden = torch.randn(len(sentences) * k, 1, d, generator=generator, dtype=torch.float64)
-            self_mask, cross_mask = cache.step_masks()
-            folded = hidden.view(-1, k, d)  # as the decoder lays a sentence's beams out
+            folded, self_mask, cross_mask = cache.attention_layout(hidden)  # what the decoder asks of the cache
             got_self = layer.self_attn(folded, self_mask, past_key_values=cache)[0].reshape(-1, d)
             got_cross = layer.encoder_attn(
                 folded, cross_mask, key_value_states=encoder[sentences], past_key_values=cache

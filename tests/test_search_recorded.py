@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from scripts.record_search import CASES, decode
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "search_recorded.json").read_text())

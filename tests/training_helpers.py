@@ -15,6 +15,8 @@ FOLDER_FILES = {
     "configuration_aayn.py",
     "modeling_aayn.py",
     "generation_aayn.py",
+    "search_aayn.py",
+    "cache_aayn.py",
     "ops_aayn.py",
     "hub_aayn.py",
     "pipeline_aayn.py",

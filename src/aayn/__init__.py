@@ -64,7 +64,10 @@ def register() -> None:
     AaynForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 
-_MODEL_CODE = ("aayn.configuration_aayn", "aayn.modeling_aayn", "aayn.pipeline_aayn")
+# the files that travel with a checkpoint (each imports transformers): importing any of them first registers aayn
+# once it is whole
+_MODEL_FILES = ("configuration", "modeling", "pipeline", "generation", "search", "cache", "ops", "hub")
+_MODEL_CODE = tuple(f"aayn.{name}_aayn" for name in _MODEL_FILES)
 
 
 def _initializing(name: str) -> bool:

@@ -1,10 +1,6 @@
-"""§6.1 decoding for AAYN checkpoints: the paper's beam search, and how `generate()` routes to it.
-
-"We used beam search with a beam size of 4 and length penalty alpha = 0.6 [GNMT] ... set the maximum output
-length during inference to input length + 50, but terminate early when possible." The search is split as in
-fairseq: `BeamSearch.step` picks the candidates of one step, `paper_search` runs the steps and keeps the books.
-All bookkeeping stays in tensors, batched over sentences and beams: the host reads one small tensor per step (are
-sentences done?), so a GPU is never stalled by Python loops over rows.
+"""How `generate()` reaches §6.1's search (`search_aayn.py`): which generation options it serves, their values
+checked and turned into `SearchSettings`, the per-sentence length limits and target prefixes, what
+`return_dict_in_generate` adds, and what goes to transformers' own `generate` instead.
 
 This file travels with every saved checkpoint (the model file imports it): it imports only torch and transformers.
 """
@@ -15,547 +11,17 @@ import contextlib
 import copy
 import functools
 import math
-from dataclasses import dataclass
 
 import torch
 from torch.nn import functional as F
 from transformers import GenerationConfig
-from transformers.cache_utils import DynamicCache
 from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
 from transformers.utils import logging
 
-from .ops_aayn import additive_bias, cpu_decoding_layout
+from .ops_aayn import cpu_decoding_layout
+from .search_aayn import SearchSettings, paper_length_limit, paper_search
 
 logger = logging.get_logger(__name__)
-
-# attention functions that take the folded layout's additive masks (FoldedSearchCache); others (flash, flex) get
-# the encoder's keys once per beam
-FOLDING_ATTENTION = ("sdpa", "eager")
-
-
-class _GrowingKeysValues:
-    """Self-attention keys and values of a search, per layer, in buffers of (rows, heads, capacity, head_dim)
-    that double as they fill (up to `limit` positions): a step writes its position in place instead of copying
-    every cached position into a new tensor (`torch.cat`, as transformers' DynamicCache does), and a beam reorder
-    gathers only the positions written, into a spare buffer that then takes the place of the first."""
-
-    def __init__(self, limit: int, first_capacity: int = 32):
-        self.limit, self.first_capacity = limit, first_capacity
-        self.buffers: list[list[torch.Tensor]] = []  # per layer: [keys, values]
-        self.spares: list[list[torch.Tensor] | None] = []
-        self.filled: list[int] = []
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.filled[layer_idx] if layer_idx < len(self.filled) else 0
-
-    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int):
-        """Append key/value (rows, heads, T, head_dim); return all of the layer's positions so far (views)."""
-        if layer_idx == len(self.buffers):
-            self.buffers.append([self._empty(key, 0), self._empty(value, 0)])
-            self.spares.append(None)
-            self.filled.append(0)
-        start = self.filled[layer_idx]
-        end = start + key.shape[2]
-        if end > self.buffers[layer_idx][0].shape[2]:
-            self.buffers[layer_idx] = [self._grown(buffer, start, end) for buffer in self.buffers[layer_idx]]
-            self.spares[layer_idx] = None
-        keys, values = self.buffers[layer_idx]
-        keys[:, :, start:end] = key
-        values[:, :, start:end] = value
-        self.filled[layer_idx] = end
-        return keys[:, :, :end], values[:, :, :end]
-
-    def reorder_cache(self, rows: torch.LongTensor) -> None:
-        """Keep `rows` (beams living on, or the beams of sentences still searched), in that order."""
-        for layer, end in enumerate(self.filled):
-            same_rows = rows.shape[0] == self.buffers[layer][0].shape[0]
-            spares = self.spares[layer] if same_rows else None
-            if spares is None:
-                spares = [buffer.new_empty((rows.shape[0], *buffer.shape[1:])) for buffer in self.buffers[layer]]
-            for buffer, spare in zip(self.buffers[layer], spares):
-                torch.index_select(buffer[:, :, :end], 0, rows, out=spare[:, :, :end])
-            self.buffers[layer], self.spares[layer] = spares, (self.buffers[layer] if same_rows else None)
-
-    def _empty(self, like: torch.Tensor, filled: int) -> torch.Tensor:
-        capacity = min(self.limit, max(self.first_capacity, 2 * filled))
-        return like.new_empty((like.shape[0], like.shape[1], capacity, like.shape[3]))
-
-    def _grown(self, buffer: torch.Tensor, filled: int, needed: int) -> torch.Tensor:
-        if needed > self.limit:
-            raise ValueError(f"the search cache holds {self.limit} positions; step {needed} is beyond them")
-        grown = buffer.new_empty(
-            (*buffer.shape[:2], min(self.limit, max(needed, 2 * buffer.shape[2])), buffer.shape[3])
-        )
-        grown[:, :, :filled] = buffer[:, :, :filled]
-        return grown
-
-
-class SearchCache:
-    """The decoder's cache during `paper_search` for kernels that need one key row per query row (flash, flex):
-    what the decoder reads of transformers' EncoderDecoderCache (`self_attention_cache.update`,
-    `cross_attention_cache`, `is_updated`, `get_seq_length`), with growing in-place buffers for self-attention
-    (`_GrowingKeysValues`); the encoder's keys and values, one row per beam, are computed once and kept in a
-    DynamicCache."""
-
-    def __init__(self, limit: int, beams: int = 1):
-        self.self_attention_cache = _GrowingKeysValues(limit)
-        self.cross_attention_cache = DynamicCache()
-        self.is_updated: dict[int, bool] = {}
-        self.k = beams
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.self_attention_cache.get_seq_length(layer_idx)
-
-    def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
-        """After a step: each sentence's new beams continue its beams `parents` (n, k) (None: each its own), then
-        only the sentences `keep` (m,) go on (None: all). One copy of the self-attention rows for both."""
-        k, rows = self.k, None
-        if parents is not None:
-            rows = (parents + torch.arange(parents.shape[0], device=parents.device)[:, None] * k).view(-1)
-        if keep is not None:
-            kept = (keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1)  # (m * k,) their beams' rows
-            rows = kept if rows is None else rows[kept]
-            self.cross_attention_cache.reorder_cache(kept)
-        if rows is not None:
-            self.self_attention_cache.reorder_cache(rows)
-
-
-class _BeamSlots:
-    """Self-attention keys and values of folded beams, per layer, in (sentences, heads, capacity * k, head_dim)
-    buffers: position p of beam b in slot p * k + b, written once and never moved when beams are reordered. The
-    buffers double as they fill, up to `limit` positions; sentences that leave the search are dropped."""
-
-    def __init__(self, limit: int, beams: int, first_capacity: int = 32):
-        self.limit, self.k, self.first_capacity = limit, beams, first_capacity
-        self.keys: list[torch.Tensor] = []  # per layer
-        self.values: list[torch.Tensor] = []
-        self.written = 0  # positions in every layer's buffers
-
-    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int):
-        """Write this step's keys and values (n, heads, k, head_dim), the beams in the place of time, into their
-        slots; return all of the layer's slots so far, (n, heads, positions * k, head_dim) views."""
-        k, position = self.k, self.written
-        if layer_idx == len(self.keys):  # the first step
-            shape = (*key.shape[:2], min(self.limit, self.first_capacity) * k, key.shape[3])
-            self.keys.append(key.new_empty(shape))
-            self.values.append(value.new_empty(shape))
-        end = (position + 1) * k
-        if end > self.keys[layer_idx].shape[2]:
-            if position >= self.limit:
-                raise ValueError(f"the search cache holds {self.limit} positions; step {position + 1} is beyond them")
-            self.keys[layer_idx], self.values[layer_idx] = (
-                self._grown(buffer, position * k) for buffer in (self.keys[layer_idx], self.values[layer_idx])
-            )
-        self.keys[layer_idx][:, :, position * k : end] = key
-        self.values[layer_idx][:, :, position * k : end] = value
-        return self.keys[layer_idx][:, :, :end], self.values[layer_idx][:, :, :end]
-
-    def _grown(self, buffer: torch.Tensor, filled: int) -> torch.Tensor:
-        capacity = min(self.limit, 2 * buffer.shape[2] // self.k) * self.k
-        grown = buffer.new_empty((*buffer.shape[:2], capacity, buffer.shape[3]))
-        grown[:, :, :filled] = buffer[:, :, :filled]
-        return grown
-
-    def keep(self, sentences: torch.LongTensor) -> None:
-        """Keep the slots written so far of `sentences` only, in buffers of the same capacity."""
-        end = self.written * self.k
-        for buffers in (self.keys, self.values):
-            for layer, buffer in enumerate(buffers):
-                kept = buffer.new_empty((sentences.shape[0], *buffer.shape[1:]))
-                torch.index_select(buffer[:, :, :end], 0, sentences, out=kept[:, :, :end])
-                buffers[layer] = kept
-
-
-class FoldedSearchCache:
-    """The decoder's cache during `paper_search` where the beams of a sentence fold (sdpa and eager models): it
-    stores keys, values and the masks of each step, and the model's attention computes (the decoder asks
-    `step_masks()` and lays the k beams of a sentence out as its k queries, `folded_beams`).
-
-    - Encoder-decoder attention: the encoder's keys and values once per sentence (in a DynamicCache, written at
-      the first step), never copied per beam nor reordered with the beams; padding is masked by a bias built once.
-    - Self-attention: keys and values in slots that never move (`_BeamSlots`); `ancestry` (sentences, k, limit)
-      holds, for each live beam and position, the beam whose slot is on its path, and each step's bias masks the
-      slots off a beam's path. Reordering beams (`next_step`) changes only the ancestry.
-    """
-
-    def __init__(self, limit: int, beams: int, encoder_padding: torch.Tensor, dtype: torch.dtype):
-        self.limit, self.folded_beams = limit, beams
-        self.self_attention_cache = _BeamSlots(limit, beams)
-        self.cross_attention_cache = DynamicCache()
-        self.is_updated: dict[int, bool] = {}
-        blocked = (encoder_padding == 0)[:, None, None, :]  # (n, 1, 1, S)
-        self.padding_bias = additive_bias(blocked, dtype)
-        self.ancestry = encoder_padding.new_zeros((encoder_padding.shape[0], beams, limit), dtype=torch.long)
-        self.dtype = dtype
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.self_attention_cache.written
-
-    def step_masks(self) -> tuple[torch.Tensor | None, torch.Tensor]:
-        """The additive masks of this step's self-attention (n, 1, k, positions * k: 0 on a beam's own path) and
-        encoder-decoder attention (n, 1, 1, S: 0 on the source's tokens)."""
-        k, position = self.folded_beams, self.self_attention_cache.written
-        if k == 1:
-            return None, self.padding_bias  # one beam: every slot is on its path
-        beam = torch.arange(k, device=self.ancestry.device)
-        self.ancestry[:, :, position] = beam  # each beam's own slot at the new position
-        off_path = self.ancestry[:, :, : position + 1, None] != beam  # (n, k, positions, k)
-        path_bias = additive_bias(off_path, self.dtype).view(-1, 1, k, (position + 1) * k)
-        return path_bias, self.padding_bias
-
-    def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
-        """After a step: each sentence's new beams continue its beams `parents` (n, k) (None: each its own), then
-        only the sentences `keep` (m,) go on (None: all). Beams only change their ancestry; no key or value moves
-        unless sentences leave."""
-        slots = self.self_attention_cache
-        slots.written += 1
-        if parents is not None:
-            self.ancestry = self.ancestry.gather(1, parents[:, :, None].expand(-1, -1, self.limit))
-        if keep is not None:
-            slots.keep(keep)
-            self.ancestry, self.padding_bias = self.ancestry[keep], self.padding_bias[keep]
-            self.cross_attention_cache.reorder_cache(keep)
-
-
-def gnmt_length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
-    """lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016), |Y| counting eos; transformers' penalty is |Y|^alpha."""
-    return ((5 + length) / 6) ** alpha
-
-
-class BeamSearch:
-    """One step of §6.1's search for n sentences of k beams (fairseq's `search.BeamSearch.step`).
-
-    From the live beams' scores and the next-token log-probabilities, the 2k best candidates per sentence by
-    log P: among the first k, those ending in eos finish (fairseq's rule); the best k of the others live on.
-    """
-
-    def __init__(self, num_beams: int, eos_token_id: int):
-        self.k, self.eos = num_beams, eos_token_id
-
-    def step(self, scores: torch.Tensor, log_probs: torch.Tensor):
-        """scores (n, k), log_probs (n, k, vocab) -> the 2k candidates' values, beams, words, each (n, 2k)."""
-        n, k, vocab = log_probs.shape
-        candidates = (scores[:, :, None] + log_probs).view(n, k * vocab)  # (n, k * vocab)
-        values, indices = candidates.topk(2 * k, dim=-1)
-        return values, indices // vocab, indices % vocab
-
-    def live_on(self, values: torch.Tensor, beams: torch.Tensor, words: torch.Tensor):
-        """The k best candidates that do not end in eos: their scores (-inf where fewer exist), beams and words."""
-        k = self.k
-        go_on = words != self.eos
-        go_on &= go_on.cumsum(-1) <= k
-        slots = torch.arange(2 * k, device=values.device).expand_as(values)
-        order = torch.where(go_on, slots, 2 * k).argsort(dim=-1, stable=True)[:, :k]  # (n, k), in candidate order
-        scores = values.gather(1, order).masked_fill(~go_on.gather(1, order), -math.inf)
-        return scores, beams.gather(1, order), words.gather(1, order)
-
-
-@dataclass
-class SearchSettings:
-    """What `paper_search` is asked to do; `generate` builds it from its arguments and the generation config."""
-
-    num_beams: int
-    alpha: float  # GNMT's length penalty exponent (`length_penalty`)
-    eos: int
-    pad: int
-    start: int
-    returned: int = 1  # num_return_sequences
-    min_step: int = 1  # eos may end a hypothesis from this step on (min_length, min_new_tokens)
-    no_repeat_ngram_size: int = 0
-    bad_words_ids: tuple = ()
-    early_stopping: bool | str = "never"  # "never": the exact rule; True / False: transformers' meanings
-    use_cache: bool = True
-    synced_gpus: bool = False
-    ensemble_average: str = "log_probs"  # how an ensemble combines its models (`ensemble_log_probs`)
-
-
-class TokenRules:
-    """The tokens a hypothesis may not take next, as masks on the step's log-probabilities (tensors only, no host
-    read): pad (fairseq's rule; unless pad is eos), `bad_words_ids` and `no_repeat_ngram_size` as transformers'
-    logits processors define them (over the decoder's tokens, its start token included), and eos before
-    `min_step` (except at a sentence's limit, where eos is the only choice)."""
-
-    def __init__(self, settings: SearchSettings, device: torch.device):
-        self.settings = settings
-        single = {words[0] for words in settings.bad_words_ids if len(words) == 1}
-        if settings.pad != settings.eos:
-            single.add(settings.pad)
-        self.banned = torch.tensor(sorted(single), dtype=torch.long, device=device)
-        self.sequences = [
-            (torch.tensor(words[:-1], device=device), words[-1]) for words in settings.bad_words_ids if len(words) > 1
-        ]
-
-    def apply(self, log_probs: torch.Tensor, history: torch.Tensor, step: int, at_limit: torch.Tensor):
-        """log_probs (n, k, vocab) of the hypotheses `history[:, :step]` (n * k rows), changed in place."""
-        settings, (n, k, vocab) = self.settings, log_probs.shape
-        log_probs.index_fill_(-1, self.banned, -math.inf)
-        rows = log_probs.view(n * k, vocab)
-        for prefix, word in self.sequences:
-            if step >= prefix.shape[0]:
-                follows = (history[:, step - prefix.shape[0] : step] == prefix).all(-1)  # (n * k,)
-                rows[:, word].masked_fill_(follows, -math.inf)
-        size = settings.no_repeat_ngram_size
-        if size and step >= size:
-            seen = history[:, :step].unfold(1, size, 1)  # (rows, windows, size): every n-gram so far
-            repeats = (seen[:, :, :-1] == history[:, None, step - size + 1 : step]).all(-1)  # ends as the hypothesis
-            counts = torch.zeros_like(rows).scatter_add_(1, seen[:, :, -1], repeats.to(rows.dtype))
-            rows.masked_fill_(counts > 0, -math.inf)
-        if step < settings.min_step:
-            eos = settings.eos
-            log_probs[:, :, eos] = log_probs[:, :, eos].masked_fill(~at_limit[:, None], -math.inf)
-        return log_probs
-
-
-@torch.no_grad()
-def paper_search(
-    model,
-    input_ids: torch.LongTensor,
-    attention_mask: torch.Tensor,
-    max_new_tokens: torch.Tensor,
-    settings,
-    prefix: torch.LongTensor | None = None,
-) -> tuple[torch.LongTensor, torch.Tensor]:
-    """Beam search with GNMT's length penalty and a length limit per sentence (`max_new_tokens`, (batch,));
-    `num_beams=1` is greedy decoding (the likeliest token at each step until eos, as tensor2tensor, the paper's
-    code, decodes with beam size 1).
-
-    A sentence is done once the hypotheses it returns (its `returned` best finished ones) all score at least what
-    its best live beam could still reach (log P only falls; lp is largest at the limit, or for a negative alpha at
-    the shortest length still possible), or at its limit, where eos is the only choice. With one returned
-    hypothesis this is tensor2tensor's rule (the paper's code, `stop_early=True`): the search returns what running
-    to the limit would. `early_stopping=True` / `False` give transformers' rules instead (stop at k finished
-    hypotheses / when the best live beam at its current length cannot beat the k-th).
-    Done sentences leave the batch and the caches (fairseq's way). With sdpa or eager attention (the default) the
-    beams of a sentence fold (`FoldedSearchCache`): the encoder's keys and values are kept once per sentence, and
-    no cached key or value is copied when beams are reordered. Without the cache (`use_cache=False`) every step
-    runs the decoder over the whole hypothesis. Under `synced_gpus` every process runs decoder steps until the
-    sentences of all processes are done (a sharded model's forward is a collective).
-    `prefix` (batch, P), -1 after a row's end, forces each sentence's first tokens (a target prefix): at those
-    steps the prefix token is the only choice, and its log-probability counts in the score like any other token's.
-    Returns the `returned` best hypotheses per sentence (start token, tokens, eos, padding after eos) and their
-    scores log P / lp(|Y|).
-    """
-    models = list(model) if isinstance(model, (list, tuple)) else [model]
-    device, s = input_ids.device, settings
-    batch, k, eos, pad, returned = input_ids.shape[0], s.num_beams, s.eos, s.pad, s.returned
-    search, rules = BeamSearch(k, eos), TokenRules(s, device)
-    dtype = torch.promote_types(models[0].lm_head.weight.dtype, torch.float32)  # the model's float32 (or float64)
-    limits = max_new_tokens.to(device)  # (batch,)
-    shortest, longest = torch.stack(limits.aminmax()).tolist()  # the one host read before the loop
-    parts = [_ModelDecoding(m, input_ids, attention_mask, k, longest, s) for m in models]
-
-    sentence = torch.arange(batch, device=device)  # the original index of each sentence still searched
-    scores = torch.full((batch, k), -math.inf, dtype=dtype, device=device)
-    scores[:, 0] = 0.0  # one live beam at the start, so the first step does not pick the same token k times
-    history = torch.full((batch * k, longest + 1), pad, dtype=torch.long, device=device)
-    history[:, 0] = s.start
-    finished = torch.full((batch, k), -math.inf, dtype=dtype, device=device)  # normalized scores, best first
-    finished_tokens = torch.full((batch, k, longest + 1), pad, dtype=torch.long, device=device)
-    finished_lengths = torch.zeros((batch, k), dtype=torch.long, device=device)  # tokens after the start
-    best = torch.full((batch, k), -math.inf, dtype=dtype, device=device)  # per original sentence, as they finish
-    best_tokens, best_lengths = finished_tokens.clone(), finished_lengths.clone()
-    not_eos = torch.arange(models[0].config.decoder_vocab_size, device=device) != eos  # (vocab,), built once
-    step, searching = 0, batch > 0
-    while True:
-        step += 1
-        if not searching:  # synced_gpus: this process's sentences are done, others' are not
-            for part in parts:
-                part.idle_step()
-        else:
-            n = sentence.shape[0]
-            if len(parts) == 1:
-                log_probs = parts[0].log_probs(history, step, dtype).view(n, k, -1)
-            else:  # an ensemble: each model's log-probabilities, combined (see `ensemble_log_probs`)
-                each = [part.log_probs(history, step, dtype) for part in parts]
-                log_probs = ensemble_log_probs(each, s.ensemble_average).view(n, k, -1)
-            at_limit = step >= limits  # (n,): eos is the only choice
-            forcing = prefix is not None and step <= prefix.shape[1]
-            raw = log_probs.clone() if forcing else None
-            log_probs = rules.apply(log_probs, history, step, at_limit)
-            if forcing:  # the prefix's token is the only choice (the limits leave room for the prefix and eos)
-                token = prefix[:, step - 1].clamp(min=0)[:, None, None].expand(n, k, 1)  # (n, k, 1)
-                only = torch.full_like(log_probs, -math.inf).scatter_(2, token, raw.gather(2, token))
-                log_probs = torch.where((prefix[:, step - 1] >= 0)[:, None, None], only, log_probs)
-            if step >= shortest:  # before, no sentence is at its limit
-                log_probs = torch.where(at_limit[:, None, None] & not_eos, -math.inf, log_probs)
-            parents = None  # the beams the new beams continue: the cache learns them after the step's host read
-            if k == 1:  # greedy, as tensor2tensor decodes with beam size 1: the likeliest token; eos ends it
-                value, word = log_probs[:, 0].max(dim=-1)  # (n,)
-                scores = scores + value[:, None]
-                history[:, step] = word
-                done = word == eos  # at the limit eos is the only choice
-                finished = torch.where(done[:, None], scores / gnmt_length_penalty(step, s.alpha), finished)
-                finished_tokens = torch.where(done[:, None, None], history[:, None], finished_tokens)
-                finished_lengths = finished_lengths.masked_fill(done[:, None], step)
-            else:
-                values, beams, words = search.step(scores, log_probs)
-                # candidates among the first k that end in eos join the finished ones (top k by normalized score)
-                ending = (words[:, :k] == eos) & torch.isfinite(values[:, :k])
-                rows = (beams[:, :k] + torch.arange(n, device=device)[:, None] * k).view(-1)
-                ended_tokens = history[rows].view(n, k, -1)  # (n, k, L), a copy (indexing by a tensor)
-                ended_tokens[:, :, step] = eos
-                ended = torch.where(ending, values[:, :k] / gnmt_length_penalty(step, s.alpha), -math.inf)
-                finished, pick = torch.cat([finished, ended], 1).topk(k, dim=-1)  # (n, k), best first
-                finished_tokens = torch.cat([finished_tokens, ended_tokens], 1).gather(
-                    1, pick[:, :, None].expand(-1, -1, finished_tokens.shape[-1])
-                )
-                finished_lengths = torch.cat([finished_lengths, torch.full_like(finished_lengths, step)], 1)
-                finished_lengths = finished_lengths.gather(1, pick)
-                scores, beams, words = search.live_on(values, beams, words)
-                done = at_limit | _search_done(finished, scores.max(-1).values, limits, step, s)
-                parents = beams
-                history = history[(beams + torch.arange(n, device=device)[:, None] * k).view(-1)]
-                history[:, step] = words.view(-1)
-
-            flags = done.tolist()  # the one host read of the step; the indices below are built from it on the host
-            keep = None
-            if any(flags):
-                ended = torch.tensor([i for i, flag in enumerate(flags) if flag], device=device)
-                best[sentence[ended]], best_tokens[sentence[ended]] = finished[ended], finished_tokens[ended]
-                best_lengths[sentence[ended]] = finished_lengths[ended]
-                searching = not all(flags)
-            if searching and any(flags):
-                keep = torch.tensor([i for i, flag in enumerate(flags) if not flag], device=device)  # (m,)
-                kept = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)  # (m * k,) their beams' rows
-                sentence, scores, limits = sentence[keep], scores[keep], limits[keep]
-                prefix = prefix[keep] if prefix is not None else None
-                finished, finished_tokens, history = finished[keep], finished_tokens[keep], history[kept]
-                finished_lengths = finished_lengths[keep]
-            if searching:
-                for part in parts:
-                    part.next_step(parents, keep)
-        if not s.synced_gpus:
-            if not searching:
-                break
-        elif not _anyone_searching(searching, device):
-            break
-
-    lengths = best_lengths[:, :returned].reshape(-1)
-    width = 1 + int(lengths.max()) if batch else 1
-    return best_tokens[:, :returned].reshape(batch * returned, -1)[:, :width], best[:, :returned].reshape(-1)
-
-
-class _ModelDecoding:
-    """One model's side of `paper_search`: its encoder output (computed once), its cache and its decoder steps.
-    An ensemble holds one per model, each with its own cache."""
-
-    def __init__(self, model, input_ids, attention_mask, k: int, longest: int, settings: SearchSettings):
-        self.model, self.decoder, self.k = model, model.get_decoder(), k
-        hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (n, S, d)
-        self.fold = settings.use_cache and model.config._attn_implementation in FOLDING_ATTENTION
-        self.idle_step = _idle_step(model, hidden[:1], attention_mask[:1], settings.start)
-        if not self.fold:  # kernels that need one key row per query row, or no cache: the encoder output per beam
-            hidden, attention_mask = hidden.repeat_interleave(k, 0), attention_mask.repeat_interleave(k, 0)
-        self.hidden = hidden
-        self.cross_mask = None if self.fold else attention_mask  # where beams fold, the cache masks padding itself
-        if not settings.use_cache:
-            self.cache = None
-        elif self.fold:
-            self.cache = FoldedSearchCache(longest, k, attention_mask, hidden.dtype)
-        else:
-            self.cache = SearchCache(longest, k)
-
-    def log_probs(self, history: torch.Tensor, step: int, dtype: torch.dtype) -> torch.Tensor:
-        """(n * k, vocab) log-probabilities of the next token after `history[:, :step]`."""
-        if self.cache is None:  # the whole hypothesis again, no cache
-            embeds = self.decoder.embed.embed_tokens(history[:, :step])
-        else:
-            embeds = self.decoder.embed.embed_tokens(history[:, step - 1 : step])  # ids from this search: in range
-        states, _, _, _ = self.decoder(
-            None, self.hidden, None, self.cross_mask, past_key_values=self.cache, inputs_embeds=embeds
-        )
-        return F.log_softmax(self.model._output_logits(states[:, -1]).to(dtype), dim=-1)
-
-    def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
-        """The beams continue `parents`; only the sentences `keep` go on (see `FoldedSearchCache.next_step`)."""
-        if keep is not None:
-            k = self.k
-            per_sentence = keep if self.fold else (keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1)
-            self.hidden = self.hidden[per_sentence]
-            self.cross_mask = self.cross_mask[per_sentence] if self.cross_mask is not None else None
-        if self.cache is not None:
-            self.cache.next_step(parents, keep)
-
-
-def ensemble_log_probs(each: list[torch.Tensor], average: str) -> torch.Tensor:
-    """The ensemble's next-token scores from its models' log-probabilities: their mean ("log_probs", OpenNMT's
-    default), or the log of the mean probability ("probs", what fairseq's EnsembleModel computes)."""
-    stacked = torch.stack(each)
-    if average == "probs":
-        return torch.logsumexp(stacked, dim=0) - math.log(len(each))
-    return stacked.mean(dim=0)
-
-
-def _search_done(finished, best_live, limits, step: int, settings: SearchSettings) -> torch.Tensor:
-    """(n,) whether each sentence's search may stop, by its early-stopping rule (see `paper_search`)."""
-    alpha, k = settings.alpha, settings.num_beams
-    if settings.early_stopping is True:  # transformers: as soon as k hypotheses finished
-        return torch.isfinite(finished[:, k - 1])
-    if settings.early_stopping is False:  # transformers' heuristic: the best live beam, were it to end next
-        return finished[:, k - 1] >= best_live / gnmt_length_penalty(step + 1, alpha)
-    # exact: log P only falls, so a live beam reaches at most log P / (the largest lp of a length still possible)
-    first_end = max(step + 1, settings.min_step)
-    largest_lp = gnmt_length_penalty(limits if alpha >= 0 else limits.clamp(max=first_end), alpha)
-    return finished[:, settings.returned - 1] >= best_live / largest_lp
-
-
-def _idle_step(model, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int):
-    """A decoder step on one token, its output unused: what a process whose sentences are done runs while other
-    processes still search (`synced_gpus`), so that every module's forward, and the collectives of a sharded
-    model in it, runs as often in every process."""
-    start_ids = torch.full((1, 1), start, dtype=torch.long, device=hidden.device)
-
-    def step():
-        embeds = model.get_decoder().embed.embed_tokens(start_ids)
-        states, _, _, _ = model.get_decoder()(None, hidden, None, attention_mask, inputs_embeds=embeds)
-        model._output_logits(states[:, -1])
-
-    return step
-
-
-def _anyone_searching(searching: bool, device: torch.device) -> bool:
-    """synced_gpus: whether any process still searches (a collective every step, as transformers' search)."""
-    import torch.distributed as dist
-
-    flag = torch.tensor([1.0 if searching else 0.0], device=device)
-    dist.all_reduce(flag)
-    return flag.item() > 0
-
-
-def hypothesis_outputs(model, input_ids, attention_mask, sequences, returned: int, options: set) -> dict:
-    """What `return_dict_in_generate` adds for the returned hypotheses, from one teacher-forced forward over
-    them (the search keeps none of it): per step, `scores` (log-probabilities) and `logits` ((rows, vocab) each);
-    per step and layer `decoder_attentions` ((rows, heads, 1, step)), `cross_attentions` ((rows, heads, 1,
-    source)) and `decoder_hidden_states` ((rows, 1, d_model)); the encoder's attentions and hidden states."""
-    if not options or sequences.shape[1] < 2:
-        return {}
-    decoder_input = sequences[:, :-1]
-    with torch.no_grad():
-        out = model(
-            input_ids=input_ids.repeat_interleave(returned, 0),
-            attention_mask=attention_mask.repeat_interleave(returned, 0),
-            decoder_input_ids=decoder_input,
-            output_attentions="output_attentions" in options,
-            output_hidden_states="output_hidden_states" in options,
-            use_cache=False,
-            return_dict=True,
-        )
-    steps = range(decoder_input.shape[1])
-    extra = {}
-    if "output_scores" in options:
-        extra["scores"] = tuple(F.log_softmax(out.logits[:, t].float(), dim=-1) for t in steps)
-    if "output_logits" in options:
-        extra["logits"] = tuple(out.logits[:, t] for t in steps)
-    if "output_attentions" in options:
-        extra["encoder_attentions"] = out.encoder_attentions
-        extra["decoder_attentions"] = tuple(
-            tuple(a[:, :, t : t + 1, : t + 1] for a in out.decoder_attentions) for t in steps
-        )
-        extra["cross_attentions"] = tuple(tuple(a[:, :, t : t + 1] for a in out.cross_attentions) for t in steps)
-    if "output_hidden_states" in options:
-        extra["encoder_hidden_states"] = out.encoder_hidden_states
-        extra["decoder_hidden_states"] = tuple(tuple(h[:, t : t + 1] for h in out.decoder_hidden_states) for t in steps)
-    return extra
 
 
 # generation options the paper's search serves (`generate` reads them from its arguments and the generation config)
@@ -593,6 +59,18 @@ def _given(config: GenerationConfig, passed: set[str]) -> dict:
         if key in passed or value != defaults.get(key):
             values[key] = value
     return values
+
+
+def resolve_options(base: GenerationConfig, kwargs: dict) -> tuple[GenerationConfig, dict, set]:
+    """The generation values in force for one call of `generate` or `generate_ensemble`: a copy of `base` updated
+    with the keyword arguments passed (not None); those the user set (`_given`); and the options the paper's search
+    does not serve (anything else than SERVED and the sampling knobs, and unknown keywords)."""
+    config = copy.deepcopy(base)
+    passed = {key for key, value in kwargs.items() if value is not None}
+    unused = config.update(**{key: kwargs[key] for key in passed})
+    given = _given(config, passed - set(unused))
+    others = (set(given) - SERVED - SAMPLING_ONLY) | (set(unused) - MODEL_INPUTS)
+    return config, given, others
 
 
 def _whole(name: str, value, smallest: int) -> int:
@@ -667,7 +145,7 @@ def length_limits(attention_mask: torch.Tensor, given: dict, forced: torch.Tenso
     (transformers counts the decoder start token in the latter; `max_new_tokens` wins where both are given, as
     there). With a target prefix of `forced` tokens (batch,), `max_new_tokens` counts the tokens after it (as
     transformers counts new tokens after a prompt), and every limit leaves room for the prefix and eos."""
-    limits = attention_mask.sum(-1) + 50
+    limits = paper_length_limit(attention_mask.sum(-1))
     forced = torch.zeros_like(limits) if forced is None else forced.to(limits.device)
     if given.get("max_new_tokens") is not None:
         limits = torch.minimum(limits, forced + _whole("max_new_tokens", given["max_new_tokens"], 1))
@@ -709,16 +187,11 @@ def generate(model, inputs, generation_config, paper_decoding, parent_generate, 
     with cpu_decoding_layout(model):
         if not paper:
             return parent_generate(inputs, generation_config=generation_config, **kwargs)
-        config = copy.deepcopy(base)
-        passed = {key for key, value in kwargs.items() if value is not None}
-        unused = config.update(**{key: kwargs[key] for key in passed})
-        given = _given(config, passed - set(unused))
-        sampling = bool(config.do_sample)
-        others = (set(given) - SERVED - SAMPLING_ONLY) | (set(unused) - MODEL_INPUTS)
+        config, given, others = resolve_options(base, kwargs)
         input_ids = inputs if inputs is not None else kwargs.get("input_ids")
         if input_ids is None:
-            others.add("inputs_embeds" if "inputs_embeds" in passed else "no input_ids")
-        if sampling or others:
+            others.add("inputs_embeds" if kwargs.get("inputs_embeds") is not None else "no input_ids")
+        if config.do_sample or others:
             return _transformers_search(model, inputs, generation_config, parent_generate, given, others, kwargs)
         return _paper_generate([model], config, given, input_ids, kwargs)
 
@@ -774,12 +247,8 @@ def generate_ensemble(models, input_ids, attention_mask=None, *, average: str = 
                     f"model {i} of the ensemble has {name}={getattr(other.config, name)}, model 1 "
                     f"{getattr(first.config, name)}: an ensemble's models must share their vocabulary"
                 )
-    config = copy.deepcopy(first.generation_config)
     kwargs = {**kwargs, "attention_mask": attention_mask}
-    passed = {key for key, value in kwargs.items() if value is not None}
-    unused = config.update(**{key: kwargs[key] for key in passed})
-    given = _given(config, passed - set(unused))
-    others = (set(given) - SERVED - SAMPLING_ONLY) | (set(unused) - MODEL_INPUTS)
+    config, given, others = resolve_options(first.generation_config, kwargs)
     if config.do_sample or others:
         raise ValueError(
             f"an ensemble decodes with the paper's search only; it does not take {sorted(others) or ['do_sample']}"
@@ -802,5 +271,41 @@ def _transformers_search(model, inputs, generation_config, parent_generate, give
         if input_ids is not None:
             config = model.config
             mask = source_mask(input_ids, kwargs.get("attention_mask"), config.pad_token_id, config.eos_token_id)
-            kwargs = {**kwargs, "max_new_tokens": int(mask.sum(-1).max()) + 50}
+            kwargs = {**kwargs, "max_new_tokens": paper_length_limit(int(mask.sum(-1).max()))}
     return parent_generate(inputs, generation_config=generation_config, **kwargs)
+
+
+def hypothesis_outputs(model, input_ids, attention_mask, sequences, returned: int, options: set) -> dict:
+    """What `return_dict_in_generate` adds for the returned hypotheses, from one teacher-forced forward over
+    them (the search keeps none of it): per step, `scores` (log-probabilities) and `logits` ((rows, vocab) each);
+    per step and layer `decoder_attentions` ((rows, heads, 1, step)), `cross_attentions` ((rows, heads, 1,
+    source)) and `decoder_hidden_states` ((rows, 1, d_model)); the encoder's attentions and hidden states."""
+    if not options or sequences.shape[1] < 2:
+        return {}
+    decoder_input = sequences[:, :-1]
+    with torch.no_grad():
+        out = model(
+            input_ids=input_ids.repeat_interleave(returned, 0),
+            attention_mask=attention_mask.repeat_interleave(returned, 0),
+            decoder_input_ids=decoder_input,
+            output_attentions="output_attentions" in options,
+            output_hidden_states="output_hidden_states" in options,
+            use_cache=False,
+            return_dict=True,
+        )
+    steps = range(decoder_input.shape[1])
+    extra = {}
+    if "output_scores" in options:
+        extra["scores"] = tuple(F.log_softmax(out.logits[:, t].float(), dim=-1) for t in steps)
+    if "output_logits" in options:
+        extra["logits"] = tuple(out.logits[:, t] for t in steps)
+    if "output_attentions" in options:
+        extra["encoder_attentions"] = out.encoder_attentions
+        extra["decoder_attentions"] = tuple(
+            tuple(a[:, :, t : t + 1, : t + 1] for a in out.decoder_attentions) for t in steps
+        )
+        extra["cross_attentions"] = tuple(tuple(a[:, :, t : t + 1] for a in out.cross_attentions) for t in steps)
+    if "output_hidden_states" in options:
+        extra["encoder_hidden_states"] = out.encoder_hidden_states
+        extra["decoder_hidden_states"] = tuple(tuple(h[:, t : t + 1] for h in out.decoder_hidden_states) for t in steps)
+    return extra

@@ -408,10 +408,9 @@ class AaynDecoder(AaynStack):
     ) -> tuple[torch.Tensor, tuple | None, tuple | None, tuple | None]:
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, past_length)  # (B, T, d_model)
-        width, beams = hidden_states.shape[-1], getattr(past_key_values, "folded_beams", None)
-        if beams is not None:  # the paper's search: a sentence's k beams are its k queries, and its cache masks them
-            hidden_states = hidden_states.view(-1, beams, width)  # (n * k, 1, d_model) -> (n, k, d_model)
-            self_mask, cross_mask = past_key_values.step_masks()
+        shape = hidden_states.shape
+        if hasattr(past_key_values, "attention_layout"):  # a search cache lays its step out and masks it itself
+            hidden_states, self_mask, cross_mask = past_key_values.attention_layout(hidden_states)
         else:
             length = hidden_states.shape[1]
             implementation = attention_implementation(self.config, output_attentions)
@@ -429,9 +428,7 @@ class AaynDecoder(AaynStack):
         )
         if not output_attentions:
             self_weights = cross_weights = None
-        if beams is not None:
-            hidden_states = hidden_states.view(-1, 1, width)  # (n * k, 1, d_model)
-        return hidden_states, all_hidden_states, self_weights, cross_weights
+        return hidden_states.view(shape), all_hidden_states, self_weights, cross_weights
 
 
 class AaynModel(AaynPreTrainedModel):

@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import tiny_config  # noqa: E402
+from conftest import tiny_config
 
-from aayn import AaynForConditionalGeneration, generate_ensemble  # noqa: E402
+from aayn import AaynForConditionalGeneration, generate_ensemble
 
 VOCAB = 14
 # (name, generate's keyword arguments); each case decodes the same padded batch of four sentences

@@ -1,0 +1,209 @@
+"""The decoder's caches during §6.1's search (`search_aayn.paper_search`), in two families.
+
+- `FoldedSearchCache` (sdpa and eager models, the default): the k beams of a sentence fold into its k queries;
+  the encoder's keys and values are kept once per sentence, self-attention keys and values in slots that never
+  move, and each step's masks say which slots are on a beam's path. The decoder asks it how to lay out a step
+  (`attention_layout`).
+- `SearchCache` (kernels that need one key row per query row: flash, flex): transformers' cache interface over
+  growing in-place buffers, reordered with the beams.
+
+Both drop the sentences that leave the search and follow the beams' parents in one call (`next_step`). This file
+travels with every saved checkpoint (the search imports it): it imports only torch and transformers.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import DynamicCache
+
+from .ops_aayn import additive_bias
+
+# attention functions that take the folded layout's additive masks (FoldedSearchCache); others (flash, flex) get
+# the encoder's keys once per beam
+FOLDING_ATTENTION = ("sdpa", "eager")
+
+
+class _GrowingKeysValues:
+    """Self-attention keys and values of a search, per layer, in buffers of (rows, heads, capacity, head_dim)
+    that double as they fill (up to `limit` positions): a step writes its position in place instead of copying
+    every cached position into a new tensor (`torch.cat`, as transformers' DynamicCache does), and a beam reorder
+    gathers only the positions written, into a spare buffer that then takes the place of the first."""
+
+    def __init__(self, limit: int, first_capacity: int = 32):
+        self.limit, self.first_capacity = limit, first_capacity
+        self.buffers: list[list[torch.Tensor]] = []  # per layer: [keys, values]
+        self.spares: list[list[torch.Tensor] | None] = []
+        self.filled: list[int] = []
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.filled[layer_idx] if layer_idx < len(self.filled) else 0
+
+    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int):
+        """Append key/value (rows, heads, T, head_dim); return all of the layer's positions so far (views)."""
+        if layer_idx == len(self.buffers):
+            self.buffers.append([self._empty(key, 0), self._empty(value, 0)])
+            self.spares.append(None)
+            self.filled.append(0)
+        start = self.filled[layer_idx]
+        end = start + key.shape[2]
+        if end > self.buffers[layer_idx][0].shape[2]:
+            self.buffers[layer_idx] = [self._grown(buffer, start, end) for buffer in self.buffers[layer_idx]]
+            self.spares[layer_idx] = None
+        keys, values = self.buffers[layer_idx]
+        keys[:, :, start:end] = key
+        values[:, :, start:end] = value
+        self.filled[layer_idx] = end
+        return keys[:, :, :end], values[:, :, :end]
+
+    def reorder_cache(self, rows: torch.LongTensor) -> None:
+        """Keep `rows` (beams living on, or the beams of sentences still searched), in that order."""
+        for layer, end in enumerate(self.filled):
+            same_rows = rows.shape[0] == self.buffers[layer][0].shape[0]
+            spares = self.spares[layer] if same_rows else None
+            if spares is None:
+                spares = [buffer.new_empty((rows.shape[0], *buffer.shape[1:])) for buffer in self.buffers[layer]]
+            for buffer, spare in zip(self.buffers[layer], spares):
+                torch.index_select(buffer[:, :, :end], 0, rows, out=spare[:, :, :end])
+            self.buffers[layer], self.spares[layer] = spares, (self.buffers[layer] if same_rows else None)
+
+    def _empty(self, like: torch.Tensor, filled: int) -> torch.Tensor:
+        capacity = min(self.limit, max(self.first_capacity, 2 * filled))
+        return like.new_empty((like.shape[0], like.shape[1], capacity, like.shape[3]))
+
+    def _grown(self, buffer: torch.Tensor, filled: int, needed: int) -> torch.Tensor:
+        if needed > self.limit:
+            raise ValueError(f"the search cache holds {self.limit} positions; step {needed} is beyond them")
+        grown = buffer.new_empty(
+            (*buffer.shape[:2], min(self.limit, max(needed, 2 * buffer.shape[2])), buffer.shape[3])
+        )
+        grown[:, :, :filled] = buffer[:, :, :filled]
+        return grown
+
+
+class SearchCache:
+    """The decoder's cache during `paper_search` for kernels that need one key row per query row (flash, flex):
+    what the decoder reads of transformers' EncoderDecoderCache (`self_attention_cache.update`,
+    `cross_attention_cache`, `is_updated`, `get_seq_length`), with growing in-place buffers for self-attention
+    (`_GrowingKeysValues`); the encoder's keys and values, one row per beam, are computed once and kept in a
+    DynamicCache."""
+
+    def __init__(self, limit: int, beams: int = 1):
+        self.self_attention_cache = _GrowingKeysValues(limit)
+        self.cross_attention_cache = DynamicCache()
+        self.is_updated: dict[int, bool] = {}
+        self.k = beams
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.self_attention_cache.get_seq_length(layer_idx)
+
+    def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
+        """After a step: each sentence's new beams continue its beams `parents` (n, k) (None: each its own), then
+        only the sentences `keep` (m,) go on (None: all). One copy of the self-attention rows for both."""
+        k, rows = self.k, None
+        if parents is not None:
+            rows = (parents + torch.arange(parents.shape[0], device=parents.device)[:, None] * k).view(-1)
+        if keep is not None:
+            kept = (keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1)  # (m * k,) their beams' rows
+            rows = kept if rows is None else rows[kept]
+            self.cross_attention_cache.reorder_cache(kept)
+        if rows is not None:
+            self.self_attention_cache.reorder_cache(rows)
+
+
+class _BeamSlots:
+    """Self-attention keys and values of folded beams, per layer, in (sentences, heads, capacity * k, head_dim)
+    buffers: position p of beam b in slot p * k + b, written once and never moved when beams are reordered. The
+    buffers double as they fill, up to `limit` positions; sentences that leave the search are dropped."""
+
+    def __init__(self, limit: int, beams: int, first_capacity: int = 32):
+        self.limit, self.k, self.first_capacity = limit, beams, first_capacity
+        self.keys: list[torch.Tensor] = []  # per layer
+        self.values: list[torch.Tensor] = []
+        self.written = 0  # positions in every layer's buffers
+
+    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int):
+        """Write this step's keys and values (n, heads, k, head_dim), the beams in the place of time, into their
+        slots; return all of the layer's slots so far, (n, heads, positions * k, head_dim) views."""
+        k, position = self.k, self.written
+        if layer_idx == len(self.keys):  # the first step
+            shape = (*key.shape[:2], min(self.limit, self.first_capacity) * k, key.shape[3])
+            self.keys.append(key.new_empty(shape))
+            self.values.append(value.new_empty(shape))
+        end = (position + 1) * k
+        if end > self.keys[layer_idx].shape[2]:
+            if position >= self.limit:
+                raise ValueError(f"the search cache holds {self.limit} positions; step {position + 1} is beyond them")
+            self.keys[layer_idx], self.values[layer_idx] = (
+                self._grown(buffer, position * k) for buffer in (self.keys[layer_idx], self.values[layer_idx])
+            )
+        self.keys[layer_idx][:, :, position * k : end] = key
+        self.values[layer_idx][:, :, position * k : end] = value
+        return self.keys[layer_idx][:, :, :end], self.values[layer_idx][:, :, :end]
+
+    def _grown(self, buffer: torch.Tensor, filled: int) -> torch.Tensor:
+        capacity = min(self.limit, 2 * buffer.shape[2] // self.k) * self.k
+        grown = buffer.new_empty((*buffer.shape[:2], capacity, buffer.shape[3]))
+        grown[:, :, :filled] = buffer[:, :, :filled]
+        return grown
+
+    def keep(self, sentences: torch.LongTensor) -> None:
+        """Keep the slots written so far of `sentences` only, in buffers of the same capacity."""
+        end = self.written * self.k
+        for buffers in (self.keys, self.values):
+            for layer, buffer in enumerate(buffers):
+                kept = buffer.new_empty((sentences.shape[0], *buffer.shape[1:]))
+                torch.index_select(buffer[:, :, :end], 0, sentences, out=kept[:, :, :end])
+                buffers[layer] = kept
+
+
+class FoldedSearchCache:
+    """The decoder's cache during `paper_search` where the beams of a sentence fold (sdpa and eager models): it
+    stores keys, values and the masks of each step, and the model's attention computes (the decoder asks it
+    `attention_layout`: the k beams of a sentence as its k queries, and the step's masks).
+
+    - Encoder-decoder attention: the encoder's keys and values once per sentence (in a DynamicCache, written at
+      the first step), never copied per beam nor reordered with the beams; padding is masked by a bias built once.
+    - Self-attention: keys and values in slots that never move (`_BeamSlots`); `ancestry` (sentences, k, limit)
+      holds, for each live beam and position, the beam whose slot is on its path, and each step's bias masks the
+      slots off a beam's path. Reordering beams (`next_step`) changes only the ancestry.
+    """
+
+    def __init__(self, limit: int, beams: int, encoder_padding: torch.Tensor, dtype: torch.dtype):
+        self.limit, self.folded_beams = limit, beams
+        self.self_attention_cache = _BeamSlots(limit, beams)
+        self.cross_attention_cache = DynamicCache()
+        self.is_updated: dict[int, bool] = {}
+        blocked = (encoder_padding == 0)[:, None, None, :]  # (n, 1, 1, S)
+        self.padding_bias = additive_bias(blocked, dtype)
+        self.ancestry = encoder_padding.new_zeros((encoder_padding.shape[0], beams, limit), dtype=torch.long)
+        self.dtype = dtype
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.self_attention_cache.written
+
+    def attention_layout(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """What the decoder asks of this step: its input (n * k, 1, d) laid out with a sentence's k beams as its k
+        queries (n, k, d), and the additive masks of self-attention (n, 1, k, positions * k: 0 on a beam's own
+        path) and encoder-decoder attention (n, 1, 1, S: 0 on the source's tokens)."""
+        k, position = self.folded_beams, self.self_attention_cache.written
+        folded = hidden_states.view(-1, k, hidden_states.shape[-1])
+        if k == 1:
+            return folded, None, self.padding_bias  # one beam: every slot is on its path
+        beam = torch.arange(k, device=self.ancestry.device)
+        self.ancestry[:, :, position] = beam  # each beam's own slot at the new position
+        off_path = self.ancestry[:, :, : position + 1, None] != beam  # (n, k, positions, k)
+        path_bias = additive_bias(off_path, self.dtype).view(-1, 1, k, (position + 1) * k)
+        return folded, path_bias, self.padding_bias
+
+    def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
+        """After a step: each sentence's new beams continue its beams `parents` (n, k) (None: each its own), then
+        only the sentences `keep` (m,) go on (None: all). Beams only change their ancestry; no key or value moves
+        unless sentences leave."""
+        slots = self.self_attention_cache
+        slots.written += 1
+        if parents is not None:
+            self.ancestry = self.ancestry.gather(1, parents[:, :, None].expand(-1, -1, self.limit))
+        if keep is not None:
+            slots.keep(keep)
+            self.ancestry, self.padding_bias = self.ancestry[keep], self.padding_bias[keep]
+            self.cross_attention_cache.reorder_cache(keep)

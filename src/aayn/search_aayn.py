@@ -1,0 +1,422 @@
+"""§6.1's search: "We used beam search with a beam size of 4 and length penalty alpha = 0.6 [GNMT] ... set the
+maximum output length during inference to input length + 50, but terminate early when possible."
+
+Split as in fairseq: `BeamSearch.step` picks the candidates of one step, `paper_search` runs the steps as a loop
+of named phases (score, choose, finish, drop), as transformers' `_beam_search` does, and `SearchState` keeps the
+books of the sentences still searched, dropping finished ones and following beams itself. All bookkeeping stays
+in tensors, batched over sentences and beams: the host reads one small tensor per step (are sentences done?), so a
+GPU is never stalled by Python loops over rows. The caches are in `cache_aayn.py`, how `generate()` options reach
+the search in `generation_aayn.py`.
+
+This file travels with every saved checkpoint (the model file imports it): it imports only torch and transformers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch.nn import functional as F
+
+from .cache_aayn import FOLDING_ATTENTION, FoldedSearchCache, SearchCache
+
+# §6.1: "set the maximum output length during inference to input length + 50"
+EXTRA_TARGET_TOKENS = 50
+
+
+def paper_length_limit(source_length):
+    """§6.1's most target tokens for a source of `source_length` tokens (an int or a tensor of them)."""
+    return source_length + EXTRA_TARGET_TOKENS
+
+
+def gnmt_length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
+    """lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016), |Y| counting eos; transformers' penalty is |Y|^alpha."""
+    return ((5 + length) / 6) ** alpha
+
+
+class BeamSearch:
+    """One step of §6.1's search for n sentences of k beams (fairseq's `search.BeamSearch.step`).
+
+    From the live beams' scores and the next-token log-probabilities, the 2k best candidates per sentence by
+    log P: among the first k, those ending in eos finish (fairseq's rule); the best k of the others live on.
+    """
+
+    def __init__(self, num_beams: int, eos_token_id: int):
+        self.k, self.eos = num_beams, eos_token_id
+
+    def step(self, scores: torch.Tensor, log_probs: torch.Tensor):
+        """scores (n, k), log_probs (n, k, vocab) -> the 2k candidates' values, beams, words, each (n, 2k)."""
+        n, k, vocab = log_probs.shape
+        candidates = (scores[:, :, None] + log_probs).view(n, k * vocab)  # (n, k * vocab)
+        values, indices = candidates.topk(2 * k, dim=-1)
+        return values, indices // vocab, indices % vocab
+
+    def live_on(self, values: torch.Tensor, beams: torch.Tensor, words: torch.Tensor):
+        """The k best candidates that do not end in eos: their scores (-inf where fewer exist), beams and words."""
+        k = self.k
+        go_on = words != self.eos
+        go_on &= go_on.cumsum(-1) <= k
+        slots = torch.arange(2 * k, device=values.device).expand_as(values)
+        order = torch.where(go_on, slots, 2 * k).argsort(dim=-1, stable=True)[:, :k]  # (n, k), in candidate order
+        scores = values.gather(1, order).masked_fill(~go_on.gather(1, order), -math.inf)
+        return scores, beams.gather(1, order), words.gather(1, order)
+
+
+@dataclass
+class SearchSettings:
+    """What `paper_search` is asked to do; `generate` builds it from its arguments and the generation config."""
+
+    num_beams: int
+    alpha: float  # GNMT's length penalty exponent (`length_penalty`)
+    eos: int
+    pad: int
+    start: int
+    returned: int = 1  # num_return_sequences
+    min_step: int = 1  # eos may end a hypothesis from this step on (min_length, min_new_tokens)
+    no_repeat_ngram_size: int = 0
+    bad_words_ids: tuple = ()
+    early_stopping: bool | str = "never"  # "never": the exact rule; True / False: transformers' meanings
+    use_cache: bool = True
+    synced_gpus: bool = False
+    ensemble_average: str = "log_probs"  # how an ensemble combines its models (`ensemble_log_probs`)
+
+
+class TokenRules:
+    """The tokens a hypothesis may not take next, as masks on the step's log-probabilities (tensors only, no host
+    read): pad (fairseq's rule; unless pad is eos), `bad_words_ids` and `no_repeat_ngram_size` as transformers'
+    logits processors define them (over the decoder's tokens, its start token included), and eos before
+    `min_step` (except at a sentence's limit, where eos is the only choice)."""
+
+    def __init__(self, settings: SearchSettings, device: torch.device):
+        self.settings = settings
+        single = {words[0] for words in settings.bad_words_ids if len(words) == 1}
+        if settings.pad != settings.eos:
+            single.add(settings.pad)
+        self.banned = torch.tensor(sorted(single), dtype=torch.long, device=device)
+        self.sequences = [
+            (torch.tensor(words[:-1], device=device), words[-1]) for words in settings.bad_words_ids if len(words) > 1
+        ]
+
+    def apply(self, log_probs: torch.Tensor, history: torch.Tensor, step: int, at_limit: torch.Tensor):
+        """log_probs (n, k, vocab) of the hypotheses `history[:, :step]` (n * k rows), changed in place."""
+        settings, (n, k, vocab) = self.settings, log_probs.shape
+        log_probs.index_fill_(-1, self.banned, -math.inf)
+        rows = log_probs.view(n * k, vocab)
+        for prefix, word in self.sequences:
+            if step >= prefix.shape[0]:
+                follows = (history[:, step - prefix.shape[0] : step] == prefix).all(-1)  # (n * k,)
+                rows[:, word].masked_fill_(follows, -math.inf)
+        size = settings.no_repeat_ngram_size
+        if size and step >= size:
+            seen = history[:, :step].unfold(1, size, 1)  # (rows, windows, size): every n-gram so far
+            repeats = (seen[:, :, :-1] == history[:, None, step - size + 1 : step]).all(-1)  # ends as the hypothesis
+            counts = torch.zeros_like(rows).scatter_add_(1, seen[:, :, -1], repeats.to(rows.dtype))
+            rows.masked_fill_(counts > 0, -math.inf)
+        if step < settings.min_step:
+            eos = settings.eos
+            log_probs[:, :, eos] = log_probs[:, :, eos].masked_fill(~at_limit[:, None], -math.inf)
+        return log_probs
+
+
+@dataclass
+class SearchState:
+    """The books of the sentences still searched, n of them with k beams each. Every tensor field has one row per
+    sentence, or per live beam if it is named in BEAM_ROWS: `keep` drops finished sentences from all of them, and
+    `live_on` moves the beams' histories to the beams they continue, so that no field is forgotten when sentences
+    leave."""
+
+    BEAM_ROWS: ClassVar[tuple[str, ...]] = ("history",)
+    k: int
+    sentence: torch.Tensor  # (n,) its index in the batch
+    limits: torch.Tensor  # (n,) its most target tokens
+    scores: torch.Tensor  # (n, k) the live beams' log P
+    history: torch.Tensor  # (n * k, longest + 1) the live beams' tokens, the start token first
+    finished: torch.Tensor  # (n, k) its best finished hypotheses' scores, best first
+    finished_tokens: torch.Tensor  # (n, k, longest + 1) and their tokens
+    finished_lengths: torch.Tensor  # (n, k) and their lengths (tokens after the start)
+    prefix: torch.Tensor | None  # (n, P) the target prefix's tokens, -1 after its end
+
+    @classmethod
+    def start(cls, limits, longest: int, prefix, settings: SearchSettings, dtype: torch.dtype) -> SearchState:
+        batch, k, device = limits.shape[0], settings.num_beams, limits.device
+        scores = torch.full((batch, k), -math.inf, dtype=dtype, device=device)
+        scores[:, 0] = 0.0  # one live beam at the start, so the first step does not pick the same token k times
+        history = torch.full((batch * k, longest + 1), settings.pad, dtype=torch.long, device=device)
+        history[:, 0] = settings.start
+        return cls(
+            k=k,
+            sentence=torch.arange(batch, device=device),
+            limits=limits,
+            scores=scores,
+            history=history,
+            finished=torch.full((batch, k), -math.inf, dtype=dtype, device=device),
+            finished_tokens=torch.full((batch, k, longest + 1), settings.pad, dtype=torch.long, device=device),
+            finished_lengths=torch.zeros((batch, k), dtype=torch.long, device=device),
+            prefix=prefix,
+        )
+
+    def beam_rows(self, beams: torch.Tensor) -> torch.Tensor:
+        """(n, j) beams of each sentence -> their (n * j,) rows in the beam-row fields."""
+        return (beams + torch.arange(beams.shape[0], device=beams.device)[:, None] * self.k).view(-1)
+
+    def finish(self, values, beams, words, step: int, settings: SearchSettings) -> None:
+        """The candidates among the first k that end in eos join the finished hypotheses (the best k by score)."""
+        n, k = beams.shape[0], self.k
+        ending = (words[:, :k] == settings.eos) & torch.isfinite(values[:, :k])
+        ended_tokens = self.history[self.beam_rows(beams[:, :k])].view(n, k, -1)  # (n, k, L), a copy
+        ended_tokens[:, :, step] = settings.eos
+        ended = torch.where(ending, values[:, :k] / gnmt_length_penalty(step, settings.alpha), -math.inf)
+        self.finished, pick = torch.cat([self.finished, ended], 1).topk(k, dim=-1)  # (n, k), best first
+        self.finished_tokens = torch.cat([self.finished_tokens, ended_tokens], 1).gather(
+            1, pick[:, :, None].expand(-1, -1, self.finished_tokens.shape[-1])
+        )
+        lengths = torch.cat([self.finished_lengths, torch.full_like(self.finished_lengths, step)], 1)
+        self.finished_lengths = lengths.gather(1, pick)
+
+    def live_on(self, scores, beams, words, step: int) -> None:
+        """The new live beams: their scores, and their histories, those of the beams they continue plus `words`."""
+        self.scores = scores
+        self.history = self.history[self.beam_rows(beams)]
+        self.history[:, step] = words.view(-1)
+
+    def keep(self, sentences: torch.LongTensor) -> None:
+        """Only `sentences` (m,) go on: every field keeps their rows."""
+        beams = (sentences[:, None] * self.k + torch.arange(self.k, device=sentences.device)).view(-1)  # (m * k,)
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, torch.Tensor):
+                setattr(self, field.name, value[beams if field.name in self.BEAM_ROWS else sentences])
+
+
+class Hypotheses:
+    """Each sentence's best finished hypotheses, in the batch's order, stored as sentences leave the search."""
+
+    def __init__(self, state: SearchState):
+        self.scores = torch.full_like(state.finished, -math.inf)
+        self.tokens, self.lengths = state.finished_tokens.clone(), state.finished_lengths.clone()
+
+    def store(self, state: SearchState, ended: torch.LongTensor) -> None:
+        where = state.sentence[ended]
+        self.scores[where], self.tokens[where] = state.finished[ended], state.finished_tokens[ended]
+        self.lengths[where] = state.finished_lengths[ended]
+
+    def best(self, returned: int) -> tuple[torch.LongTensor, torch.Tensor]:
+        """The `returned` best of each sentence: (batch * returned, width) tokens and their scores."""
+        batch = self.scores.shape[0]
+        lengths = self.lengths[:, :returned].reshape(-1)
+        width = 1 + int(lengths.max()) if batch else 1
+        return self.tokens[:, :returned].reshape(batch * returned, -1)[:, :width], self.scores[:, :returned].reshape(-1)
+
+
+@torch.no_grad()
+def paper_search(
+    model,
+    input_ids: torch.LongTensor,
+    attention_mask: torch.Tensor,
+    max_new_tokens: torch.Tensor,
+    settings,
+    prefix: torch.LongTensor | None = None,
+) -> tuple[torch.LongTensor, torch.Tensor]:
+    """Beam search with GNMT's length penalty and a length limit per sentence (`max_new_tokens`, (batch,));
+    `num_beams=1` is greedy decoding (the likeliest token at each step until eos, as tensor2tensor, the paper's
+    code, decodes with beam size 1).
+
+    A sentence is done once the hypotheses it returns (its `returned` best finished ones) all score at least what
+    its best live beam could still reach (log P only falls; lp is largest at the limit, or for a negative alpha at
+    the shortest length still possible), or at its limit, where eos is the only choice. With one returned
+    hypothesis this is tensor2tensor's rule (the paper's code, `stop_early=True`): the search returns what running
+    to the limit would. `early_stopping=True` / `False` give transformers' rules instead (stop at k finished
+    hypotheses / when the best live beam at its current length cannot beat the k-th).
+    Done sentences leave the batch and the caches (fairseq's way). With sdpa or eager attention (the default) the
+    beams of a sentence fold (`FoldedSearchCache`): the encoder's keys and values are kept once per sentence, and
+    no cached key or value is copied when beams are reordered. Without the cache (`use_cache=False`) every step
+    runs the decoder over the whole hypothesis. Under `synced_gpus` every process runs decoder steps until the
+    sentences of all processes are done (a sharded model's forward is a collective).
+    `prefix` (batch, P), -1 after a row's end, forces each sentence's first tokens (a target prefix): at those
+    steps the prefix token is the only choice, and its log-probability counts in the score like any other token's.
+    Returns the `returned` best hypotheses per sentence (start token, tokens, eos, padding after eos) and their
+    scores log P / lp(|Y|).
+    """
+    models = list(model) if isinstance(model, (list, tuple)) else [model]
+    device, s = input_ids.device, settings
+    search, rules = BeamSearch(s.num_beams, s.eos), TokenRules(s, device)
+    dtype = torch.promote_types(models[0].lm_head.weight.dtype, torch.float32)  # the model's float32 (or float64)
+    limits = max_new_tokens.to(device)  # (batch,)
+    shortest, longest = torch.stack(limits.aminmax()).tolist()  # the one host read before the loop
+    decoders = [_ModelDecoding(m, input_ids, attention_mask, s.num_beams, longest, s) for m in models]
+    state = SearchState.start(limits, longest, prefix, s, dtype)
+    hypotheses = Hypotheses(state)
+    not_eos = torch.arange(models[0].config.decoder_vocab_size, device=device) != s.eos  # (vocab,), built once
+    step, searching = 0, input_ids.shape[0] > 0
+    while True:
+        step += 1
+        if not searching:  # synced_gpus: this process's sentences are done, others' are not
+            for decoder in decoders:
+                decoder.idle_step()
+        else:
+            log_probs = _score(decoders, state, step, dtype, s.ensemble_average)
+            log_probs = _allowed(log_probs, state, step, rules, step >= shortest, not_eos)
+            if s.num_beams == 1:
+                done, parents = _greedy_step(state, log_probs, step, s), None
+            else:
+                candidates = search.step(state.scores, log_probs)
+                state.finish(*candidates, step, s)
+                scores, parents, words = search.live_on(*candidates)
+                at_limit = step >= state.limits
+                done = at_limit | _search_done(state.finished, scores.max(-1).values, state.limits, step, s)
+                state.live_on(scores, parents, words, step)
+            searching = _drop_done(state, hypotheses, decoders, parents, done)
+        if not s.synced_gpus:
+            if not searching:
+                break
+        elif not _anyone_searching(searching, device):
+            break
+    return hypotheses.best(s.returned)
+
+
+def _score(decoders: list, state: SearchState, step: int, dtype: torch.dtype, average: str) -> torch.Tensor:
+    """The phase that runs the model: (n, k, vocab) next-token log-probabilities of the live beams (of an
+    ensemble: its models' combined, see `ensemble_log_probs`)."""
+    n, k = state.sentence.shape[0], state.k
+    if len(decoders) == 1:
+        return decoders[0].log_probs(state.history, step, dtype).view(n, k, -1)
+    each = [decoder.log_probs(state.history, step, dtype) for decoder in decoders]
+    return ensemble_log_probs(each, average).view(n, k, -1)
+
+
+def _allowed(log_probs, state: SearchState, step: int, rules: TokenRules, maybe_at_limit: bool, not_eos):
+    """The phase that bans what a hypothesis may not take next: the token rules, then the target prefix (its token
+    is the only choice; the limits leave room for it and eos), then eos as the only choice at a sentence's limit."""
+    at_limit = step >= state.limits  # (n,)
+    prefix = state.prefix
+    forcing = prefix is not None and step <= prefix.shape[1]
+    raw = log_probs.clone() if forcing else None
+    log_probs = rules.apply(log_probs, state.history, step, at_limit)
+    if forcing:
+        token = prefix[:, step - 1].clamp(min=0)[:, None, None].expand(*log_probs.shape[:2], 1)  # (n, k, 1)
+        only = torch.full_like(log_probs, -math.inf).scatter_(2, token, raw.gather(2, token))
+        log_probs = torch.where((prefix[:, step - 1] >= 0)[:, None, None], only, log_probs)
+    if maybe_at_limit:  # before the shortest limit, no sentence is at its limit
+        log_probs = torch.where(at_limit[:, None, None] & not_eos, -math.inf, log_probs)
+    return log_probs
+
+
+def _greedy_step(state: SearchState, log_probs, step: int, settings: SearchSettings) -> torch.Tensor:
+    """Greedy decoding's choose-and-finish phase, as tensor2tensor decodes with beam size 1: the likeliest token;
+    eos ends the hypothesis (at the limit eos is the only choice). Returns which sentences are done, (n,)."""
+    value, word = log_probs[:, 0].max(dim=-1)  # (n,)
+    state.scores = state.scores + value[:, None]
+    state.history[:, step] = word
+    done = word == settings.eos
+    normalized = state.scores / gnmt_length_penalty(step, settings.alpha)
+    state.finished = torch.where(done[:, None], normalized, state.finished)
+    state.finished_tokens = torch.where(done[:, None, None], state.history[:, None], state.finished_tokens)
+    state.finished_lengths = state.finished_lengths.masked_fill(done[:, None], step)
+    return done
+
+
+def _drop_done(state: SearchState, hypotheses: Hypotheses, decoders: list, parents, done) -> bool:
+    """The phase that ends sentences: the done ones' hypotheses are stored and they leave the state and every
+    model's cache, which also learn the beams' parents. Returns whether any sentence is still searched."""
+    flags = done.tolist()  # the one host read of the step; the indices below are built from it on the host
+    device, searching, keep = done.device, True, None
+    if any(flags):
+        hypotheses.store(state, torch.tensor([i for i, flag in enumerate(flags) if flag], device=device))
+        searching = not all(flags)
+        if searching:
+            keep = torch.tensor([i for i, flag in enumerate(flags) if not flag], device=device)  # (m,)
+            state.keep(keep)
+    if searching:
+        for decoder in decoders:
+            decoder.next_step(parents, keep)
+    return searching
+
+
+class _ModelDecoding:
+    """One model's side of `paper_search`: its encoder output (computed once), its cache and its decoder steps.
+    An ensemble holds one per model, each with its own cache."""
+
+    def __init__(self, model, input_ids, attention_mask, k: int, longest: int, settings: SearchSettings):
+        self.model, self.decoder, self.k = model, model.get_decoder(), k
+        hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (n, S, d)
+        self.fold = settings.use_cache and model.config._attn_implementation in FOLDING_ATTENTION
+        self.idle_step = _idle_step(model, hidden[:1], attention_mask[:1], settings.start)
+        if not self.fold:  # kernels that need one key row per query row, or no cache: the encoder output per beam
+            hidden, attention_mask = hidden.repeat_interleave(k, 0), attention_mask.repeat_interleave(k, 0)
+        self.hidden = hidden
+        self.cross_mask = None if self.fold else attention_mask  # where beams fold, the cache masks padding itself
+        if not settings.use_cache:
+            self.cache = None
+        elif self.fold:
+            self.cache = FoldedSearchCache(longest, k, attention_mask, hidden.dtype)
+        else:
+            self.cache = SearchCache(longest, k)
+
+    def log_probs(self, history: torch.Tensor, step: int, dtype: torch.dtype) -> torch.Tensor:
+        """(n * k, vocab) log-probabilities of the next token after `history[:, :step]`."""
+        if self.cache is None:  # the whole hypothesis again, no cache
+            embeds = self.decoder.embed.embed_tokens(history[:, :step])
+        else:
+            embeds = self.decoder.embed.embed_tokens(history[:, step - 1 : step])  # ids from this search: in range
+        states, _, _, _ = self.decoder(
+            None, self.hidden, None, self.cross_mask, past_key_values=self.cache, inputs_embeds=embeds
+        )
+        return F.log_softmax(self.model._output_logits(states[:, -1]).to(dtype), dim=-1)
+
+    def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
+        """The beams continue `parents`; only the sentences `keep` go on (see `FoldedSearchCache.next_step`)."""
+        if keep is not None:
+            k = self.k
+            per_sentence = keep if self.fold else (keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1)
+            self.hidden = self.hidden[per_sentence]
+            self.cross_mask = self.cross_mask[per_sentence] if self.cross_mask is not None else None
+        if self.cache is not None:
+            self.cache.next_step(parents, keep)
+
+
+def ensemble_log_probs(each: list[torch.Tensor], average: str) -> torch.Tensor:
+    """The ensemble's next-token scores from its models' log-probabilities: their mean ("log_probs", OpenNMT's
+    default), or the log of the mean probability ("probs", what fairseq's EnsembleModel computes)."""
+    stacked = torch.stack(each)
+    if average == "probs":
+        return torch.logsumexp(stacked, dim=0) - math.log(len(each))
+    return stacked.mean(dim=0)
+
+
+def _search_done(finished, best_live, limits, step: int, settings: SearchSettings) -> torch.Tensor:
+    """(n,) whether each sentence's search may stop, by its early-stopping rule (see `paper_search`)."""
+    alpha, k = settings.alpha, settings.num_beams
+    if settings.early_stopping is True:  # transformers: as soon as k hypotheses finished
+        return torch.isfinite(finished[:, k - 1])
+    if settings.early_stopping is False:  # transformers' heuristic: the best live beam, were it to end next
+        return finished[:, k - 1] >= best_live / gnmt_length_penalty(step + 1, alpha)
+    # exact: log P only falls, so a live beam reaches at most log P / (the largest lp of a length still possible)
+    first_end = max(step + 1, settings.min_step)
+    largest_lp = gnmt_length_penalty(limits if alpha >= 0 else limits.clamp(max=first_end), alpha)
+    return finished[:, settings.returned - 1] >= best_live / largest_lp
+
+
+def _idle_step(model, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int):
+    """A decoder step on one token, its output unused: what a process whose sentences are done runs while other
+    processes still search (`synced_gpus`), so that every module's forward, and the collectives of a sharded
+    model in it, runs as often in every process."""
+    start_ids = torch.full((1, 1), start, dtype=torch.long, device=hidden.device)
+
+    def step():
+        embeds = model.get_decoder().embed.embed_tokens(start_ids)
+        states, _, _, _ = model.get_decoder()(None, hidden, None, attention_mask, inputs_embeds=embeds)
+        model._output_logits(states[:, -1])
+
+    return step
+
+
+def _anyone_searching(searching: bool, device: torch.device) -> bool:
+    """synced_gpus: whether any process still searches (a collective every step, as transformers' search)."""
+    import torch.distributed as dist
+
+    flag = torch.tensor([1.0 if searching else 0.0], device=device)
+    dist.all_reduce(flag)
+    return flag.item() > 0
