@@ -194,7 +194,7 @@ def test_exported_folder_errors(saved, tmp_path, monkeypatch, capsys):
     tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
     from aayn import export
 
-    monkeypatch.setattr(export, "DECODING_MARGIN", -1)  # an export from before the table made room for + 50
+    monkeypatch.setattr(export, "EXTRA_TARGET_TOKENS", -1)  # an export from before the table made room for + 50
     old = str(save_ctranslate2(model, tokens, tmp_path / "old", tokenizer=tokenizer))
     monkeypatch.undo()
     error = translate_fails(capsys, "--model", old, "--num_beams", "1", "twenty five " * 20)

@@ -17,6 +17,7 @@ FOLDER_FILES = {
     "generation_aayn.py",
     "search_aayn.py",
     "cache_aayn.py",
+    "policy_aayn.py",
     "ops_aayn.py",
     "hub_aayn.py",
     "pipeline_aayn.py",

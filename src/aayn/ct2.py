@@ -14,6 +14,7 @@ from pathlib import Path
 from . import MissingExtra
 from .checks import json_fault
 from .data.token_batches import decoding_batches, encode_sources
+from .policy_aayn import paper_length_limit
 
 NO_LIMIT = int(1e30)  # transformers' model_max_length when a tokenizer sets none (VERY_LARGE_INTEGER)
 
@@ -90,7 +91,8 @@ def max_decoding_length(longest_source: int, max_new_tokens: int | None = None) 
     """CTranslate2's `max_decoding_length` for aayn's limit, §6.1's source + 50 tokens (within `max_new_tokens`).
     Our search counts the eos it forces at the limit among those tokens; CTranslate2 stops at its limit without
     one, so its limit is one less: the same text either way."""
-    limit = longest_source + 50 if max_new_tokens is None else min(longest_source + 50, max_new_tokens)
+    limit = paper_length_limit(longest_source)
+    limit = limit if max_new_tokens is None else min(limit, max_new_tokens)
     return max(limit - 1, 1)
 
 

@@ -22,11 +22,11 @@ from .checks import check_model_folder
 from .ct2 import import_ctranslate2
 from .data.tokenizer import save_tokenizer
 from .modeling_aayn import AaynForConditionalGeneration, sinusoidal_positions
+from .policy_aayn import EXTRA_TARGET_TOKENS
 
 logger = logging.get_logger(__name__)
 
 FORMATS = ("ctranslate2",)
-DECODING_MARGIN = 50  # §6.1: "maximum output length during inference to input length + 50"
 
 
 def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):
@@ -59,7 +59,7 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):
     weights = {name: tensor.detach().to("cpu", torch.float32, copy=True) for name, tensor in model.state_dict().items()}
     # a table, not a function as ours: long enough for the longest source the tokenizer passes and §6.1's 50 more
     # target tokens (aayn.ct2 caps both so; our sinusoids extend past max_position_embeddings the same way)
-    rows = config.max_position_embeddings + DECODING_MARGIN + 1
+    rows = config.max_position_embeddings + EXTRA_TARGET_TOKENS + 1
     positions = sinusoidal_positions(0, rows, config.d_model, torch.device("cpu"))
 
     def linear(target, name: str) -> None:

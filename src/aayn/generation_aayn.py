@@ -19,7 +19,8 @@ from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
 from transformers.utils import logging
 
 from .ops_aayn import cpu_decoding_layout
-from .search_aayn import SearchSettings, paper_length_limit, paper_search
+from .policy_aayn import paper_length_limit
+from .search_aayn import SearchSettings, paper_search
 
 logger = logging.get_logger(__name__)
 

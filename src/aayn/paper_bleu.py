@@ -35,3 +35,16 @@ def paper_bleu(hypotheses: list[str], references: list[str], lang: str = "de") -
 
 # the target languages whose published WMT numbers were computed this way (the paper's EN-DE)
 PAPER_BLEU_LANGUAGES = ("de",)
+PAPER_BLEU_SIGNATURE = "moses-tok(-l de)+atat-compound-split|multi-bleu|case-sensitive|no-smoothing"
+
+
+def paper_bleu_scores(hypotheses: list[str], references: list[str], target_lang: str | None, signature: bool) -> dict:
+    """What a translation into `target_lang` adds beside sacreBLEU: `paper_bleu` where the paper's numbers were
+    computed so (German), with `paper_bleu_signature` if asked (a report; a trainer's metrics must be numbers);
+    nothing into other languages. What `aayn evaluate` and the trainer's metrics both report."""
+    if target_lang not in PAPER_BLEU_LANGUAGES:
+        return {}
+    scores = {"paper_bleu": paper_bleu(hypotheses, references, target_lang)}
+    if signature:
+        scores["paper_bleu_signature"] = PAPER_BLEU_SIGNATURE
+    return scores

@@ -11,6 +11,7 @@ from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .data.token_batches import decoding_batches
+from .policy_aayn import gnmt_length_penalty
 from .translate import padded
 
 
@@ -45,7 +46,7 @@ def score_ids(
     log_probs = F.log_softmax(logits.to(exact), dim=-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
     per_token = log_probs.double().masked_fill(~present, 0.0)
     total = per_token.sum(-1)
-    return total, total / ((5 + present.sum(-1).double()) / 6) ** alpha, per_token
+    return total, total / gnmt_length_penalty(present.sum(-1).double(), alpha), per_token
 
 
 def score_texts(

@@ -22,19 +22,7 @@ import torch
 from torch.nn import functional as F
 
 from .cache_aayn import FOLDING_ATTENTION, FoldedSearchCache, SearchCache
-
-# §6.1: "set the maximum output length during inference to input length + 50"
-EXTRA_TARGET_TOKENS = 50
-
-
-def paper_length_limit(source_length):
-    """§6.1's most target tokens for a source of `source_length` tokens (an int or a tensor of them)."""
-    return source_length + EXTRA_TARGET_TOKENS
-
-
-def gnmt_length_penalty(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
-    """lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016), |Y| counting eos; transformers' penalty is |Y|^alpha."""
-    return ((5 + length) / 6) ** alpha
+from .policy_aayn import gnmt_length_penalty
 
 
 class BeamSearch:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from ..policy_aayn import paper_length_limit
 from .common import DEMO_SHAPE, memory_probe
 
 DEMO_ALPHA = 1.0  # the demo recipe's length penalty, used by both searches
@@ -153,9 +154,9 @@ def decoding_rows(
                     if keep:  # the warm-up call only: the timed ones do no extra work
                         kept += output_tokens(out, eos, model.config.pad_token_id)
                 else:
-                    longest = int(batch["attention_mask"].sum(1).max())
+                    limit = paper_length_limit(int(batch["attention_mask"].sum(1).max()))  # the longest source's
                     out = marian.generate(**batch, num_beams=beams, length_penalty=DEMO_ALPHA, do_sample=False,
-                                          early_stopping=early_stopping, max_new_tokens=longest + 50)  # fmt: skip
+                                          early_stopping=early_stopping, max_new_tokens=limit)  # fmt: skip
             emitted += emitted_tokens(out, eos)
         if keep:
             setup.outputs[keep] = kept

@@ -10,7 +10,7 @@ from transformers.utils import logging
 
 from ..ct2 import ExportedModel, is_ctranslate2_folder
 from ..data import load_translation_dataset
-from ..paper_bleu import PAPER_BLEU_LANGUAGES, paper_bleu
+from ..paper_bleu import paper_bleu_scores
 from ..translate import translate_texts
 from .output import write_text_atomically
 from .trainer import METRICS_MODULE
@@ -61,7 +61,4 @@ def evaluate_model(
         lines = "".join(" ".join(hypothesis.splitlines()) + "\n" for hypothesis in hypotheses)
         write_text_atomically(Path(output), lines)
     scores = evaluate.load(METRICS_MODULE).compute(predictions=hypotheses, references=references)
-    if target_lang in PAPER_BLEU_LANGUAGES:  # beside sacreBLEU: BLEU as the paper computed its EN-DE numbers
-        scores["paper_bleu"] = paper_bleu(hypotheses, references, target_lang)
-        scores["paper_bleu_signature"] = "moses-tok(-l de)+atat-compound-split|multi-bleu|case-sensitive|no-smoothing"
-    return scores
+    return scores | paper_bleu_scores(hypotheses, references, target_lang, signature=True)

@@ -132,7 +132,7 @@ class AaynTrainer(Seq2SeqTrainer):
 def translation_metrics(tokenizer: PreTrainedTokenizerBase, target_lang: str | None = None):
     """`compute_metrics` for `predict_with_generate`: sacreBLEU BLEU and chrF on detokenized text; into German
     also `paper_bleu`, BLEU as the paper computed its EN-DE numbers (`aayn.paper_bleu`)."""
-    from ..paper_bleu import PAPER_BLEU_LANGUAGES, paper_bleu
+    from ..paper_bleu import paper_bleu_scores
 
     metric = evaluate.load(METRICS_MODULE)
 
@@ -145,9 +145,7 @@ def translation_metrics(tokenizer: PreTrainedTokenizerBase, target_lang: str | N
         scores = metric.compute(predictions=hypotheses, references=references)
         lengths = [np.count_nonzero(row != tokenizer.pad_token_id) for row in predictions]
         result = {"bleu": scores["bleu"], "chrf": scores["chrf"], "gen_len": float(np.mean(lengths))}
-        if target_lang in PAPER_BLEU_LANGUAGES:
-            result["paper_bleu"] = paper_bleu(hypotheses, references, target_lang)
-        return result
+        return result | paper_bleu_scores(hypotheses, references, target_lang, signature=False)
 
     return compute
 
