@@ -70,6 +70,7 @@ def evaluate(args: argparse.Namespace) -> None:
 
     from .checks import check_device, check_direction
     from .training.evaluation import evaluate_model
+    from .translator import model_location
 
     check_device(args.device)
     if len(args.model) != 1:
@@ -141,6 +142,7 @@ def translate(args: argparse.Namespace) -> None:
     """Translate the given sentences, or standard input as its lines arrive, to standard output (one line per
     line, flushed after each batch)."""
     from .ct2 import is_ctranslate2_folder
+    from .translator import open_translator
 
     if (args.nbest or args.prefix) and args.show_attention:
         raise ValueError("--show-attention draws one plain translation: no --nbest or --prefix with it")
@@ -157,35 +159,13 @@ def translate(args: argparse.Namespace) -> None:
         if len(lines) != 1:
             raise ValueError(f"--show-attention draws one sentence; got {len(lines)} lines")
     generate = generate_options(args)
-    if any(is_ctranslate2_folder(name) for name in args.model):  # what `aayn export` wrote: no torch needed
-        if len(args.model) > 1 or args.prefix or args.show_attention:
-            raise ValueError(
-                f"--model {args.model[0]} is a CTranslate2 model: it translates alone, without --prefix or "
-                "--show-attention (give the aayn folder it was exported from for those)"
-            )
-        from .ct2 import ExportedModel
-
-        exported = ExportedModel(args.model[0], args.device)
-
-        def nbest_of(batch, count, **options):
-            return exported.nbest(batch, count, batch_tokens=args.batch_tokens, **options)
-    else:
-        from .checks import check_device
-        from .translate import check_same_tokenizer, nbest_translations, plot_cross_attention
-
-        check_device(args.device)
+    needs = ("prefixes",) * bool(args.prefix) + ("attention",) * bool(args.show_attention)
+    if not any(is_ctranslate2_folder(name) for name in args.model):  # CTranslate2 folders need no torch
         prepare_transformers(progress_bars=args.verbose)
-        models, tokenizers = zip(*(load_model(name, args.device) for name in args.model))
-        check_same_tokenizer(list(tokenizers), args.model)
-        tokenizer, model = tokenizers[0], models[0] if len(models) == 1 else list(models)
-
-        def nbest_of(batch, count, **options):
-            return nbest_translations(model, tokenizer, batch, count, batch_tokens=args.batch_tokens, **options)
-
-    if args.show_attention and len(models) > 1:
-        raise ValueError("--show-attention draws one model's attention: give one --model")
+    translator = open_translator(args.model, args.device, needs)
     if args.show_attention:
-        print(plot_cross_attention(model, tokenizer, lines[0], args.show_attention, per_head=args.per_head, **generate))
+        text = translator.plot_cross_attention(lines[0], args.show_attention, per_head=args.per_head, **generate)
+        print(text)
         print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
         return
     prefixes = read_lines(args.prefix, "--prefix") if args.prefix else None
@@ -195,7 +175,7 @@ def translate(args: argparse.Namespace) -> None:
             if done + len(batch) > len(prefixes):
                 raise ValueError(f"--prefix {args.prefix} has {len(prefixes)} lines for more inputs")
             generate["prefixes"] = prefixes[done : done + len(batch)]
-        best = nbest_of(batch, args.nbest or 1, **generate)
+        best = translator.nbest(batch, args.nbest or 1, batch_tokens=args.batch_tokens, **generate)
         for index, hypotheses in enumerate(best, start=done):
             if not args.nbest:  # one line out per line in, whatever the model emits
                 print(" ".join(hypotheses[0][1].splitlines()))
@@ -220,51 +200,20 @@ def nbest_line(index: int, rank: int, score: float, text: str, form: str | None)
 def score(args: argparse.Namespace) -> None:
     """Score given translations: per line pair, log P(target | source) (eos included) and the length-normalized
     score the paper's search ranks by, tab-separated, in input order (--per_token: each target token's too)."""
-    from .checks import check_device
-    from .scoring import score_texts
+    from .translator import open_translator
 
     sources, targets = (read_lines(path, flag) for path, flag in ((args.source, "--source"), (args.target, "--target")))
     if len(sources) != len(targets):
         raise ValueError(f"--source {args.source} has {len(sources)} lines, --target {args.target} {len(targets)}")
-    check_device(args.device)
-    model, tokenizer = load_model(args.model, args.device)
-    scores = score_texts(
-        model,
-        tokenizer,
-        sources,
-        targets,
-        length_penalty=args.length_penalty,
-        per_token=args.per_token,
-        batch_tokens=args.batch_tokens,
+    translator = open_translator([args.model], args.device, needs=("scores",))
+    scores = translator.score(
+        sources, targets, length_penalty=args.length_penalty, per_token=args.per_token, batch_tokens=args.batch_tokens
     )
     for pair in scores:
         columns = [f"{pair.log_prob:.6f}", f"{pair.score:.6f}"]
         if args.per_token:
             columns.append(" ".join(f"{value:.6f}" for value in pair.tokens))
         print("\t".join(columns))
-
-
-def load_model(name: str, device: str):
-    """(model in eval mode on `device`, tokenizer) of `--model name`, or one line saying why not."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    from .ct2 import is_ctranslate2_folder
-
-    location = model_location(name)
-    if is_ctranslate2_folder(location):
-        raise ValueError(
-            f"--model {name} is a CTranslate2 model (`aayn export`): give the aayn folder it was exported from "
-            "(aayn translate and aayn evaluate take either)"
-        )
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(location)
-        return AutoModelForSeq2SeqLM.from_pretrained(location).to(device).eval(), tokenizer
-    except (OSError, ValueError) as error:
-        if Path(location).is_dir():
-            raise ValueError(f"cannot load a model from --model {name!r}: {error}") from None
-        first = (str(error).strip() or type(error).__name__).splitlines()[0]  # transformers' answers run to lines
-        message = f"--model {name}: no such folder here, nor a model of that name on the Hub ({first})"
-        raise ValueError(message) from None
 
 
 def read_lines(path: str, flag: str) -> list[str]:
@@ -284,23 +233,6 @@ def generate_options(args: argparse.Namespace) -> dict:
         for name in ("num_beams", "length_penalty", "max_new_tokens")
         if getattr(args, name) is not None
     }
-
-
-def model_location(value: str) -> str:
-    """--model as given: a saved folder here, or else a Hub id. Names that cannot be a Hub id (absolute or
-    relative paths other than `owner/name`) must be folders that exist."""
-    from .checks import check_local_name, check_model_folder
-    from .ct2 import is_ctranslate2_folder
-
-    path = Path(value).expanduser()
-    if path.is_dir():
-        if not is_ctranslate2_folder(path):  # CTranslate2 checks its own folders
-            check_model_folder(path, "--model")
-        return str(path)
-    check_local_name(value, "--model")
-    if path.exists() or value.count("/") != 1:
-        raise FileNotFoundError(f"--model {value}: no such folder")
-    return value
 
 
 def bench(args: argparse.Namespace) -> None:

@@ -15,6 +15,7 @@ from . import MissingExtra
 from .checks import json_fault
 from .data.token_batches import decoding_batches, encode_sources
 from .policy_aayn import paper_length_limit
+from .translator import Translator, progress_bar
 
 NO_LIMIT = int(1e30)  # transformers' model_max_length when a tokenizer sets none (VERY_LARGE_INTEGER)
 
@@ -96,7 +97,7 @@ def max_decoding_length(longest_source: int, max_new_tokens: int | None = None) 
     return max(limit - 1, 1)
 
 
-class ExportedModel:
+class ExportedModel(Translator):
     """A CTranslate2 model folder (`aayn export`: tokenizer and generation config beside the model), loaded once
     onto `device` ("cpu", "cuda", "cuda:N"), translating as `aayn.translate.nbest_translations` does: the same
     batches and the same limit, §6.1's source length + 50 (for a batch: its longest source's); the beam size and
@@ -125,13 +126,18 @@ class ExportedModel:
         num_beams: int | None = None,
         length_penalty: float | None = None,
         max_new_tokens: int | None = None,
+        prefixes: list[str] | None = None,
+        progress: str | None = None,
     ) -> list[list[tuple[float, str]]]:
         """Per input, in input order, the `nbest` best hypotheses as (score, text); an empty or blank line gives
-        one empty hypothesis with score 0."""
+        one empty hypothesis with score 0. `progress`: a progress bar's description (see `aayn.translator`)."""
+        if prefixes is not None:
+            raise ValueError(f"--model {self.folder} is a CTranslate2 model: it translates without --prefix")
         beams = max(num_beams or self.generation.get("num_beams") or 1, nbest)
         alpha = length_penalty if length_penalty is not None else self.generation.get("length_penalty", 1.0)
         outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
         todo, encoded = encode_sources(self.tokenizer.encode, texts, self.tokenizer.model_max_length)
+        bar = progress_bar(len(todo), progress)
         for batch in decoding_batches([len(ids) for ids in encoded], batch_tokens) if todo else []:
             sources = [self.tokenizer.tokens(encoded[j]) for j in batch]
             longest = max(map(len, sources))  # for a batch: its longest source's limit, as aayn.translate
@@ -156,4 +162,8 @@ class ExportedModel:
                     (score, self.tokenizer.text(tokens).strip())
                     for tokens, score in zip(result.hypotheses, result.scores)
                 ]
+            if bar is not None:
+                bar.update(len(batch))
+        if bar is not None:
+            bar.close()
         return outputs

@@ -9,6 +9,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .data.token_batches import decoding_batches, encode_sources
+from .translator import progress_bar
 
 
 @torch.inference_mode()
@@ -71,11 +72,7 @@ def nbest_translations(
     if nbest > 1:
         beams = generate.get("num_beams") or model.generation_config.num_beams or 1
         generate = {**generate, "num_beams": max(beams, nbest), "num_return_sequences": nbest}
-    bar = None
-    if progress is not None:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(todo), desc=progress, unit=" sentences", delay=1.0, leave=False)
+    bar = progress_bar(len(todo), progress)
     for batch in decoding_batches([len(ids) for ids in encoded], batch_tokens):
         inputs = padded(tokenizer, [encoded[j] for j in batch]).to(model.device)
         if prefixes is not None:

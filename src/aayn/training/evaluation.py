@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import evaluate
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.utils import logging
 
-from ..ct2 import ExportedModel, is_ctranslate2_folder
 from ..data import load_translation_dataset
 from ..paper_bleu import paper_bleu_scores
-from ..translate import translate_texts
+from ..translator import open_translator
 from .output import write_text_atomically
 from .trainer import METRICS_MODULE
 
@@ -35,20 +33,7 @@ def evaluate_model(
     """`{"bleu", "chrf", "bleu_signature", "chrf_signature", "sentences"}` of the model's translations of `split`
     (and `paper_bleu` into German); `output`: a file to write the translations to, one line per sentence.
     `model_path` may be a CTranslate2 folder that `aayn export` wrote (e.g. to see what int8 weights cost)."""
-    if is_ctranslate2_folder(model_path):  # what `aayn export` wrote: CTranslate2 translates, as `aayn translate`
-        exported = ExportedModel(model_path, device)
-
-        def translate(texts: list[str]) -> list[str]:
-            return [best[0][1] for best in exported.nbest(texts, batch_tokens=batch_tokens, **generate)]
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
-        model = AutoModelForSeq2SeqLM.from_pretrained(model_path).to(device).eval()
-
-        def translate(texts: list[str]) -> list[str]:
-            return translate_texts(
-                model, tokenizer, texts, batch_tokens=batch_tokens, progress=f"translating {split}", **generate
-            )
-
+    translator = open_translator([model_path], device)
     data = load_translation_dataset(
         dataset_name, dataset_config_name, source_lang=source_lang, target_lang=target_lang, splits={"test": split}
     )["test"]
@@ -56,7 +41,7 @@ def evaluate_model(
         data = data.select(range(min(max_samples, len(data))))
     sources = [row["translation"][source_lang] for row in data]
     references = [row["translation"][target_lang] for row in data]
-    hypotheses = translate(sources)
+    hypotheses = translator.translate(sources, batch_tokens=batch_tokens, progress=f"translating {split}", **generate)
     if output is not None:  # the hypotheses, one per line in the split's order, written whole or not at all
         lines = "".join(" ".join(hypothesis.splitlines()) + "\n" for hypothesis in hypotheses)
         write_text_atomically(Path(output), lines)
