@@ -104,10 +104,11 @@ class ExportedModel(Translator):
     alpha of the exported generation config unless given. CTranslate2 ranks finished hypotheses by
     log P / |Y|^alpha, not by GNMT's penalty, so beam outputs may differ from aayn's; greedy ones are equal."""
 
-    def __init__(self, folder: str | Path, device: str = "cpu"):
+    def __init__(self, folder: str | Path, device: str = "cpu", **engine):
+        """`engine`: more of `ctranslate2.Translator`'s options (compute_type, intra_threads: the benchmark's)."""
         ctranslate2 = import_ctranslate2()
         self.folder = folder = Path(folder).expanduser()
-        options = device_options(device, ctranslate2)
+        options = {**device_options(device, ctranslate2), **engine}
         self.tokenizer = ExportedTokenizer(folder)
         path = folder / "generation_config.json"
         # GenerationConfig.save_pretrained writes only what differs from its defaults (1 beam, alpha 1.0)

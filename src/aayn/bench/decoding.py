@@ -221,7 +221,7 @@ def ctranslate2_decoding_rows(setup: DecodingSetup, *, quick: bool = False, devi
         import ctranslate2
     except ImportError:
         return []
-    from ..ct2 import max_decoding_length
+    from ..ct2 import ExportedModel, max_decoding_length
     from ..export import export_model
 
     model, tokenizer, batches = setup.model, setup.tokenizer, setup.batches
@@ -244,10 +244,9 @@ def ctranslate2_decoding_rows(setup: DecodingSetup, *, quick: bool = False, devi
             if (quantization or "float32") not in supported:
                 continue
             export_model(Path(folder, "model"), Path(folder, arm), quantization=quantization)
-            translators[arm] = ctranslate2.Translator(
-                str(Path(folder, arm)), device=engine_device, compute_type=quantization or "float32",
-                intra_threads=torch.get_num_threads()
-            )  # fmt: skip
+            exported = ExportedModel(Path(folder, arm), device, compute_type=quantization or "float32",
+                                     intra_threads=torch.get_num_threads())  # fmt: skip
+            translators[arm] = exported.translator  # timed on token ids as aayn's arms, outside the tokenizer
 
     def decode(arm: str, beams: int) -> list[list[int]]:
         outputs = []
