@@ -158,37 +158,32 @@ def test_attention_agreement_compares_each_implementation_with_eager_and_catches
     assert rows[2]["implementation"] == "flash_attention_2" and "Flash" in rows[2]["unavailable"]
 
 
-def test_the_report_prints_every_part(capsys):
-    """The tables at the end of a long run (on a GPU, of a lent machine's scarce time) print whatever parts the
-    run produced: a synthetic report in run_bench's layout, with and without its optional parts."""
-    from aayn.bench import CT2_ARMS, print_table
+def test_the_report_of_run_bench_prints_every_part(saved, monkeypatch, capsys):
+    """The tables at the end of a long run (on a GPU, of a lent machine's scarce time) print every part that
+    run_bench produced: its own report, at tiny shapes (the tiny saved model as the decoding model, the demo shape
+    tiny, the training rows' subprocesses replaced by fixed timings), then again without its optional parts."""
+    from aayn.bench import print_table, run_bench
 
-    arms = {arm: None for arm in CT2_ARMS} | {f"{arm}_ratio": None for arm in CT2_ARMS}
-    train = {"name": "train", "unit": "target tokens/s", "aayn": 900.0, "marian": 600.0, "ratio": 1.5, **arms,
-             "peak_memory_mib": {"aayn": 2000.0, "marian": 4000.0}, "mfu": {"aayn": 0.31, "marian": 0.2}}  # fmt: skip
-    greedy = {**train, "name": "greedy_b1", "unit": "tokens/s", "ct2": 2000.0, "ct2_ratio": 3.3}
-    del greedy["mfu"]
-    decoding = {"name": "beam4_default", "sentences": 64, "seconds_per_sentence": {"aayn": 0.01, "marian": 0.02},
-                "tokens_per_second": {"aayn": 900.0, "marian": 450.0}, "time_ratio": 2.0, "token_rate_ratio": 1.9,
-                "peak_memory_mib": {"aayn": 90.0, "marian": 150.0}}  # fmt: skip
-    ct2 = {"seconds_per_sentence": 0.004, "speed_vs_aayn": 2.5, "differ": 3, "differ_by_limit": 1}
-    report = {
-        "machine": "test", "date": "2026-11-25", "rows": [train, greedy],
-        "matmul_peak_tflops": {"float32": 0.1, "bfloat16": 0.05},
-        "attention_agreement_autocast": "bfloat16",
-        "attention_agreement": [
-            {"implementation": "eager", "loss": 8.3, "loss_difference": 0.0, "gradient_difference": 0.0, "ok": True},
-            {"implementation": "sdpa", "loss": 8.3, "loss_difference": 1e-6, "gradient_difference": 0.3, "ok": False},
-            {"implementation": "flash_attention_2", "unavailable": "no flash_attn"},
-        ],
-        "decoding_model": "runs/demo-bible-en-fr",
-        "decoding": [decoding, {"name": "pipeline", "sentences": 64, "sentences_per_second": 30.0}],
-        "decoding_ct2": [{"name": "greedy_default", "sentences": 64, "seconds_per_sentence": 0.01, "ct2": ct2}],
-    }  # fmt: skip
+    _, model, tokenizer = saved
+    monkeypatch.setattr(
+        "aayn.bench.decoding.train_demo_model", lambda steps: (model, tokenizer, ["Six one eight.", "Two."] * 4)
+    )
+    monkeypatch.setattr("aayn.bench.train_in_own_process", lambda *args: ([0.5, 0.4, 0.6], 100.0))
+    tiny_shape = dict(vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+                      decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)  # fmt: skip
+    monkeypatch.setattr("aayn.bench.DEMO_SHAPE", tiny_shape)
+    report = run_bench(quick=True, config=tiny_config(vocab_size=64))
     print_table(report)
     out = capsys.readouterr().out
-    assert "train 31.0% / 20.0%" in out and "float32 100.0 GFLOP/s, bfloat16 50.0 GFLOP/s" in out
-    assert "| sdpa | 8.3000 | 1.0e-06 | 3.0e-01 | NO |" in out and "unavailable: no flash_attn" in out
-    assert "| greedy_default | 0.0100 | 0.0040 | 2.50 | 3 (1 by the length limit) of 64 |" in out
+    assert report["machine"] in out and report["date"] in out
+    for row in report["rows"]:
+        assert f"| {row['name']} | {row['unit']} | {row['aayn']:.1f} | {row['marian']:.1f} |" in out
+    assert "train_bf16" in out and "training MFU (aayn / marian)" in out and "GFLOP/s" in out
+    assert [row["implementation"] for row in report["attention_agreement"]][:2] == ["eager", "sdpa"]
+    for row in report["attention_agreement"]:
+        assert f"| {row['implementation']} |" in out
+    assert report["decoding"] and all(f"| {row['name']} |" in out for row in report["decoding"][:3])
+    for row in report["decoding_ct2"]:
+        assert f"| {row['name']} | {row['seconds_per_sentence']:.4f} |" in out
     print_table({**report, "attention_agreement": [], "decoding": None, "decoding_ct2": []})
     assert "default decoding rows: skipped" in capsys.readouterr().out

@@ -1,5 +1,7 @@
 """Incremental decoding, generate() with and without the cache, padding invariance, attention implementations."""
 
+import math
+
 import pytest
 import torch
 from conftest import random_batch, tiny_config
@@ -125,8 +127,24 @@ def attention_implementations():
     return implementations
 
 
+def reference_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """§3.2.1 written out, independently of every kernel the model can use: softmax(Q K^T / sqrt(d_k)) V per
+    batch row and head, d_k from the tensors; a boolean mask (True: attend) or an additive one."""
+    scores = torch.einsum("bhtd,bhsd->bhts", query, key) / math.sqrt(query.shape[-1])
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+    elif attention_mask is not None:
+        scores = scores + attention_mask
+    weights = torch.softmax(scores, dim=-1)
+    return torch.einsum("bhts,bhsd->bthd", weights, value), weights
+
+
 @pytest.mark.parametrize("attn_implementation", attention_implementations())
-def test_attention_implementations_agree(attn_implementation, monkeypatch):
+def test_attention_implementations_agree_with_an_independent_reference(attn_implementation, monkeypatch):
+    """Every kernel the model can be configured with (eager included) against `reference_attention` in place of
+    the model's eager kernel, in float64 (the kernels sum in other orders; what differs is then the math)."""
+    import aayn.modeling_aayn as modeling
+
     if attn_implementation == "flex_attention":
         # transformers always runs flex attention through torch.compile, whose C++ code generation fails for these
         # kernels on torch 2.13 CPU; the uncompiled flex_attention checks the same thing here: our BlockMask.
@@ -135,20 +153,22 @@ def test_attention_implementations_agree(attn_implementation, monkeypatch):
 
         uncompiled = lambda query, key, value, training=False, **kwargs: flex_attention(query, key, value, **kwargs)
         monkeypatch.setattr(flex, "compile_friendly_flex_attention", uncompiled)
-    reference = model_for().double()  # float64: the kernels sum in other orders; what differs is then the math
-    reference.config._attn_implementation = "eager"
     model = model_for().double()
-    model.load_state_dict(reference.state_dict())
-    model.config._attn_implementation = attn_implementation
     source, mask = random_batch(3, 9, 40, [9, 4, 6])
     target, target_mask = random_batch(3, 6, 40, [6, 6, 3])
+    inputs = dict(input_ids=source, attention_mask=mask, decoder_input_ids=target, decoder_attention_mask=target_mask)
+    calls = []
+    with torch.no_grad(), monkeypatch.context() as patch:
+        model.config._attn_implementation = "eager"
+        patch.setattr(
+            modeling, "eager_attention_forward", lambda *a, **k: calls.append(1) or reference_attention(*a, **k)
+        )
+        expected = model(**inputs).logits
+    layers = model.config.encoder_layers + 2 * model.config.decoder_layers
+    assert len(calls) == layers  # every attention of the expected logits is the reference's
+    model.config._attn_implementation = attn_implementation
     with torch.no_grad():
-        expected = reference(
-            input_ids=source, attention_mask=mask, decoder_input_ids=target, decoder_attention_mask=target_mask
-        ).logits
-        actual = model(
-            input_ids=source, attention_mask=mask, decoder_input_ids=target, decoder_attention_mask=target_mask
-        ).logits
+        actual = model(**inputs).logits
     torch.testing.assert_close(actual[0], expected[0], atol=1e-10, rtol=0)
     torch.testing.assert_close(actual[1], expected[1], atol=1e-10, rtol=0)
     torch.testing.assert_close(actual[2, :3], expected[2, :3], atol=1e-10, rtol=0)
