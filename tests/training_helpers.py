@@ -18,6 +18,7 @@ FOLDER_FILES = {
     "search_aayn.py",
     "cache_aayn.py",
     "policy_aayn.py",
+    "resize_aayn.py",
     "ops_aayn.py",
     "hub_aayn.py",
     "pipeline_aayn.py",

@@ -9,6 +9,27 @@ from pathlib import Path
 TRAINING_BYTES_PER_PARAMETER = 16  # float32 weights, gradients and Adam's two moments
 
 
+def safetensors_fault(path: Path) -> str | None:
+    """What is wrong with a safetensors file (None: its header parses and its data is all there)."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as file:
+            head = file.read(8)
+            length = int.from_bytes(head, "little") if len(head) == 8 else -1
+            if length <= 0 or 8 + length > size:
+                return "is cut short or not a safetensors file (its header does not fit the file)"
+            header = json.loads(file.read(length))
+    except (OSError, ValueError, UnicodeDecodeError) as error:
+        return f"has an unreadable header ({error})"
+    if not isinstance(header, dict):
+        return "has an unreadable header (not a JSON object)"
+    tensors = [entry for key, entry in header.items() if key != "__metadata__" and isinstance(entry, dict)]
+    ends = [entry["data_offsets"][1] for entry in tensors if "data_offsets" in entry]
+    if 8 + length + max(ends, default=0) > size:
+        return f"is cut short ({size} bytes, its header describes {8 + length + max(ends)})"
+    return None
+
+
 def json_fault(path: Path) -> str | None:
     """What is wrong with a JSON file that must hold an object, or None."""
     if path.stat().st_size == 0:
@@ -54,8 +75,6 @@ def check_model_folder(
         if fault:
             raise ValueError(f"{option}: {fault}")
     if weights:
-        from .training.output import safetensors_fault  # transformers: not for what needs only JSON checked
-
         path = folder / "model.safetensors"
         if not path.is_file():
             if any(folder.glob("model-*.safetensors")) or (folder / "pytorch_model.bin").is_file():

@@ -17,6 +17,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
+from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_aayn import AaynConfig
 from .generation_aayn import generate as paper_generate
@@ -32,6 +33,7 @@ from .ops_aayn import (
     plain_linear,
 )
 from .pipeline_aayn import AaynTranslationPipeline  # noqa: F401  (relative imports travel with the remote code)
+from .resize_aayn import AaynResizing
 
 logger = logging.get_logger(__name__)
 
@@ -54,9 +56,11 @@ def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str] | list[
     return tied if int(transformers.__version__.split(".")[0]) >= 5 else list(tied)
 
 
-# transformers 5.24 renamed the cache argument and output field from `past_key_values` to `cache`; generate passes
-# whichever its line uses, and outputs are built with the field the installed line declares
+# transformers 5.24 renamed the cache argument and output field from `past_key_values` to `cache`: outputs are built
+# with the field the installed line declares, and the forwards take the cache under either name, as 5.24's own
+# models take the old one (`deprecate_kwarg`, here without the warning: 4.57's generate passes `past_key_values`)
 CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
+either_cache_name = deprecate_kwarg("cache", "0", new_name="past_key_values")  # "0": already renamed, no warning
 
 
 def sinusoidal_positions(start: int, length: int, d_model: int, device: torch.device) -> torch.Tensor:
@@ -461,6 +465,7 @@ class AaynModel(AaynPreTrainedModel):
     def get_decoder(self) -> AaynDecoder:
         return self.decoder
 
+    @either_cache_name
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -475,10 +480,8 @@ class AaynModel(AaynPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        cache: Cache | None = None,  # past_key_values' name from transformers 5.24
         **kwargs,  # what generate() passes on either transformers line (cache_position, ...), unused
     ) -> Seq2SeqModelOutput | tuple:
-        past_key_values = cache if past_key_values is None else past_key_values
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = (
             self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
@@ -527,7 +530,7 @@ class AaynModel(AaynPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
+class AaynForConditionalGeneration(AaynResizing, AaynPreTrainedModel, GenerationMixin):
     """The encoder-decoder with its pre-softmax projection (§3.4): a translation model for `generate()`."""
 
     accepts_loss_kwargs = True  # forward takes the Trainer's num_items_in_batch (see label_smoothed_loss)
@@ -560,51 +563,6 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
 
-    def resize_token_embeddings(
-        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
-    ) -> nn.Embedding:
-        """transformers' resizing (new rows at the end, `pad_to_multiple_of`, mean resizing), keeping §3.4's one
-        matrix: with shared embeddings the source and target vocabularies, the output layer and every size in the
-        config change together. With separate vocabularies this resizes the source side only; the target side
-        (decoder embedding and output layer) is `resize_decoder_token_embeddings`, as in Marian."""
-        if self.config.share_encoder_decoder_embeddings:
-            embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-            self.config.decoder_vocab_size = self.config.vocab_size
-            return embeddings
-        old = self.get_input_embeddings()
-        if new_num_tokens is None and pad_to_multiple_of is None:
-            return old
-        new = self._get_resized_embeddings(old, new_num_tokens, pad_to_multiple_of, mean_resizing)
-        new.requires_grad_(old.weight.requires_grad)
-        self.model.encoder.embed.embed_tokens = new
-        self.config.vocab_size = new.weight.shape[0]
-        return new
-
-    def resize_decoder_token_embeddings(
-        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
-    ) -> nn.Embedding:
-        """The target side of separate vocabularies: the decoder's embedding and the output layer (tied to it
-        when `tie_word_embeddings`), and `config.decoder_vocab_size`."""
-        if self.config.share_encoder_decoder_embeddings:
-            raise ValueError(
-                "resize_decoder_token_embeddings is for separate vocabularies; this model shares one matrix "
-                "(share_encoder_decoder_embeddings=True): use resize_token_embeddings"
-            )
-        old = self.model.decoder.get_input_embeddings()
-        if new_num_tokens is None and pad_to_multiple_of is None:
-            return old
-        new = self._get_resized_embeddings(old, new_num_tokens, pad_to_multiple_of, mean_resizing)
-        new.requires_grad_(old.weight.requires_grad)
-        self.model.decoder.embed.embed_tokens = new
-        size = new.weight.shape[0]
-        if self.config.tie_word_embeddings:
-            self.lm_head = nn.Linear(self.config.d_model, size, bias=False, device=new.weight.device)
-            self.lm_head.weight = new.weight
-        else:
-            self.lm_head = self._get_resized_lm_head(self.lm_head, size, mean_resizing=mean_resizing)
-        self.config.decoder_vocab_size = size
-        return new
-
     def set_output_embeddings(self, value: nn.Linear) -> None:
         self.lm_head = value
 
@@ -614,6 +572,7 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
     def get_decoder(self) -> AaynDecoder:
         return self.model.decoder
 
+    @either_cache_name
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -630,7 +589,6 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         return_logits: bool = False,
-        cache: Cache | None = None,  # past_key_values' name from transformers 5.24
         **kwargs,
     ) -> Seq2SeqLMOutput | tuple:
         """With `labels` (-100 where ignored), returns the label-smoothed cross-entropy of §5.4
@@ -639,7 +597,6 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         mean over that batch, whatever the gradient accumulation and the number of processes. In training the loss
         is fused with the output layer and `logits` is None unless `return_logits=True`."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
-        past_key_values = cache if past_key_values is None else past_key_values
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
@@ -666,17 +623,8 @@ class AaynForConditionalGeneration(AaynPreTrainedModel, GenerationMixin):
         else:  # logits in the parameters' precision, as Marian's: CPU autocast would not upcast a log_softmax
             logits = self._output_logits(outputs.last_hidden_state).to(self.lm_head.weight.dtype)
             loss = None if labels is None else label_smoothed_loss(logits, labels, smoothing, items)
-        output = Seq2SeqLMOutput(
-            loss=loss,
-            logits=logits,
-            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
-            decoder_hidden_states=outputs.decoder_hidden_states,
-            decoder_attentions=outputs.decoder_attentions,
-            cross_attentions=outputs.cross_attentions,
-            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
-            encoder_hidden_states=outputs.encoder_hidden_states,
-            encoder_attentions=outputs.encoder_attentions,
-        )
+        fields = {name: value for name, value in outputs.items() if name != "last_hidden_state"}  # cache and the rest
+        output = Seq2SeqLMOutput(loss=loss, logits=logits, **fields)
         return output if return_dict else output.to_tuple()
 
     def _output_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:

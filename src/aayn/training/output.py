@@ -18,6 +18,7 @@ from pathlib import Path
 
 from transformers.utils import logging
 
+from ..checks import safetensors_fault
 from .average import checkpoint_step
 
 try:
@@ -181,27 +182,6 @@ def checkpoint_faults(folder: Path) -> list[str]:
         elif not zipfile.is_zipfile(path):  # torch.save's format: a cut file has no central directory
             faults.append(f"{name} is cut short (not a complete torch file)")
     return faults
-
-
-def safetensors_fault(path: Path) -> str | None:
-    """What is wrong with a safetensors file (None: its header parses and its data is all there)."""
-    size = path.stat().st_size
-    try:
-        with open(path, "rb") as file:
-            head = file.read(8)
-            length = int.from_bytes(head, "little") if len(head) == 8 else -1
-            if length <= 0 or 8 + length > size:
-                return "is cut short or not a safetensors file (its header does not fit the file)"
-            header = json.loads(file.read(length))
-    except (OSError, ValueError, UnicodeDecodeError) as error:
-        return f"has an unreadable header ({error})"
-    if not isinstance(header, dict):
-        return "has an unreadable header (not a JSON object)"
-    tensors = [entry for key, entry in header.items() if key != "__metadata__" and isinstance(entry, dict)]
-    ends = [entry["data_offsets"][1] for entry in tensors if "data_offsets" in entry]
-    if 8 + length + max(ends, default=0) > size:
-        return f"is cut short ({size} bytes, its header describes {8 + length + max(ends)})"
-    return None
 
 
 def complete_checkpoints(output_dir: str | Path) -> tuple[list[Path], dict[Path, list[str]]]:
