@@ -1,8 +1,9 @@
 """The "Attention Is All You Need" encoder-decoder Transformer (Vaswani et al., 2017) as a transformers model.
 
 Read top to bottom, each piece names the paper section it implements; the kernels are in `ops_aayn.py`, the §6.1
-search in `generation_aayn.py`. This file travels with saved checkpoints as Hub remote code: it imports only
-torch, transformers and those files.
+search in `search_aayn.py` (its caches in `cache_aayn.py`, `generate()`'s routing in `generation_aayn.py`). This
+file travels with saved checkpoints as Hub remote code: it imports only torch, transformers and those files, each
+of them directly (transformers 4.57 copies a local folder's remote code one import deep).
 """
 
 import math
@@ -19,6 +20,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 from transformers.utils.deprecation import deprecate_kwarg
 
+from .cache_aayn import FoldedSearchCache  # noqa: F401  (see the docstring)
 from .configuration_aayn import AaynConfig
 from .generation_aayn import generate as paper_generate
 from .hub_aayn import AaynCardUpload
@@ -33,7 +35,9 @@ from .ops_aayn import (
     plain_linear,
 )
 from .pipeline_aayn import AaynTranslationPipeline  # noqa: F401  (relative imports travel with the remote code)
+from .policy_aayn import paper_length_limit  # noqa: F401
 from .resize_aayn import AaynResizing
+from .search_aayn import paper_search  # noqa: F401
 
 logger = logging.get_logger(__name__)
 
