@@ -25,7 +25,7 @@ from transformers import MarianMTModel
 from aayn.cli import setup_logging
 from aayn.marian import aayn_state_dict_from_marian, marian_config_for
 from aayn.training.arguments import parse_arguments
-from aayn.training.job import build_model, run
+from aayn.training.job import build_model, plan_run, run_plan
 
 
 def marian(model_args, tokenizer):
@@ -89,7 +89,7 @@ def main():
             out = f"runs/demo-vs-marian/{label}" + ("" if seed is None else f"-seed{seed}")
             model_args, data_args, args = parse_arguments([*argv, *extra, "--output_dir", out])
             start = time.perf_counter()
-            metrics = run(model_args, data_args, args, model_builder=builders[name])
+            metrics = run_plan(plan_run(model_args, data_args, args), model_builder=builders[name])
             rows.append(
                 {
                     "model": label,

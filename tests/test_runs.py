@@ -1,8 +1,6 @@
 """aayn train as users run it: mistakes found before any work is spent, reruns into the same folder, resume
 after a kill, exact recipe keys, help, imports light enough for the command line, the multi-process launch."""
 
-import ast
-import dataclasses
 import json
 import os
 import subprocess
@@ -15,7 +13,7 @@ from training_helpers import FAST, tiny_recipe, write_numbers_corpus, write_reci
 
 from aayn.cli import main as aayn
 from aayn.training import parse_arguments, run
-from aayn.training.arguments import argument_parser, trainer_fields
+from aayn.training.arguments import argument_parser
 
 
 @pytest.fixture(scope="module")
@@ -213,26 +211,6 @@ def test_values_of_the_wrong_type_name_the_key(corpus, tmp_path, flags, message)
     parse_arguments([str(recipe), "--max_steps", "5", "--learning_rate=1e-3", "--fp16", "no", "--max_tokens", "256"])
 
 
-def test_trainer_keys_read_from_transformers_source_are_the_dataclass_fields():
-    """--help and the key check read Seq2SeqTrainingArguments from source (no torch); the imported class is the
-    reference: the same init fields in the same order, the same help, the same literal defaults."""
-    from transformers import Seq2SeqTrainingArguments
-
-    source = {f.name: f for f in trainer_fields()}
-    imported = {f.name: f for f in dataclasses.fields(Seq2SeqTrainingArguments) if f.init}
-    assert list(source) == list(imported)
-    literal_defaults = 0
-    for name, reference in imported.items():
-        assert source[name].help == reference.metadata.get("help", ""), name
-        try:
-            default = ast.literal_eval(source[name].default)
-        except (ValueError, SyntaxError):
-            continue
-        literal_defaults += 1
-        assert default == reference.default, name
-    assert literal_defaults > len(imported) // 2
-
-
 def test_help_answers_and_the_command_line_imports_no_torch_to_do_so(corpus, tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     options = {option.replace("-", "_") for action in argument_parser()._actions for option in action.option_strings}
@@ -265,18 +243,6 @@ print(sorted(name for name in ("torch", "transformers", "datasets") if name in s
     assert "did you mean max_steps?" in result.stderr and "invalid int value: 'x'" in result.stderr
     assert "--optim: invalid choice: 'adamw_torh'; did you mean adamw_torch?" in result.stderr
     assert "--lr_scheduler_type: invalid choice: 'inverse_sqr'; did you mean inverse_sqrt?" in result.stderr
-
-
-def test_the_enum_values_read_from_source_are_the_parsers_choices():
-    """The choices checked before transformers is imported equal those its parser gives each `Enum | str` key."""
-    from aayn.training.arguments import _enum_choices
-
-    fields = {f.name: f for f in trainer_fields()}
-    actions = {action.dest: action for action in argument_parser()._actions}
-    checked = {name: _enum_choices(f.annotation) for name, f in fields.items() if _enum_choices(f.annotation)}
-    assert {"lr_scheduler_type", "optim", "eval_strategy", "save_strategy"} <= set(checked)
-    for name, choices in checked.items():
-        assert sorted(choices) == sorted(str(getattr(c, "value", c)) for c in actions[name].choices), name
 
 
 def test_accelerate_launch_runs_two_processes_on_cpu(corpus, tmp_path):

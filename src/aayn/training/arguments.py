@@ -5,24 +5,22 @@ A recipe is a YAML file of `key: value` pairs for any of the three dataclasses; 
 wrong type is an error that names the key.
 
 `--help` and the key check answer before transformers' `Seq2SeqTrainingArguments` is imported (its module imports
-torch, which takes seconds): they read its fields from transformers' source with `ast` (`trainer_fields`), and
-import it only where that source cannot be read.
+torch, which takes seconds): `recipe_keys` reads its fields from transformers' source.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import difflib
-import functools
-import importlib.util
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from .recipe_keys import SourceField, aayn_fields, enum_choices, imported_trainer_fields, trainer_fields
 
 
 @dataclass
@@ -55,6 +53,8 @@ class ModelArguments:
         default="sdpa",
         metadata={"help": "sdpa, eager, flex_attention or flash_attention_2 (see the model's README section)"},
     )
+    # the keys the recipe or a flag set (not a key itself): fine-tuning applies only those (`parse_arguments`)
+    given: frozenset = field(default=frozenset(), init=False, repr=False)
 
 
 @dataclass
@@ -152,91 +152,6 @@ class RunArguments:
 
 
 AAYN_ARGUMENT_CLASSES = (ModelArguments, DataTrainingArguments, RunArguments)
-TRAINER_ARGUMENT_SOURCES = (
-    ("training_args.py", "TrainingArguments"),
-    ("training_args_seq2seq.py", "Seq2SeqTrainingArguments"),
-)
-
-
-@dataclass(frozen=True)
-class SourceField:
-    """A dataclass field as its source writes it: what `--help` shows and the key check needs."""
-
-    name: str
-    annotation: str
-    default: str | None  # source text of the default; None: required
-    help: str
-
-
-def _source_field(statement: ast.AnnAssign) -> SourceField | None:
-    name = statement.target.id
-    annotation = ast.unparse(statement.annotation)
-    if name.startswith("_") or annotation.startswith(("ClassVar", "typing.ClassVar")):
-        return None
-    value = statement.value
-    default, help_text = (None if value is None else ast.unparse(value)), ""
-    if isinstance(value, ast.Call) and ast.unparse(value.func) in ("field", "dataclasses.field"):
-        keywords = {keyword.arg: keyword.value for keyword in value.keywords}
-        if isinstance(keywords.get("init"), ast.Constant) and keywords["init"].value is False:
-            return None
-        default = (
-            ast.unparse(keywords["default"])
-            if "default" in keywords
-            else f"{ast.unparse(keywords['default_factory'])}()"
-            if "default_factory" in keywords
-            else None
-        )
-        metadata = keywords.get("metadata")
-        if isinstance(metadata, ast.Dict):
-            for key, item in zip(metadata.keys, metadata.values):
-                if isinstance(key, ast.Constant) and key.value == "help":
-                    try:
-                        help_text = ast.literal_eval(item)
-                    except ValueError:  # an expression, not a literal: show its source
-                        help_text = ast.unparse(item)
-    return SourceField(name, annotation, default, str(help_text))
-
-
-@functools.cache  # read once per process: the key check, the value check and --help all ask
-def trainer_fields() -> tuple[SourceField, ...] | None:
-    """`Seq2SeqTrainingArguments`' init fields read from transformers' installed source, without importing it;
-    None where the source is not there or not laid out as expected (then callers import the class)."""
-    spec = importlib.util.find_spec("transformers")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(next(iter(spec.submodule_search_locations)))
-    fields: dict[str, SourceField] = {}
-    for file_name, class_name in TRAINER_ARGUMENT_SOURCES:
-        try:
-            tree = ast.parse((root / file_name).read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, UnicodeDecodeError):
-            return None
-        classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
-        if len(classes) != 1:
-            return None
-        for statement in classes[0].body:
-            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
-                source_field = _source_field(statement)
-                if source_field is not None:
-                    fields[source_field.name] = source_field  # a subclass's field replaces its base's
-    return tuple(fields.values()) if "output_dir" in fields and "predict_with_generate" in fields else None
-
-
-def _imported_field(f: dataclasses.Field, annotation: str) -> SourceField:
-    required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    return SourceField(f.name, annotation, None if required else repr(f.default), f.metadata.get("help", ""))
-
-
-def aayn_fields(cls: type) -> list[SourceField]:
-    """The fields of one of aayn's dataclasses, annotations as written (HfArgumentParser replaces `field.type`
-    with the resolved type once it has parsed)."""
-    return [_imported_field(f, str(cls.__annotations__[f.name])) for f in dataclasses.fields(cls) if f.init]
-
-
-def _imported_trainer_fields() -> list[SourceField]:
-    from transformers import Seq2SeqTrainingArguments
-
-    return [_imported_field(f, str(f.type)) for f in dataclasses.fields(Seq2SeqTrainingArguments) if f.init]
 
 
 def _argument_classes() -> tuple[type, ...]:
@@ -297,7 +212,7 @@ def read_recipe(path: str) -> dict:
 
 def _known_keys() -> list[str]:
     fields = [f for cls in AAYN_ARGUMENT_CLASSES for f in aayn_fields(cls)]
-    fields += trainer_fields() or _imported_trainer_fields()
+    fields += trainer_fields() or imported_trainer_fields()
     negations = [f"no_{f.name}" for f in fields if f.annotation == "bool" and f.default == "True"]  # HfArgumentParser's
     return [f.name for f in fields] + negations
 
@@ -326,44 +241,6 @@ def _bool(text: str) -> bool:
 _VALUE_CHECKS = {"int": int, "float": float, "bool": _bool}
 
 
-@functools.cache
-def trainer_enums() -> dict[str, tuple[str, ...]]:
-    """The values of the enums the Trainer's fields are typed with (`SchedulerType`, `OptimizerNames`,
-    `IntervalStrategy`, ...), read from transformers' source as `trainer_fields` reads the fields; {} where the
-    source is not there."""
-    spec = importlib.util.find_spec("transformers")
-    if spec is None or not spec.submodule_search_locations:
-        return {}
-    root, enums = Path(next(iter(spec.submodule_search_locations))), {}
-    for file_name in ("trainer_utils.py", "training_args.py"):
-        try:
-            tree = ast.parse((root / file_name).read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, UnicodeDecodeError):
-            return {}
-        for node in tree.body:
-            if not isinstance(node, ast.ClassDef) or not any("Enum" in ast.unparse(base) for base in node.bases):
-                continue
-            values = [
-                statement.value.value
-                for statement in node.body
-                if isinstance(statement, ast.Assign)
-                and isinstance(statement.value, ast.Constant)
-                and isinstance(statement.value.value, str)
-            ]
-            if values:
-                enums[node.name] = tuple(values)
-    return enums
-
-
-def _enum_choices(annotation: str) -> tuple[str, ...] | None:
-    """The values an `Enum | str` field takes (argparse gives it these choices), or None."""
-    compact = annotation.replace(" ", "").replace("typing.", "")
-    for name, values in trainer_enums().items():
-        if compact in (f"{name}|str", f"Union[{name},str]", f"{name}|str|None", f"Optional[Union[{name},str]]"):
-            return values
-    return None
-
-
 def _check_values(flags: list[str]) -> None:
     """A value that cannot be the key's int, float, bool or enum value is an error here, before transformers is
     imported (the same error argparse would give seconds later). `bf16: auto` is aayn's."""
@@ -380,7 +257,7 @@ def _check_values(flags: list[str]) -> None:
         annotation = annotations.get(key.replace("-", "_"), "")
         if key == "bf16" and value == "auto":
             continue
-        choices = _enum_choices(annotation)
+        choices = enum_choices(annotation)
         if choices is not None and value not in choices:
             close = difflib.get_close_matches(value, choices, n=1)
             hint = f"; did you mean {close[0]}?" if close else f" (choose from {', '.join(choices)})"
@@ -457,7 +334,7 @@ def help_parser() -> argparse.ArgumentParser:
         for source_field in aayn_fields(cls):
             _add_help(group, source_field)
     group = parser.add_argument_group("training (transformers' Seq2SeqTrainingArguments)")
-    for source_field in trainer_fields() or _imported_trainer_fields():
+    for source_field in trainer_fields() or imported_trainer_fields():
         if source_field.name != "overwrite_output_dir":  # listed once, under run
             _add_help(group, source_field)
     return parser
@@ -515,7 +392,7 @@ def parse_arguments(argv: list[str]) -> tuple:
     parser.error = _one_line_error  # argparse would print the whole usage (every Trainer option) first
     parsed = parser.parse_args_into_dataclasses(args=flags)
     model_args, data_args, args = parsed[:3]
-    model_args.given = frozenset(given)  # the keys the recipe or a flag set (fine-tuning applies only those)
+    model_args.given = frozenset(given)
     args.do_train, args.do_predict = stages.get("do_train", True), stages.get("do_predict", True)
     if not (args.do_train or args.do_predict):
         raise RecipeError("do_train and do_predict are both false: nothing to do")

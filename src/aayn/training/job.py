@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import time
-from functools import partial
 from pathlib import Path
 
 from transformers import (
@@ -68,10 +69,10 @@ def data_plan(model_args: ModelArguments, data_args: DataTrainingArguments, args
     )
 
 
-def prepare(model_args, data_args, args) -> PreparedData:
+def prepare(model_args, data_args, args, plan: DataPlan | None = None) -> PreparedData:
     """The run's tokenizer and tokenized splits, prepared once (the main process first; the others find them)."""
     with args.main_process_first(desc="preparing the data"):
-        plan = data_plan(model_args, data_args, args)
+        plan = plan or data_plan(model_args, data_args, args)
         return prepare_data(
             plan,
             list(plan.splits),
@@ -91,20 +92,22 @@ def saved_checkpoints(args: Seq2SeqTrainingArguments) -> int | None:
     return min(count, args.save_total_limit) if args.save_total_limit else count
 
 
-def check_averaging(args: Seq2SeqTrainingArguments, data_args: DataTrainingArguments) -> None:
-    """A run shortened below the recipe's averaging (`--max_steps 100` with save_steps 300) averages the checkpoints
-    it will leave, said in one line, instead of refusing."""
+def averaged_checkpoints(args: Seq2SeqTrainingArguments, data_args: DataTrainingArguments) -> int:
+    """How many of the last checkpoints the final weights average (0: none). A run shortened below the recipe's
+    averaging (`--max_steps 100` with save_steps 300) averages the checkpoints it will leave, said in one line,
+    instead of refusing; a run that does not train averages nothing (the model is tested as given)."""
     wanted, count = data_args.average_last_checkpoints, saved_checkpoints(args)
-    if not args.do_train:  # nothing to average: the model is tested as given
-        data_args.average_last_checkpoints = 0
-    elif wanted and count is not None and count < wanted:
+    if not args.do_train:
+        return 0
+    if wanted and count is not None and count < wanted:
         strategy = getattr(args.save_strategy, "value", args.save_strategy)
         logger.warning(
             f"average_last_checkpoints={wanted}, but save_strategy={strategy}, save_steps={args.save_steps}, "
             f"max_steps={args.max_steps} and save_total_limit={args.save_total_limit} leave {count} checkpoint(s): "
             + (f"averaging those {count}" if count > 1 else "no averaging")
         )
-        data_args.average_last_checkpoints = count if count > 1 else 0
+        return count if count > 1 else 0
+    return wanted
 
 
 def check_early_stopping(args: Seq2SeqTrainingArguments, data_args: DataTrainingArguments) -> None:
@@ -119,10 +122,6 @@ def check_early_stopping(args: Seq2SeqTrainingArguments, data_args: DataTraining
             raise ValueError("early_stopping_patience needs evaluations: set eval_strategy (steps or epoch)")
         if not args.metric_for_best_model:
             raise ValueError("early_stopping_patience needs metric_for_best_model (e.g. bleu)")
-    if args.load_best_model_at_end and data_args.average_last_checkpoints:
-        raise ValueError(
-            "load_best_model_at_end and average_last_checkpoints both choose the final weights: set one of them"
-        )
 
 
 def model_config(model_args: ModelArguments, tokenizer=None) -> AaynConfig:
@@ -175,7 +174,7 @@ FINE_TUNING_KEYS = ("dropout", "attention_dropout", "activation_dropout")
 def fine_tuning_overrides(model_args: ModelArguments, config) -> dict:
     """The config values the recipe or flags change on the model to fine-tune; a shape key that differs from the
     model's own value is refused in one line (a recipe may repeat the model's shape)."""
-    given = getattr(model_args, "given", frozenset())
+    given = model_args.given
     if "vocab_size" in given and model_args.vocab_size != getattr(config, "vocab_size", None):
         logger.warning(
             f"vocab_size {model_args.vocab_size} sizes a new model's BPE; the model in {model_args.model_name_or_path} "
@@ -220,7 +219,83 @@ def build_model(model_args: ModelArguments, tokenizer) -> AaynForConditionalGene
     return AaynForConditionalGeneration(model_config(model_args, tokenizer))
 
 
-def training_summary(model_args, data_args, args, smoothing: float, seconds: float | None = None) -> str:
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """The run's settings, decided once before any work by `plan_run` from its arguments (which it leaves as they
+    are); the job's steps read the plan and change none of it."""
+
+    model_args: ModelArguments
+    data_args: DataTrainingArguments
+    args: Seq2SeqTrainingArguments  # the Trainer's: a copy of the run's arguments with the settings below applied
+    data: DataPlan  # what decides the prepared data (`aayn.data.prepare`)
+    resume: str | None  # the checkpoint the run resumes from
+    average_last: int  # how many of the last checkpoints the final weights average (0: none)
+    label_smoothing: float  # §5.4's, which the model takes itself (the Trainer's own smoother is off)
+    generation: dict  # the model's generation config for evaluation, testing and the saved folder
+
+
+def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args) -> RunPlan:
+    """Every check that needs no model and no data, and the settings they lead to (ValueError: one line)."""
+    check_early_stopping(args, data_args)
+    average_last = averaged_checkpoints(args, data_args)
+    if args.load_best_model_at_end and average_last:
+        raise ValueError(
+            "load_best_model_at_end and average_last_checkpoints both choose the final weights: set one of them"
+        )
+    trainer_args = copy.copy(args)
+    # the model takes §5.4's loss itself, normalized over the whole accumulated batch; the Trainer's smoother would
+    # divide by each micro-batch's tokens instead
+    trainer_args.label_smoothing_factor = 0.0
+    if not args.predict_with_generate:
+        # without generation nothing uses the predictions; the Trainer would gather the full-vocabulary logits of
+        # every evaluated sentence (the test split of a base model: tens of GB) to hand them to no metric
+        trainer_args.prediction_loss_only = True
+    if args.ddp_find_unused_parameters is None:
+        trainer_args.ddp_find_unused_parameters = False  # every parameter takes part in every step
+    if data_args.num_beams:
+        trainer_args.generation_num_beams = data_args.num_beams
+    generation = {"num_beams": trainer_args.generation_num_beams, "max_length": args.generation_max_length}
+    if data_args.length_penalty is not None:
+        generation["length_penalty"] = data_args.length_penalty
+    return RunPlan(
+        model_args=model_args,
+        data_args=data_args,
+        args=trainer_args,
+        data=data_plan(model_args, data_args, args),
+        resume=resume_checkpoint(args.resume_from_checkpoint, args.output_dir),
+        average_last=average_last,
+        label_smoothing=args.label_smoothing_factor,
+        generation={key: value for key, value in generation.items() if value is not None},
+    )
+
+
+def plan_for_model(plan: RunPlan, model) -> RunPlan:
+    """The plan for a model that is not aayn's (the Marian arm of `benchmarks/demo_vs_marian.py`, a transformers
+    model fine-tuned): the Trainer's smoother takes the loss, and transformers' search needs a length limit (its
+    default is 20 tokens; aayn's search keeps §6.1's source + 50)."""
+    if model.config.model_type == "aayn":
+        return plan
+    args = copy.copy(plan.args)
+    args.label_smoothing_factor = plan.label_smoothing
+    args.generation_max_length = args.generation_max_length or plan.data_args.max_target_length
+    return dataclasses.replace(
+        plan, args=args, generation={**plan.generation, "max_length": args.generation_max_length}
+    )
+
+
+def configure_model(model, plan: RunPlan) -> None:
+    """The plan's loss and generation settings on the model (they are saved with it)."""
+    if model.config.model_type == "aayn":
+        model.config.label_smoothing = plan.label_smoothing
+    config = model.generation_config
+    for key, value in plan.generation.items():
+        setattr(config, key, value)
+    if config.num_beams == 1:  # greedy: GenerationConfig refuses to save a beam-only setting
+        config.length_penalty = 1.0
+
+
+def training_summary(plan: RunPlan, seconds: float | None = None) -> str:
+    model_args, data_args, args = plan.model_args, plan.data_args, plan.args
     shape = (
         "fine-tuned from " + model_args.model_name_or_path if model_args.model_name_or_path else "trained from scratch"
     )
@@ -240,11 +315,11 @@ def training_summary(model_args, data_args, args, smoothing: float, seconds: flo
             f"{batch} x {args.gradient_accumulation_steps} accumulation x {args.world_size} processes, "
             f"Adam (beta2 {args.adam_beta2}, eps {args.adam_epsilon}), learning rate {args.learning_rate:g} with "
             f"{getattr(args.lr_scheduler_type, 'value', args.lr_scheduler_type)} schedule and {args.warmup_steps:g} "
-            f"warmup steps, label smoothing {smoothing}."
+            f"warmup steps, label smoothing {plan.label_smoothing}."
         ),
     ]
-    if data_args.average_last_checkpoints:
-        lines.append(f"The weights are the average of the last {data_args.average_last_checkpoints} checkpoints.")
+    if plan.average_last:
+        lines.append(f"The weights are the average of the last {plan.average_last} checkpoints.")
     if seconds is not None:
         lines.append(f"Training took {seconds / 60:.1f} minutes.")
     return " ".join(lines)
@@ -255,32 +330,26 @@ def run(
     data_args: DataTrainingArguments,
     args: Seq2SeqTrainingArguments,
     callbacks: list[TrainerCallback] | None = None,
-    model_builder=build_model,
 ) -> dict:
-    """Train, evaluate on the test split, save the final hub-ready folder in `output_dir`; return the test metrics.
-
-    `model_builder(model_args, tokenizer)` makes the model; the default builds AAYN (benchmarks swap in Marian).
-    """
+    """Train, evaluate on the test split, save the final hub-ready folder in `output_dir`; return the test metrics."""
     if not args.should_log:  # one log, from the main process: under torchrun every line would come once per process
         logging.get_logger("aayn").setLevel(logging.WARNING)
-    # every check and every read before output_dir is touched: a mistake costs nothing and deletes nothing
-    check_averaging(args, data_args)
-    check_early_stopping(args, data_args)
+    return run_plan(plan_run(model_args, data_args, args), callbacks)
+
+
+def run_plan(plan: RunPlan, callbacks: list[TrainerCallback] | None = None, model_builder=build_model) -> dict:
+    """The planned run: every read and check before output_dir is touched (a mistake costs nothing and deletes
+    nothing), the data prepared, output_dir claimed, then the trainer built, training run or resumed, the run
+    finished. `model_builder(model_args, tokenizer)` makes a new model (the Marian benchmark passes its own)."""
+    model_args, data_args, args = plan.model_args, plan.data_args, plan.args
     pretrained = load_pretrained(model_args) if model_args.model_name_or_path else None
     if pretrained is not None:  # fine-tuning into another direction may be meant: said, not refused
         check_direction(model_args.model_name_or_path, data_args.source_lang, data_args.target_lang, insist=True)
-    if pretrained is None and model_builder is build_model:
+    elif model_builder is build_model:
         check_fits_in_memory(model_config(model_args), str(args.device))
-    resume = resume_checkpoint(args.resume_from_checkpoint, args.output_dir)
     set_seed(args.seed)
-    if not args.predict_with_generate:
-        # without generation nothing uses the predictions; the Trainer would gather the full-vocabulary logits of
-        # every evaluated sentence (the test split of a base model: tens of GB) to hand them to no metric
-        args.prediction_loss_only = True
-    if args.ddp_find_unused_parameters is None:
-        args.ddp_find_unused_parameters = False  # every parameter takes part in every step
     start = time.perf_counter()
-    prepared = prepare(model_args, data_args, args)
+    prepared = prepare(model_args, data_args, args, plan.data)
     logger.info("data: " + ", ".join(f"{split} {len(rows):,} pairs" for split, rows in prepared.splits.items()))
     # only the main process writes output_dir (the data was prepared outside it, the main process first)
     lock = None
@@ -288,14 +357,21 @@ def run(
         sources = {
             "--model_name_or_path": model_args.model_name_or_path,
             "--tokenizer_name": model_args.tokenizer_name,
-            "--resume_from_checkpoint": resume,
+            "--resume_from_checkpoint": plan.resume,
         }
         lock = claim_output_dir(
-            Path(args.output_dir), resume=resume, overwrite=args.overwrite_output_dir, sources=sources
+            Path(args.output_dir), resume=plan.resume, overwrite=args.overwrite_output_dir, sources=sources
         )
     try:
-        make_model = (lambda tokenizer: pretrained) if pretrained is not None else partial(model_builder, model_args)
-        metrics = _train_and_test(model_args, data_args, args, prepared, make_model, resume, start, callbacks)
+        if prepared.new_tokenizer and args.process_index == 0:  # the run's own, for a resume to find
+            save_tokenizer(prepared.tokenizer, Path(args.output_dir) / "tokenizer")
+        model = pretrained if pretrained is not None else model_builder(model_args, prepared.tokenizer)
+        logger.info(f"model: {model_summary(model)}")
+        plan = plan_for_model(plan, model)
+        configure_model(model, plan)
+        trainer = build_trainer(plan, model, prepared, callbacks)
+        train_or_resume(trainer, plan)
+        metrics = finish_run(trainer, plan, prepared, start)
     except BaseException:
         if lock is not None:
             lock.release("failed")
@@ -328,31 +404,12 @@ def needed_splits(data_args: DataTrainingArguments, args: Seq2SeqTrainingArgumen
     return {split: spec for split, spec in given.items() if wanted[split]}
 
 
-def _train_and_test(model_args, data_args, args, prepared, make_model, resume, start, callbacks) -> dict:
-    tokenizer = prepared.tokenizer
-    if prepared.new_tokenizer and args.process_index == 0:  # the run's own, for a resume to find
-        save_tokenizer(tokenizer, Path(args.output_dir) / "tokenizer")
-    model = make_model(tokenizer)
-    logger.info(f"model: {model_summary(model)}")
-    smoothing = args.label_smoothing_factor
-    if model.config.model_type == "aayn":
-        # the model takes §5.4's loss itself, normalized over the whole accumulated batch; the Trainer's smoother
-        # would divide by each micro-batch's tokens instead
-        model.config.label_smoothing, args.label_smoothing_factor = smoothing, 0.0
-    if data_args.num_beams:
-        args.generation_num_beams = data_args.num_beams
-    if (
-        model.config.model_type != "aayn"
-    ):  # transformers' search needs a limit (its default is 20 tokens); ours keeps §6.1's source + 50
-        args.generation_max_length = args.generation_max_length or data_args.max_target_length
-    if data_args.length_penalty is not None:
-        model.generation_config.length_penalty = data_args.length_penalty
-    model.generation_config.num_beams = args.generation_num_beams or model.generation_config.num_beams
-    if model.generation_config.num_beams == 1:  # greedy: GenerationConfig refuses to save a beam-only setting
-        model.generation_config.length_penalty = 1.0
-    if args.generation_max_length is not None:  # a limit given for evaluation is saved with the model
-        model.generation_config.max_length = args.generation_max_length
-    train, validation, test = (prepared.splits.get(split) for split in ("train", "validation", "test"))
+def build_trainer(plan: RunPlan, model, prepared: PreparedData, callbacks=None) -> AaynTrainer:
+    """The Trainer over the prepared splits, with the run's metrics, batches, callbacks and model card."""
+    args, data_args, tokenizer = plan.args, plan.data_args, prepared.tokenizer
+    if data_args.early_stopping_patience is not None:
+        stopper = EarlyStoppingCallback(data_args.early_stopping_patience, data_args.early_stopping_threshold)
+        callbacks = [*(callbacks or []), stopper]
     card = dict(
         source_lang=data_args.source_lang,
         target_lang=data_args.target_lang,
@@ -360,15 +417,13 @@ def _train_and_test(model_args, data_args, args, prepared, make_model, resume, s
         repo_id=args.hub_model_id or Path(args.output_dir).name,
         example=tokenizer.decode(next(iter(prepared.splits.values()))[0]["input_ids"], skip_special_tokens=True),
         license=data_args.license,
+        training=training_summary(plan),
     )
-    if data_args.early_stopping_patience is not None:
-        stopper = EarlyStoppingCallback(data_args.early_stopping_patience, data_args.early_stopping_threshold)
-        callbacks = [*(callbacks or []), stopper]
-    trainer = AaynTrainer(
+    return AaynTrainer(
         model=model,
         args=args,
-        train_dataset=train,
-        eval_dataset=validation,
+        train_dataset=prepared.splits.get("train"),
+        eval_dataset=prepared.splits.get("validation"),
         processing_class=tokenizer,
         data_collator=DataCollatorForSeq2Seq(
             tokenizer, model=model, pad_to_multiple_of=8 if args.bf16 or args.fp16 else None
@@ -376,11 +431,18 @@ def _train_and_test(model_args, data_args, args, prepared, make_model, resume, s
         compute_metrics=translation_metrics(tokenizer, data_args.target_lang) if args.predict_with_generate else None,
         callbacks=callbacks,
         max_tokens=data_args.max_tokens,
-        model_card={**card, "training": training_summary(model_args, data_args, args, smoothing)},
+        model_card=card,
     )
+
+
+def train_or_resume(trainer: AaynTrainer, plan: RunPlan) -> None:
+    """Train, or resume from the plan's checkpoint; then the final weights: the average of the last checkpoints
+    where the plan says so."""
+    args, resume = plan.args, plan.resume
     if not args.do_train:
-        logger.info(f"do_train false: testing {model_args.model_name_or_path} as it is")
-    elif trained_to_the_end(resume, args):
+        logger.info(f"do_train false: testing {plan.model_args.model_name_or_path} as it is")
+        return
+    if trained_to_the_end(resume, args):
         # the Trainer would take one more step past max_steps and rotate out a good checkpoint
         logger.warning(f"{resume} is at the run's last step: nothing left to train; writing the final folder")
         load_weights(trainer.model, resume)
@@ -389,14 +451,21 @@ def _train_and_test(model_args, data_args, args, prepared, make_model, resume, s
         result = trainer.train(resume_from_checkpoint=resume)
         trainer.log_metrics("train", result.metrics)
         trainer.save_metrics("train", result.metrics)
-    if data_args.average_last_checkpoints and args.do_train:
-        wanted, written = data_args.average_last_checkpoints, len(last_checkpoints(args.output_dir, 0))
+    if plan.average_last:
+        wanted, written = plan.average_last, len(last_checkpoints(args.output_dir, 0))
         if written < wanted:  # stopped early: fewer checkpoints than the full run would have left
             logger.warning(f"training stopped early: averaging the {written} checkpoints written, not {wanted}")
         if written:
             load_average(trainer.model, last_checkpoints(args.output_dir, min(wanted, written)))
+
+
+def finish_run(trainer: AaynTrainer, plan: RunPlan, prepared: PreparedData, start: float) -> dict:
+    """Test, then write the final folder (moved in whole), the test translations, the curves; print examples and
+    scores; push where asked. Returns the test metrics."""
+    args, data_args, tokenizer = plan.args, plan.data_args, prepared.tokenizer
     metrics, hypotheses = {}, None
     if args.do_predict:
+        test = prepared.splits["test"]
         prediction = trainer.predict(test, metric_key_prefix="test")
         metrics = prediction.metrics
         trainer.log_metrics("test", metrics)
@@ -404,8 +473,7 @@ def _train_and_test(model_args, data_args, args, prepared, make_model, resume, s
         if args.predict_with_generate:
             hypotheses = tokenizer.batch_decode(prediction.predictions.clip(min=0), skip_special_tokens=True)
             hypotheses = [" ".join(hypothesis.split("\n")).strip() for hypothesis in hypotheses]  # one line each
-    seconds = time.perf_counter() - start
-    trainer.model_card = {**card, "training": training_summary(model_args, data_args, args, smoothing, seconds)}
+    trainer.model_card = {**trainer.model_card, "training": training_summary(plan, time.perf_counter() - start)}
     trainer.results = {name.removeprefix("test_"): value for name, value in metrics.items()}
     # weights, config + code, generation config, tokenizer and the card with the test scores, written beside
     # output_dir's files and moved in whole: a kill or a full disk leaves no half-written final model
@@ -421,7 +489,7 @@ def _train_and_test(model_args, data_args, args, prepared, make_model, resume, s
         move_final_files(staging, Path(args.output_dir))
         plot_history(trainer.state.log_history, Path(args.output_dir) / "training_curves.png")
     if hypotheses is not None:
-        shown = test[: data_args.num_examples_to_print]["input_ids"]
+        shown = prepared.splits["test"][: data_args.num_examples_to_print]["input_ids"]
         sources = tokenizer.batch_decode(shown, skip_special_tokens=True)  # the source as the model read it
         for source, hypothesis in zip(sources, hypotheses):
             print(f"  {source}\n  -> {hypothesis}")
