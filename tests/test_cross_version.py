@@ -11,12 +11,17 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ONCE_ACROSS_LINES
 from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
 
 OTHER_PYTHON = os.environ.get("AAYN_OTHER_PYTHON")
-pytestmark = pytest.mark.skipif(
-    not OTHER_PYTHON, reason="AAYN_OTHER_PYTHON is not set (a python with the other transformers line; .ci/run sets it)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not OTHER_PYTHON,
+        reason="AAYN_OTHER_PYTHON is not set (a python with the other transformers line; .ci/run sets it)",
+    ),
+    ONCE_ACROSS_LINES,  # both directions, from the 5.x side
+]
 
 USE = """
 import json, sys

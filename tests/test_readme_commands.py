@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ONCE_ACROSS_LINES
 
 ROOT = Path(__file__).resolve().parents[1]
 # what cannot run here, and why; anything else the README shows must run
@@ -66,6 +67,7 @@ def test_the_readme_commands_are_found():
     assert not any(SETUP.match(command) for command in commands)
 
 
+@ONCE_ACROSS_LINES  # a fresh install, as the README sets one up, gets the newest line
 def test_every_readme_command_runs_as_written(tmp_path):
     (tmp_path / "recipes").symlink_to(ROOT / "recipes")
     (tmp_path / "english.txt").write_text("".join(f"{line}\n" for line in ENGLISH), encoding="utf-8")

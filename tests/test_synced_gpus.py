@@ -8,9 +8,10 @@ from test_training_processes import SCRIPTS, free_port, python
 
 
 def decode_in_two_processes(tmp_path, synced: bool):
+    # unsynced, the process left waiting gives up after 4 s (the decoding itself takes a fraction of a second)
     return python(
         "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(),
-        SCRIPTS / "synced_search.py", tmp_path, int(synced), timeout=300,
+        SCRIPTS / "synced_search.py", tmp_path, int(synced), 60 if synced else 4, timeout=300,
     )  # fmt: skip
 
 
@@ -27,3 +28,4 @@ def test_without_synced_gpus_the_collectives_of_a_finished_process_go_missing(tm
     result = decode_in_two_processes(tmp_path, synced=False)
     assert result.returncode != 0
     assert not (tmp_path / "result-1.json").exists()
+    assert "Timed out" in result.stderr or "timed out" in result.stderr.lower(), result.stderr[-3000:]

@@ -3,7 +3,7 @@ gives a loss of 0 and zero gradients (not 0 / 0), and a training step never read
 
 import pytest
 import torch
-from conftest import random_batch, tiny_config
+from conftest import ONCE_ACROSS_LINES, random_batch, tiny_config
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aayn import AaynForConditionalGeneration
@@ -148,7 +148,8 @@ def test_torch_compile_trains_as_eager_without_a_graph_break():
     torch._dynamo.reset()
 
 
-@pytest.mark.parametrize("paper_decoding", [True, False])
+# the paper's search is aayn's own code on either transformers line (its compile takes half a minute): once
+@pytest.mark.parametrize("paper_decoding", [pytest.param(True, marks=ONCE_ACROSS_LINES), False])
 def test_compiled_encoder_and_decoder_decode_as_eager(paper_decoding):
     """`Module.compile` of the encoder and decoder in place (what the paper's search and transformers' call):
     the same translations as eager."""

@@ -1,6 +1,7 @@
 """Run under torch.distributed.run with 2 processes (gloo): each decodes its own sentences, with a different length
 limit, under a forward that runs a collective on every call of every decoder layer and of the output layer (as a
-sharded model's forward gathers its parameters). argv: OUTPUT_DIR SYNCED(0/1). Writes result-RANK.json."""
+sharded model's forward gathers its parameters). argv: OUTPUT_DIR SYNCED(0/1) [COLLECTIVE_TIMEOUT_S]. Writes
+result-RANK.json."""
 
 import json
 import sys
@@ -16,7 +17,9 @@ from conftest import random_batch, tiny_config
 from aayn import AaynForConditionalGeneration
 
 out, synced = Path(sys.argv[1]), sys.argv[2] == "1"
-dist.init_process_group("gloo", timeout=timedelta(seconds=20))
+dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+# the forward's collectives in a group of their own: a short timeout shows a missing partner in seconds
+group = dist.new_group(timeout=timedelta(seconds=float(sys.argv[3]) if len(sys.argv) > 3 else 60))
 rank = dist.get_rank()
 torch.manual_seed(0)
 model = AaynForConditionalGeneration(tiny_config()).eval()
@@ -31,7 +34,7 @@ calls = []
 
 def collective(module, args):
     flag = torch.ones(1)
-    dist.all_reduce(flag)  # blocks until the other process runs the same module
+    dist.all_reduce(flag, group=group)  # blocks until the other process runs the same module
     calls.append(1)
 
 
