@@ -15,6 +15,8 @@ One seed cannot separate two models that learn equally fast, so `--seeds` trains
 masks and rounding, not the luck of the initial draw. `--arms` runs only some arms (e.g. `--arms aayn`).
 """
 
+import copy
+import dataclasses
 import json
 import statistics
 import sys
@@ -25,13 +27,23 @@ from transformers import MarianMTModel
 from aayn.cli import setup_logging
 from aayn.marian import aayn_state_dict_from_marian, marian_config_for
 from aayn.training.arguments import parse_arguments
-from aayn.training.job import build_model, plan_run, run_plan
+from aayn.training.job import RunPlan, build_model, plan_run, run_plan
 
 
 def marian(model_args, tokenizer):
     config = marian_config_for(build_model(model_args, tokenizer).config)
     config._attn_implementation = model_args.attn_implementation
     return MarianMTModel(config)
+
+
+def marian_plan(plan: RunPlan) -> RunPlan:
+    """The run's plan for the Marian arm: the Trainer's smoother takes the loss (MarianMTModel has no loss of its
+    own), and transformers' search gets a length limit (its default is 20 tokens; aayn's keeps §6.1's source + 50)."""
+    args = copy.copy(plan.args)
+    args.label_smoothing_factor = plan.label_smoothing
+    args.generation_max_length = args.generation_max_length or plan.data_args.max_target_length
+    generation = {**plan.generation, "max_length": args.generation_max_length}
+    return dataclasses.replace(plan, args=args, generation=generation)
 
 
 def aayn_from_marians_init(model_args, tokenizer):
@@ -89,7 +101,8 @@ def main():
             out = f"runs/demo-vs-marian/{label}" + ("" if seed is None else f"-seed{seed}")
             model_args, data_args, args = parse_arguments([*argv, *extra, "--output_dir", out])
             start = time.perf_counter()
-            metrics = run_plan(plan_run(model_args, data_args, args), model_builder=builders[name])
+            plan = plan_run(model_args, data_args, args)
+            metrics = run_plan(marian_plan(plan) if name == "marian" else plan, model_builder=builders[name])
             rows.append(
                 {
                     "model": label,

@@ -101,6 +101,22 @@ def test_do_train_false_tests_a_given_model_without_writing_one(corpus, tmp_path
     assert not (tmp_path / "tested" / "model.safetensors").exists()
 
 
+def test_fine_tuning_a_model_that_is_not_aayns_is_refused_before_any_work(corpus, tmp_path, saved):
+    """The run's loss, search and card are aayn's: a Marian folder as --model_name_or_path is named in one line."""
+    from transformers import MarianConfig, MarianMTModel
+
+    _, _, tokenizer = saved
+    shape = dict(d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2)
+    config = MarianConfig(vocab_size=len(tokenizer), encoder_ffn_dim=16, decoder_ffn_dim=16, **shape,
+                          pad_token_id=0, decoder_start_token_id=0, max_position_embeddings=32)  # fmt: skip
+    MarianMTModel(config).save_pretrained(tmp_path / "marian")
+    tokenizer.save_pretrained(tmp_path / "marian")
+    recipe = tiny_recipe(corpus, tmp_path / "out", **FAST, model_name_or_path=str(tmp_path / "marian"))
+    with pytest.raises(ValueError, match="is a marian model; aayn train fine-tunes aayn models"):
+        run(*parse_arguments([str(write_recipe(tmp_path / "r.yaml", recipe))]))
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [

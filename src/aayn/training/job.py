@@ -204,6 +204,10 @@ def load_pretrained(model_args: ModelArguments):
         config = AutoConfig.from_pretrained(location)
     except (OSError, ValueError) as error:
         raise ValueError(f"cannot load a model from --model_name_or_path {location}: {error}") from None
+    if config.model_type != "aayn":  # the run's loss, search and card are aayn's: another model would miss them
+        raise ValueError(
+            f"--model_name_or_path {location} is a {config.model_type} model; aayn train fine-tunes aayn models"
+        )
     overrides = fine_tuning_overrides(model_args, config)
     try:
         return AutoModelForSeq2SeqLM.from_pretrained(
@@ -269,20 +273,6 @@ def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args)
     )
 
 
-def plan_for_model(plan: RunPlan, model) -> RunPlan:
-    """The plan for a model that is not aayn's (the Marian arm of `benchmarks/demo_vs_marian.py`, a transformers
-    model fine-tuned): the Trainer's smoother takes the loss, and transformers' search needs a length limit (its
-    default is 20 tokens; aayn's search keeps §6.1's source + 50)."""
-    if model.config.model_type == "aayn":
-        return plan
-    args = copy.copy(plan.args)
-    args.label_smoothing_factor = plan.label_smoothing
-    args.generation_max_length = args.generation_max_length or plan.data_args.max_target_length
-    return dataclasses.replace(
-        plan, args=args, generation={**plan.generation, "max_length": args.generation_max_length}
-    )
-
-
 def configure_model(model, plan: RunPlan) -> None:
     """The plan's loss and generation settings on the model (they are saved with it)."""
     if model.config.model_type == "aayn":
@@ -340,7 +330,8 @@ def run(
 def run_plan(plan: RunPlan, callbacks: list[TrainerCallback] | None = None, model_builder=build_model) -> dict:
     """The planned run: every read and check before output_dir is touched (a mistake costs nothing and deletes
     nothing), the data prepared, output_dir claimed, then the trainer built, training run or resumed, the run
-    finished. `model_builder(model_args, tokenizer)` makes a new model (the Marian benchmark passes its own)."""
+    finished. `model_builder(model_args, tokenizer)` makes a new model (benchmarks/demo_vs_marian.py passes its
+    Marian with a plan of its own)."""
     model_args, data_args, args = plan.model_args, plan.data_args, plan.args
     pretrained = load_pretrained(model_args) if model_args.model_name_or_path else None
     if pretrained is not None:  # fine-tuning into another direction may be meant: said, not refused
@@ -367,7 +358,6 @@ def run_plan(plan: RunPlan, callbacks: list[TrainerCallback] | None = None, mode
             save_tokenizer(prepared.tokenizer, Path(args.output_dir) / "tokenizer")
         model = pretrained if pretrained is not None else model_builder(model_args, prepared.tokenizer)
         logger.info(f"model: {model_summary(model)}")
-        plan = plan_for_model(plan, model)
         configure_model(model, plan)
         trainer = build_trainer(plan, model, prepared, callbacks)
         train_or_resume(trainer, plan)
