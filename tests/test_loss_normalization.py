@@ -26,22 +26,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def trainer_step(folder, out, batch, accumulation, smoothing, processes=1):
+SMOOTHINGS = (0.0, 0.1)
+# (sentences per process and micro-batch, accumulation steps, processes): 8 sentences per optimizer step
+SETTINGS = [(8, 1, 1), (4, 2, 1), (2, 4, 1), (4, 1, 2)]
+
+
+def trainer_steps(folder, out, settings: list[tuple[float, int, int]], processes: int) -> None:
+    """One process (or one torchrun of `processes`) steps the Trainer once per (smoothing, batch, accumulation)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     launcher = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port", str(free_port())]
-    command = [
-        sys.executable,
-        *(launcher if processes > 1 else []),
-        str(SCRIPT),
-        str(folder),
-        str(out),
-        str(batch),
-        str(accumulation),
-        str(smoothing),
-    ]
+    listed = ",".join(f"{smoothing}:{batch}:{accumulation}" for smoothing, batch, accumulation in settings)
+    command = [sys.executable, *(launcher if processes > 1 else []), str(SCRIPT), str(folder), str(out), listed]
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads((out / "loss.json").read_text()), load_file(out / "gradients.safetensors")
+
+
+@pytest.fixture(scope="module")
+def stepped(saved, tmp_path_factory):
+    """Every setting's loss and gradients, from one process for the single-process settings and one torchrun for
+    the two-process ones (a process costs seconds of imports)."""
+    folder, out = saved[0], tmp_path_factory.mktemp("steps")
+    for processes in (1, 2):
+        wanted = [(smoothing, b, a) for smoothing in SMOOTHINGS for b, a, p in SETTINGS if p == processes]
+        trainer_steps(folder, out, wanted, processes)
+    results = {}
+    for smoothing in SMOOTHINGS:
+        for batch, accumulation, processes in SETTINGS:
+            where = out / f"{smoothing}-{batch}-{accumulation}"
+            loss = json.loads((where / "loss.json").read_text())
+            results[smoothing, batch, accumulation, processes] = loss, load_file(where / "gradients.safetensors")
+    return results
 
 
 def reference(folder, smoothing):
@@ -58,14 +72,11 @@ def reference(folder, smoothing):
     return loss.item(), {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("smoothing", [0.0, 0.1])
-def test_gradient_accumulation_and_processes_leave_loss_and_gradients_unchanged(saved, tmp_path, smoothing):
-    folder, _, _ = saved
-    expected_loss, expected = reference(folder, smoothing)
-    # (sentences per process and micro-batch, accumulation steps, processes): 8 sentences per optimizer step
-    for batch, accumulation, processes in [(8, 1, 1), (4, 2, 1), (2, 4, 1), (4, 1, 2)]:
-        out = tmp_path / f"b{batch}-a{accumulation}-p{processes}"
-        loss, gradients = trainer_step(folder, out, batch, accumulation, smoothing, processes)
+@pytest.mark.parametrize("smoothing", SMOOTHINGS)
+def test_gradient_accumulation_and_processes_leave_loss_and_gradients_unchanged(saved, stepped, smoothing):
+    expected_loss, expected = reference(saved[0], smoothing)
+    for batch, accumulation, processes in SETTINGS:
+        loss, gradients = stepped[smoothing, batch, accumulation, processes]
         assert loss["processes"] == processes
         assert loss["loss"] == pytest.approx(expected_loss, rel=1e-5), (batch, accumulation, processes)
         assert gradients.keys() == expected.keys()

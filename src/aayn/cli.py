@@ -235,6 +235,33 @@ def generate_options(args: argparse.Namespace) -> dict:
     }
 
 
+def serve(args: argparse.Namespace) -> None:
+    """Serve a saved model (several: an ensemble) or a CTranslate2 export over HTTP: POST /translate (the Hub's
+    translation request shape), GET /health, GET /openapi.json; concurrent requests are batched by tokens."""
+    from . import MissingExtra
+
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as error:
+        raise MissingExtra("aayn serve needs starlette and uvicorn: pip install 'aayn[serve]'") from error
+    from .serve import ServeSettings
+    from .serve import serve as run_server
+    from .translator import open_translator
+
+    if args.max_wait_ms < 0:
+        raise ValueError(f"--max_wait_ms must be >= 0, got {args.max_wait_ms}")
+    translator = open_translator(args.model, args.device)
+    settings = ServeSettings(
+        batch_tokens=args.batch_tokens,
+        max_wait_ms=args.max_wait_ms,
+        max_queue=args.max_queue,
+        max_sentences=args.max_sentences,
+        max_chars=args.max_chars,
+    )
+    run_server(translator, args.model, settings, args.host, args.port)
+
+
 def bench(args: argparse.Namespace) -> None:
     """Measure AAYN against MarianMTModel at the paper's base shapes (train, greedy, beam rows; MFU)."""
     from .bench import print_table, run_bench, write_json
@@ -392,6 +419,18 @@ def main(argv: list[str] | None = None) -> int:
         "--prefix", metavar="FILE", help="target prefixes, one per input line (empty lines for none), to continue from"
     )
     translator.set_defaults(run=translate)
+    server = commands.add_parser("serve", help=serve.__doc__)
+    server.add_argument("--model", required=True, action="append", help="saved model folder, Hub id or CTranslate2 "
+                        "export (repeat for an ensemble)")  # fmt: skip
+    server.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps, ...")
+    server.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: this machine only)")
+    server.add_argument("--port", type=int, default=8000)
+    server.add_argument("--batch_tokens", type=positive_int, default=4096, help="padded source tokens per batch")
+    server.add_argument("--max_wait_ms", type=float, default=5.0, help="how long a sentence waits for others")
+    server.add_argument("--max_queue", type=positive_int, default=1024, help="sentences waiting; beyond: 503")
+    server.add_argument("--max_sentences", type=positive_int, default=64, help="inputs per request; beyond: 413")
+    server.add_argument("--max_chars", type=positive_int, default=2000, help="characters per input; beyond: 413")
+    server.set_defaults(run=serve)
     scoring = commands.add_parser("score", help=score.__doc__)
     scoring.add_argument("--model", required=True, help="saved model folder or Hub id")
     scoring.add_argument("--source", required=True, help="source sentences, one per line (- for standard input)")

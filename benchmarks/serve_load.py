@@ -1,0 +1,168 @@
+"""`aayn serve` under load, on loopback only: 1, 8, 32 and 128 concurrent clients, each sending test verses one
+request at a time, against the torch folder and its CTranslate2 export; the same sentences through one
+`Translator.translate` call (what one `aayn translate` call does) for reference.
+
+    python benchmarks/serve_load.py [--model FOLDER] [--sentences 256] [--clients 1 8 32 128] [--seconds 120]
+                                    [--max_queue 1024] [--overflow_queue 16]
+
+Without --model, a demo-shaped model is trained 300 steps here (`aayn.bench.decoding.train_demo_model`) and
+saved to a temporary folder. Each level prints sentences/s, p50/p95/p99 latency of a request, errors (any non-200)
+and wrong answers (a translation that differs from the same sentence translated alone in the reference call; the
+server batches it with others, so float rounding may in rare cases pick another token). A last level sends 128
+clients against a queue of --overflow_queue sentences: the overflow must be 503 with Retry-After, never a hang.
+Bounded: each level stops after --sentences answers or --seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(folder: str, *flags: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    command = [sys.executable, "-m", "aayn.cli", "serve", "--model", folder, "--port", str(port), *flags]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=5).read()
+            return process, url
+        except OSError:
+            if process.poll() is not None:
+                raise SystemExit(process.stderr.read()[-3000:]) from None
+            time.sleep(0.2)
+    raise SystemExit("the server did not start")
+
+
+def ask(url: str, text: str) -> tuple[int, str | None, float, str | None]:
+    request = urllib.request.Request(
+        url + "/translate", json.dumps({"inputs": text}).encode(), {"Content-Type": "application/json"}
+    )
+    start = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=300) as response:
+            answer = json.loads(response.read())[0]["translation_text"]
+            return 200, answer, time.perf_counter() - start, None
+    except urllib.error.HTTPError as error:
+        return error.code, None, time.perf_counter() - start, error.headers.get("Retry-After")
+
+
+def level(url: str, texts: list[str], expected: dict, clients: int, seconds: float) -> dict:
+    """`clients` threads, each sending the next verse when answered, until every verse was answered once."""
+    todo = list(texts)
+    results = []
+    deadline = time.perf_counter() + seconds
+
+    def client(i: int):
+        while todo and time.perf_counter() < deadline:
+            text = todo.pop()
+            results.append((text, *ask(url, text)))
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(client, range(clients)))
+    wall = time.perf_counter() - started
+    answered = [r for r in results if r[1] == 200]
+    latencies = sorted(r[3] for r in answered)
+    quantile = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else None
+    return {
+        "clients": clients,
+        "answered": len(answered),
+        "sentences_per_second": len(answered) / wall,
+        "p50_s": quantile(0.5),
+        "p95_s": quantile(0.95),
+        "p99_s": quantile(0.99),
+        "errors": len(results) - len(answered),
+        "errors_503_with_retry_after": sum(r[1] == 503 and r[4] is not None for r in results),
+        "wrong": sum(r[2] != expected[r[0]] for r in answered),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model")
+    parser.add_argument("--sentences", type=int, default=256)
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
+    parser.add_argument("--seconds", type=float, default=120)
+    parser.add_argument("--max_queue", type=int, default=1024)
+    parser.add_argument("--overflow_queue", type=int, default=16)
+    args = parser.parse_args()
+    import torch
+
+    from aayn.data import load_translation_dataset
+    from aayn.export import export_model
+    from aayn.translator import open_translator
+
+    work = Path(tempfile.mkdtemp(prefix="serve-load-"))
+    folder = args.model
+    if folder is None:
+        from aayn.bench.decoding import train_demo_model
+
+        model, tokenizer, _ = train_demo_model(300)
+        folder = str(work / "demo")
+        model.config._attn_implementation = "sdpa"
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    exported = str(work / "ct2")
+    export_model(Path(folder), Path(exported))
+    test = load_translation_dataset("bible", source_lang="en", target_lang="fr")["test"]
+    texts = [row["translation"]["en"] for row in test.select(range(args.sentences))]
+    report = {"machine": f"{os.cpu_count()} cores, torch {torch.__version__}", "sentences": len(texts), "arms": {}}
+    for name, path in (("torch", folder), ("ct2", exported)):
+        translator = open_translator([path])
+        started = time.perf_counter()
+        reference = translator.translate(texts)
+        single_call = len(texts) / (time.perf_counter() - started)
+        del translator
+        expected = dict(zip(texts, reference))
+        rows = []
+        process, url = start(path, "--max_queue", str(args.max_queue))
+        try:
+            for clients in args.clients:
+                rows.append(level(url, texts, expected, clients, args.seconds))
+                print(json.dumps({"arm": name, **rows[-1]}), flush=True)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=120)
+        process, url = start(path, "--max_queue", str(args.overflow_queue))
+        try:
+            overflow = level(url, texts, expected, 128, args.seconds)
+            print(json.dumps({"arm": name, "overflow_queue": args.overflow_queue, **overflow}), flush=True)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=120)
+        report["arms"][name] = {"single_call_sentences_per_second": single_call, "levels": rows, "overflow": overflow}
+    print(json.dumps(report, indent=1))
+    for name, arm in report["arms"].items():
+        print(f"\n{name}: one translate call {arm['single_call_sentences_per_second']:.1f} sentences/s")
+        print("| clients | sentences/s | / one call | p50 s | p95 s | p99 s | errors | wrong |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for row in [*arm["levels"], {**arm["overflow"], "clients": f"128, queue {args.overflow_queue}"}]:
+            ratio = row["sentences_per_second"] / arm["single_call_sentences_per_second"]
+            print(
+                f"| {row['clients']} | {row['sentences_per_second']:.1f} | {ratio:.2f} | {row['p50_s']:.3f} | "
+                f"{row['p95_s']:.3f} | {row['p99_s']:.3f} | {row['errors']} ({row['errors_503_with_retry_after']} "
+                f"503) | {row['wrong']} |"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""`aayn serve`: the server runs in a subprocess on a free port and is asked over real HTTP (urllib, raw sockets):
+concurrent requests decode as each sentence alone would through the same translator, bad requests are named in one
+line and the server goes on, a full queue answers 503, a client that leaves costs only its own sentences, SIGTERM
+answers what is in flight and exits 0. The worker's survival of a model error is checked on the Batcher itself."""
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+SENTENCES = ["Six one eight.", "Two.", "Zero nine nine five three four.", "One.", "Seven seven.", "Three two one."]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`aayn serve` in a subprocess, until stopped; `url` once it answers /health."""
+
+    def __init__(self, folder, *flags):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+        command = [sys.executable, "-m", "aayn.cli", "serve", "--model", str(folder), "--port", str(self.port), *flags]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"the server exited: {self.process.stderr.read()[-3000:]}")
+            try:
+                self.get("/health")
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError("the server did not answer /health in 120 s")
+
+    def get(self, path: str) -> dict:
+        with urllib.request.urlopen(self.url + path, timeout=30) as response:
+            return json.loads(response.read())
+
+    def post(self, body, raw: bool = False) -> tuple[int, dict, dict]:
+        data = body if raw else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + "/translate", data, {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                return response.status, json.loads(response.read()), {k.lower(): v for k, v in response.headers.items()}
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read()), {k.lower(): v for k, v in error.headers.items()}
+
+    def stop(self) -> tuple[int, str]:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        _, stderr = self.process.communicate(timeout=120)
+        return self.process.returncode, stderr
+
+
+@pytest.fixture(scope="module")
+def alone(saved):
+    """Each sentence translated alone through the translator `aayn translate` uses, with the options tested."""
+    from aayn.translator import open_translator
+
+    translator = open_translator([str(saved[0])])
+    return {
+        (text, beams): translator.nbest([text], 2 if beams == 2 else 1, **({"num_beams": beams} if beams else {}))[0]
+        for text in SENTENCES
+        for beams in (None, 1, 2)
+    }
+
+
+def test_concurrent_requests_translate_as_each_sentence_alone(saved, alone):
+    server = Server(saved[0], "--max_wait_ms", "20")
+    try:
+        health = server.get("/health")
+        assert health["status"] == "ok" and health["model"]["type"] == "aayn" and health["model"]["parameters"] > 0
+        assert set(server.get("/openapi.json")["paths"]) == {"/translate", "/health"}
+
+        def ask(i: int):
+            texts = [SENTENCES[(i + j) % len(SENTENCES)] for j in range(1 + i % 3)]
+            beams = (None, 1, 2)[i % 3]
+            parameters = {} if beams is None else {"num_beams": beams}
+            if beams == 2:
+                parameters["num_return_sequences"] = 2
+            return texts, beams, server.post({"inputs": texts if i % 4 else texts[0], "parameters": parameters})
+
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(ask, range(48)))
+        for i, (texts, beams, (status, body, _)) in enumerate(answers):
+            assert status == 200, body
+            texts = texts if i % 4 else texts[:1]
+            assert len(body) == len(texts)
+            for text, answer in zip(texts, body):
+                expected = alone[text, beams]
+                if beams == 2:  # two hypotheses, each with its score
+                    assert [a["translation_text"] for a in answer] == [t for _, t in expected]
+                    assert [a["score"] for a in answer] == pytest.approx([s for s, _ in expected], rel=1e-5)
+                else:
+                    assert answer == {"translation_text": expected[0][1]}
+        assert server.get("/health")["batches"] < 48  # requests were decoded together
+    finally:
+        code, stderr = server.stop()
+    assert code == 0, stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        (b"{not json", 400, "the body is not JSON"),
+        ({"text": "One."}, 400, '"inputs"'),
+        ({"inputs": "One.", "parameters": {"temperature": 0.7}}, 400, "unknown parameter 'temperature'"),
+        ({"inputs": "One.", "parameters": {"num_beams": 0}}, 400, "parameter num_beams must be an integer >= 1"),
+        ({"inputs": "One.", "parameters": {"num_beams": 1, "num_return_sequences": 2}}, 400, "exceeds num_beams"),
+        ({"inputs": [1, 2]}, 400, "a text or a list of texts"),
+        ({"inputs": ["One."] * 5}, 413, "at most 4 a request"),
+        ({"inputs": "x" * 41}, 413, "at most 40 (--max_chars)"),
+    ],
+)
+def test_bad_requests_are_named_in_one_line_and_the_server_goes_on(bad_request_server, body, status, message):
+    got, answer, _ = bad_request_server.post(body, raw=isinstance(body, bytes))
+    assert got == status and message in answer["error"] and "\n" not in answer["error"]
+    assert bad_request_server.post({"inputs": "One."})[0] == 200
+
+
+@pytest.fixture(scope="module")
+def bad_request_server(saved):
+    server = Server(saved[0], "--max_sentences", "4", "--max_chars", "40")
+    yield server
+    assert server.stop()[0] == 0
+
+
+def test_a_full_queue_answers_503_and_a_client_that_leaves_costs_only_its_sentences(saved):
+    server = Server(saved[0], "--max_queue", "3", "--max_wait_ms", "1500")
+    try:
+        first = ThreadPoolExecutor(1).submit(server.post, {"inputs": SENTENCES[:2]})  # waits 1.5 s for company
+        time.sleep(0.3)
+        status, answer, headers = server.post({"inputs": SENTENCES[2:4]})  # 2 + 2 > 3
+        assert status == 503 and "queue is full" in answer["error"] and headers["retry-after"] == "1"
+        assert first.result()[0] == 200
+        # a client sends 2 sentences and leaves; a third sentence from another arrives within the wait
+        body = json.dumps({"inputs": SENTENCES[:2]}).encode()
+        with socket.create_connection(("127.0.0.1", server.port)) as leaving:
+            leaving.sendall(
+                b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            time.sleep(0.3)
+        before = server.get("/health")["sentences"]
+        assert server.post({"inputs": SENTENCES[4]})[0] == 200
+        assert server.get("/health")["sentences"] - before == 1  # the leaver's two were never decoded
+    finally:
+        code, stderr = server.stop()
+    assert code == 0, stderr[-3000:]
+
+
+def test_sigterm_answers_the_requests_in_flight_then_exits_0(saved):
+    server = Server(saved[0], "--max_wait_ms", "1500")
+    in_flight = ThreadPoolExecutor(1).submit(server.post, {"inputs": SENTENCES})
+    time.sleep(0.5)  # the request waits in the queue
+    code, stderr = server.stop()
+    assert in_flight.result()[0] == 200 and len(in_flight.result()[1]) == len(SENTENCES)
+    assert code == 0, stderr[-3000:]
+
+
+def test_a_model_error_answers_its_requests_and_the_worker_goes_on():
+    from aayn.serve import Batcher, Job, ServeSettings
+    from aayn.translator import Translator
+
+    class Flaky(Translator):
+        def nbest(self, texts, nbest=1, **options):
+            if "boom" in texts:
+                raise RuntimeError("CUDA out of memory\nwhile decoding")
+            return [[(0.0, text.upper())] for text in texts]
+
+    batcher = Batcher(Flaky(), ServeSettings(max_wait_ms=1))
+    batcher.start()
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    try:
+        bad = Job(["boom"], {}, loop, loop.create_future())
+        batcher.submit(bad)
+        with pytest.raises(RuntimeError, match="CUDA out of memory"):
+            asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(bad.answer), 10), loop).result()
+        good = Job(["ok"], {}, loop, loop.create_future())
+        batcher.submit(good)
+        result = asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(good.answer), 10), loop).result()
+        assert result == [[(0.0, "OK")]] and batcher.waiting == 0
+    finally:
+        batcher.stop()
+        loop.call_soon_threadsafe(loop.stop)
