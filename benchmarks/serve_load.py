@@ -3,7 +3,7 @@ request at a time, against the torch folder and its CTranslate2 export; the same
 `Translator.translate` call (what one `aayn translate` call does) for reference.
 
     python benchmarks/serve_load.py [--model FOLDER] [--sentences 256] [--clients 1 8 32 128] [--seconds 120]
-                                    [--max_queue 1024] [--overflow_queue 16]
+                                    [--max_queue 1024] [--overflow_queue 16] [--max_wait_ms 10] [--arms torch ct2]
 
 Without --model, a demo-shaped model is trained 300 steps here (`aayn.bench.decoding.train_demo_model`) and
 saved to a temporary folder. Each level prints sentences/s, p50/p95/p99 latency of a request, errors (any non-200)
@@ -36,10 +36,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(folder: str, *flags: str) -> tuple[subprocess.Popen, str]:
+def start(folder: str, *flags: str, threads: int | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     command = [sys.executable, "-m", "aayn.cli", "serve", "--model", folder, "--port", str(port), *flags]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {}))
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -76,10 +77,14 @@ def level(url: str, texts: list[str], expected: dict, clients: int, seconds: flo
             text = todo.pop()
             results.append((text, *ask(url, text)))
 
+    health = lambda: json.loads(urllib.request.urlopen(url + "/health", timeout=30).read())
+    before = health()
     started = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(client, range(clients)))
     wall = time.perf_counter() - started
+    after = health()
+    calls = after["batches"] - before["batches"]
     answered = [r for r in results if r[1] == 200]
     latencies = sorted(r[3] for r in answered)
     quantile = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else None
@@ -93,6 +98,7 @@ def level(url: str, texts: list[str], expected: dict, clients: int, seconds: flo
         "errors": len(results) - len(answered),
         "errors_503_with_retry_after": sum(r[1] == 503 and r[4] is not None for r in results),
         "wrong": sum(r[2] != expected[r[0]] for r in answered),
+        "sentences_per_model_call": (after["sentences"] - before["sentences"]) / calls if calls else None,
     }
 
 
@@ -104,6 +110,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=120)
     parser.add_argument("--max_queue", type=int, default=1024)
     parser.add_argument("--overflow_queue", type=int, default=16)
+    parser.add_argument("--max_wait_ms", default="10", help="the server's --max_wait_ms")
+    parser.add_argument("--arms", nargs="+", default=["torch", "ct2"])
+    parser.add_argument("--server_threads", type=int, help="OMP_NUM_THREADS of the server (default: all cores)")
     args = parser.parse_args()
     import torch
 
@@ -127,6 +136,8 @@ def main() -> None:
     texts = [row["translation"]["en"] for row in test.select(range(args.sentences))]
     report = {"machine": f"{os.cpu_count()} cores, torch {torch.__version__}", "sentences": len(texts), "arms": {}}
     for name, path in (("torch", folder), ("ct2", exported)):
+        if name not in args.arms:
+            continue
         translator = open_translator([path])
         started = time.perf_counter()
         reference = translator.translate(texts)
@@ -134,7 +145,8 @@ def main() -> None:
         del translator
         expected = dict(zip(texts, reference))
         rows = []
-        process, url = start(path, "--max_queue", str(args.max_queue))
+        flags = ("--max_wait_ms", args.max_wait_ms)
+        process, url = start(path, "--max_queue", str(args.max_queue), *flags, threads=args.server_threads)
         try:
             for clients in args.clients:
                 rows.append(level(url, texts, expected, clients, args.seconds))
@@ -142,7 +154,7 @@ def main() -> None:
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=120)
-        process, url = start(path, "--max_queue", str(args.overflow_queue))
+        process, url = start(path, "--max_queue", str(args.overflow_queue), *flags, threads=args.server_threads)
         try:
             overflow = level(url, texts, expected, 128, args.seconds)
             print(json.dumps({"arm": name, "overflow_queue": args.overflow_queue, **overflow}), flush=True)

@@ -426,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     server.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: this machine only)")
     server.add_argument("--port", type=int, default=8000)
     server.add_argument("--batch_tokens", type=positive_int, default=4096, help="padded source tokens per batch")
-    server.add_argument("--max_wait_ms", type=float, default=5.0, help="how long a sentence waits for others")
+    server.add_argument("--max_wait_ms", type=float, default=10.0, help="how long a sentence waits for others")
     server.add_argument("--max_queue", type=positive_int, default=1024, help="sentences waiting; beyond: 503")
     server.add_argument("--max_sentences", type=positive_int, default=64, help="inputs per request; beyond: 413")
     server.add_argument("--max_chars", type=positive_int, default=2000, help="characters per input; beyond: 413")

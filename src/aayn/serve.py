@@ -44,7 +44,7 @@ class RequestError(ValueError):
 @dataclass
 class ServeSettings:
     batch_tokens: int = 4096
-    max_wait_ms: float = 5.0
+    max_wait_ms: float = 10.0
     max_queue: int = 1024  # sentences waiting or being decoded
     max_sentences: int = 64  # per request
     max_chars: int = 2000  # per sentence
@@ -112,8 +112,9 @@ class Job:
 
 class Batcher:
     """The one thread that runs the model: it takes the jobs that arrive within `max_wait_ms` of the first one
-    waiting, and translates the sentences of the jobs that share their parameters in one `Translator.nbest` call
-    (which sorts them by length and cuts batches of `batch_tokens`)."""
+    waiting (or of the end of the last model call, where that is later), and translates the sentences of the jobs
+    that share their parameters in one `Translator.nbest` call (which sorts them by length and cuts batches of
+    `batch_tokens`)."""
 
     def __init__(self, translator: Translator, settings: ServeSettings):
         self.translator, self.settings = translator, settings
@@ -121,6 +122,7 @@ class Batcher:
         self.waiting = 0  # sentences queued or being decoded
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="aayn-serve-batcher", daemon=True)
+        self.last_call_end = 0.0
         self.batches = self.sentences = 0  # translator calls made (each of one or more requests), sentences decoded
 
     def start(self) -> None:
@@ -148,7 +150,10 @@ class Batcher:
             first = self.jobs.get()
             if first is None:
                 return
-            jobs, deadline, stop = [first], time.perf_counter() + self.settings.max_wait_ms / 1000, False
+            # the wait runs from the later of the first job's arrival and the end of the last model call: the
+            # clients just answered get to send their next sentences into this batch, not the one after
+            start = max(first.queued, self.last_call_end)
+            jobs, deadline, stop = [first], start + self.settings.max_wait_ms / 1000, False
             while (left := deadline - time.perf_counter()) > 0:
                 try:
                     job = self.jobs.get(timeout=left)
@@ -163,6 +168,7 @@ class Batcher:
                 groups.setdefault(json.dumps(job.options, sort_keys=True), []).append(job)
             for group in groups.values():
                 self._translate(group)
+            self.last_call_end = time.perf_counter()
             if stop:
                 return
 
@@ -246,6 +252,12 @@ def openapi() -> dict:
     }
 
 
+async def disconnected(request) -> None:
+    """Returns once the client has gone (no polling: the server's next message after the body is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 def build_app(translator: Translator, names: list[str], settings: ServeSettings):
     """The Starlette application serving `translator`."""
     import contextlib
@@ -266,13 +278,13 @@ def build_app(translator: Translator, names: list[str], settings: ServeSettings)
             batcher.submit(job)
         except RequestError as error:
             return JSONResponse({"error": str(error)}, error.status, headers=error.headers)
-        while True:  # the answer, or the client gone
-            done, _ = await asyncio.wait({job.answer}, timeout=0.05)
-            if done:
-                break
-            if await request.is_disconnected():
-                job.abandoned = True
-                return JSONResponse({"error": "the client went away"}, 499)
+        # the answer, or the client gone: once the body is read, the next message the server gets is a disconnect
+        gone = asyncio.ensure_future(disconnected(request))
+        await asyncio.wait({job.answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not job.answer.done():
+            job.abandoned = True
+            return JSONResponse({"error": "the client went away"}, 499)
+        gone.cancel()
         error = job.answer.exception()
         if error is not None:
             message = " ".join(str(error).split()) or type(error).__name__
