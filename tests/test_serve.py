@@ -177,6 +177,27 @@ def test_sigterm_answers_the_requests_in_flight_then_exits_0(saved):
     assert code == 0, stderr[-3000:]
 
 
+def test_a_model_error_answers_500_in_one_line_and_the_server_goes_on(saved, tmp_path, monkeypatch):
+    """A CTranslate2 export whose position table is too short for a long source (as exports made before it held
+    source + 50 positions): that request fails in the model, the next one is answered."""
+    pytest.importorskip("ctranslate2")
+    from aayn import export
+
+    _, model, tokenizer = saved
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    monkeypatch.setattr(export, "EXTRA_TARGET_TOKENS", -1)
+    folder = export.save_ctranslate2(model, tokens, tmp_path / "old", tokenizer=tokenizer)
+    server = Server(folder, "--max_wait_ms", "1")
+    try:
+        assert server.get("/health")["model"]["type"] == "ctranslate2"
+        status, answer, _ = server.post({"inputs": "twenty five " * 20, "parameters": {"num_beams": 1}})
+        assert status == 500 and answer["error"].startswith("the model failed: ") and "\n" not in answer["error"]
+        assert server.post({"inputs": "One.", "parameters": {"num_beams": 1}})[0] == 200
+    finally:
+        code, stderr = server.stop()
+    assert code == 0, stderr[-3000:]
+
+
 def test_a_model_error_answers_its_requests_and_the_worker_goes_on():
     from aayn.serve import Batcher, Job, ServeSettings
     from aayn.translator import Translator
