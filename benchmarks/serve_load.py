@@ -8,7 +8,8 @@ request at a time, against the torch folder and its CTranslate2 export; the same
 Without --model, a demo-shaped model is trained 300 steps here (`aayn.bench.decoding.train_demo_model`) and
 saved to a temporary folder. Each level prints sentences/s, p50/p95/p99 latency of a request, errors (any non-200)
 and wrong answers (a translation that differs from the same sentence translated alone in the reference call; the
-server batches it with others, so float rounding may in rare cases pick another token). A last level sends 128
+server batches it with others, so float rounding may in rare cases pick another token), and the clients' own CPU
+time (coroutines on one thread, each with a kept-alive connection: light beside the server). A last level sends 128
 clients against a queue of --overflow_queue sentences: the overflow must be 503 with Retry-After, never a hang.
 Bounded: each level stops after --sentences answers or --seconds.
 """
@@ -16,6 +17,7 @@ Bounded: each level stops after --sentences answers or --seconds.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -24,9 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
@@ -53,36 +53,52 @@ def start(folder: str, *flags: str, threads: int | None = None) -> tuple[subproc
     raise SystemExit("the server did not start")
 
 
-def ask(url: str, text: str) -> tuple[int, str | None, float, str | None]:
-    request = urllib.request.Request(
-        url + "/translate", json.dumps({"inputs": text}).encode(), {"Content-Type": "application/json"}
-    )
+async def ask(streams: dict, url: str, text: str) -> tuple[int, str | None, float, str | None]:
+    """One request on this client's kept-alive connection: (status, translation, seconds, Retry-After)."""
+    if not streams:
+        host, port = url.removeprefix("http://").split(":")
+        streams["reader"], streams["writer"] = await asyncio.open_connection(host, int(port))
+    reader, writer = streams["reader"], streams["writer"]
+    body = json.dumps({"inputs": text}).encode()
+    head = f"POST /translate HTTP/1.1\r\nHost: {url}\r\nContent-Type: application/json\r\n"
     start = time.perf_counter()
-    try:
-        with urllib.request.urlopen(request, timeout=300) as response:
-            answer = json.loads(response.read())[0]["translation_text"]
-            return 200, answer, time.perf_counter() - start, None
-    except urllib.error.HTTPError as error:
-        return error.code, None, time.perf_counter() - start, error.headers.get("Retry-After")
+    writer.write(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    status = int((await reader.readline()).split()[1])
+    headers = {}
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        headers[name.strip().lower()] = value.strip()
+    answer = json.loads(await reader.readexactly(int(headers["content-length"])))
+    seconds = time.perf_counter() - start
+    if status == 200:
+        return 200, answer[0]["translation_text"], seconds, None
+    return status, None, seconds, headers.get("retry-after")
 
 
 def level(url: str, texts: list[str], expected: dict, clients: int, seconds: float) -> dict:
-    """`clients` threads, each sending the next verse when answered, until every verse was answered once."""
+    """`clients` clients (coroutines on one thread, each with its own kept-alive connection: the load generator
+    shares the server's 2 cores, so it is kept light), each sending the next verse when answered, until every verse
+    was answered once."""
     todo = list(texts)
     results = []
-    deadline = time.perf_counter() + seconds
 
-    def client(i: int):
+    async def client(deadline: float):
+        streams = {}
         while todo and time.perf_counter() < deadline:
             text = todo.pop()
-            results.append((text, *ask(url, text)))
+            results.append((text, *await ask(streams, url, text)))
+        if streams:
+            streams["writer"].close()
+
+    async def run():
+        deadline = time.perf_counter() + seconds
+        await asyncio.gather(*(client(deadline) for _ in range(clients)))
 
     health = lambda: json.loads(urllib.request.urlopen(url + "/health", timeout=30).read())
     before = health()
-    started = time.perf_counter()
-    with ThreadPoolExecutor(clients) as pool:
-        list(pool.map(client, range(clients)))
-    wall = time.perf_counter() - started
+    cpu, started = time.process_time(), time.perf_counter()
+    asyncio.run(run())
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     after = health()
     calls = after["batches"] - before["batches"]
     answered = [r for r in results if r[1] == 200]
@@ -99,6 +115,8 @@ def level(url: str, texts: list[str], expected: dict, clients: int, seconds: flo
         "errors_503_with_retry_after": sum(r[1] == 503 and r[4] is not None for r in results),
         "wrong": sum(r[2] != expected[r[0]] for r in answered),
         "sentences_per_model_call": (after["sentences"] - before["sentences"]) / calls if calls else None,
+        "client_cpu_s": cpu,
+        "wall_s": wall,
     }
 
 
@@ -165,14 +183,15 @@ def main() -> None:
     print(json.dumps(report, indent=1))
     for name, arm in report["arms"].items():
         print(f"\n{name}: one translate call {arm['single_call_sentences_per_second']:.1f} sentences/s")
-        print("| clients | sentences/s | / one call | p50 s | p95 s | p99 s | errors | wrong |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        columns = "clients | sentences/s | / one call | p50 s | p95 s | p99 s | errors | wrong | clients' CPU s / wall"
+        print(f"| {columns} |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for row in [*arm["levels"], {**arm["overflow"], "clients": f"128, queue {args.overflow_queue}"}]:
             ratio = row["sentences_per_second"] / arm["single_call_sentences_per_second"]
             print(
                 f"| {row['clients']} | {row['sentences_per_second']:.1f} | {ratio:.2f} | {row['p50_s']:.3f} | "
                 f"{row['p95_s']:.3f} | {row['p99_s']:.3f} | {row['errors']} ({row['errors_503_with_retry_after']} "
-                f"503) | {row['wrong']} |"
+                f"503) | {row['wrong']} | {row['client_cpu_s']:.2f} / {row['wall_s']:.2f} |"
             )
 
 
