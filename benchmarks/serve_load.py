@@ -4,6 +4,7 @@ request at a time, against the torch folder and its CTranslate2 export; the same
 
     python benchmarks/serve_load.py [--model FOLDER] [--sentences 256] [--clients 1 8 32 128] [--seconds 120]
                                     [--max_queue 1024] [--overflow_queue 16] [--max_wait_ms 10] [--arms torch ct2]
+                                    [--torch_threads N] [--ct2_threads N]
 
 Without --model, a demo-shaped model is trained 300 steps here (`aayn.bench.decoding.train_demo_model`) and
 saved to a temporary folder. Each level prints sentences/s, p50/p95/p99 latency of a request, errors (any non-200)
@@ -36,11 +37,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(folder: str, *flags: str, threads: int | None = None) -> tuple[subprocess.Popen, str]:
+def start(folder: str, *flags: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     command = [sys.executable, "-m", "aayn.cli", "serve", "--model", folder, "--port", str(port), *flags]
-    env = dict(os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {}))
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -130,7 +130,8 @@ def main() -> None:
     parser.add_argument("--overflow_queue", type=int, default=16)
     parser.add_argument("--max_wait_ms", default="10", help="the server's --max_wait_ms")
     parser.add_argument("--arms", nargs="+", default=["torch", "ct2"])
-    parser.add_argument("--server_threads", type=int, help="OMP_NUM_THREADS of the server (default: all cores)")
+    parser.add_argument("--torch_threads", help="the torch server's --threads (default: all cores)")
+    parser.add_argument("--ct2_threads", help="the CTranslate2 server's --threads (default: all cores)")
     args = parser.parse_args()
     import torch
 
@@ -163,8 +164,9 @@ def main() -> None:
         del translator
         expected = dict(zip(texts, reference))
         rows = []
-        flags = ("--max_wait_ms", args.max_wait_ms)
-        process, url = start(path, "--max_queue", str(args.max_queue), *flags, threads=args.server_threads)
+        threads = getattr(args, f"{name}_threads")
+        flags = ("--max_wait_ms", args.max_wait_ms, *(("--threads", threads) if threads else ()))
+        process, url = start(path, "--max_queue", str(args.max_queue), *flags)
         try:
             for clients in args.clients:
                 rows.append(level(url, texts, expected, clients, args.seconds))
@@ -172,7 +174,7 @@ def main() -> None:
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=120)
-        process, url = start(path, "--max_queue", str(args.overflow_queue), *flags, threads=args.server_threads)
+        process, url = start(path, "--max_queue", str(args.overflow_queue), *flags)
         try:
             overflow = level(url, texts, expected, 128, args.seconds)
             print(json.dumps({"arm": name, "overflow_queue": args.overflow_queue, **overflow}), flush=True)
@@ -182,7 +184,8 @@ def main() -> None:
         report["arms"][name] = {"single_call_sentences_per_second": single_call, "levels": rows, "overflow": overflow}
     print(json.dumps(report, indent=1))
     for name, arm in report["arms"].items():
-        print(f"\n{name}: one translate call {arm['single_call_sentences_per_second']:.1f} sentences/s")
+        threads, one_call = getattr(args, f"{name}_threads") or "all cores", arm["single_call_sentences_per_second"]
+        print(f"\n{name} (server threads: {threads}): one translate call {one_call:.1f} sentences/s")
         columns = "clients | sentences/s | / one call | p50 s | p95 s | p99 s | errors | wrong | clients' CPU s / wall"
         print(f"| {columns} |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -224,3 +224,35 @@ def test_a_model_error_answers_its_requests_and_the_worker_goes_on():
     finally:
         batcher.stop()
         loop.call_soon_threadsafe(loop.stop)
+
+
+def test_threads_reach_each_engine(saved, tmp_path, monkeypatch):
+    """`aayn serve --threads N`: CTranslate2's intra_threads for an export, torch's thread count for an aayn folder."""
+    import torch
+
+    from aayn.export import export_model
+    from aayn.translator import open_translator
+
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    exported = export_model(saved[0], tmp_path / "ct2")
+    options, engine = {}, ctranslate2.Translator
+    monkeypatch.setattr(
+        ctranslate2, "Translator", lambda *args, **kwargs: options.update(kwargs) or engine(*args, **kwargs)
+    )
+    open_translator([str(exported)], threads=1)
+    assert options["intra_threads"] == 1
+    before = torch.get_num_threads()
+    try:
+        open_translator([str(saved[0])], threads=1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_threads_must_be_positive(saved, capsys):
+    from aayn.cli import main
+
+    with pytest.raises(SystemExit) as exit:
+        main(["serve", "--model", str(saved[0]), "--threads", "0"])
+    assert exit.value.code == 2
+    assert "argument --threads: must be a positive integer, got 0" in capsys.readouterr().err

@@ -251,7 +251,7 @@ def serve(args: argparse.Namespace) -> None:
 
     if args.max_wait_ms < 0:
         raise ValueError(f"--max_wait_ms must be >= 0, got {args.max_wait_ms}")
-    translator = open_translator(args.model, args.device)
+    translator = open_translator(args.model, args.device, threads=args.threads)
     settings = ServeSettings(
         batch_tokens=args.batch_tokens,
         max_wait_ms=args.max_wait_ms,
@@ -430,6 +430,12 @@ def main(argv: list[str] | None = None) -> int:
     server.add_argument("--max_queue", type=positive_int, default=1024, help="sentences waiting; beyond: 503")
     server.add_argument("--max_sentences", type=positive_int, default=64, help="inputs per request; beyond: 413")
     server.add_argument("--max_chars", type=positive_int, default=2000, help="characters per input; beyond: 413")
+    server.add_argument(
+        "--threads",
+        type=positive_int,
+        help="CPU threads a model call uses (default: all cores); with a CTranslate2 export, 1 can answer small "
+        "batches several times faster (docs/measurements.md)",
+    )
     server.set_defaults(run=serve)
     scoring = commands.add_parser("score", help=score.__doc__)
     scoring.add_argument("--model", required=True, help="saved model folder or Hub id")

@@ -66,9 +66,13 @@ def progress_bar(total: int, description: str | None):
     return tqdm(total=total, desc=description, unit=" sentences", delay=1.0, leave=False)
 
 
-def open_translator(names: list[str], device: str = "cpu", needs: tuple[str, ...] = ()) -> Translator:
+def open_translator(
+    names: list[str], device: str = "cpu", needs: tuple[str, ...] = (), threads: int | None = None
+) -> Translator:
     """The translator of the model folders (or Hub ids) `names` on `device`; `needs`: the `ABILITIES` the caller
-    will use, refused here with one line (before any model is loaded where the folder's kind tells)."""
+    will use, refused here with one line (before any model is loaded where the folder's kind tells). `threads`: the
+    CPU threads one model call uses (CTranslate2's `intra_threads`; torch's for this process), else each engine's
+    default (all cores)."""
     from .ct2 import ExportedModel, is_ctranslate2_folder
 
     names = list(names)
@@ -86,13 +90,17 @@ def open_translator(names: list[str], device: str = "cpu", needs: tuple[str, ...
                 f"--model {names[0]} is a CTranslate2 model: it translates alone, without --prefix or "
                 "--show-attention (give the aayn folder it was exported from for those)"
             )
-        return ExportedModel(locations[0], device)
+        return ExportedModel(locations[0], device, **({"intra_threads": threads} if threads else {}))
     if len(names) > 1 and set(needs) - {"prefixes"}:
         raise ValueError(f"an ensemble translates (with --prefix too); {' and '.join(needs)}: give one --model")
     from .checks import check_device
     from .translate import check_same_tokenizer
 
     check_device(device)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     models, tokenizers = zip(*(load_model(name, location, device) for name, location in zip(names, locations)))
     check_same_tokenizer(list(tokenizers), names)
     return TorchTranslator(list(models), tokenizers[0])
