@@ -197,6 +197,31 @@ def test_output_attentions_returns_weights_that_respect_the_masks():
         assert torch.equal(weights[0, 0].triu(1), torch.zeros(5, 5))  # no attention to the future (§3.2.3)
 
 
+def test_weights_and_states_under_sdpa_are_the_eager_models_with_no_warning(recwarn):
+    """Recorded by transformers' mechanism on either line: asking for attentions with SDPA configured (the default)
+    takes the eager path for that call, silently; every recorded tensor equals an eager model's, and the states of
+    pre-norm stacks begin with the embeddings and end with the final LayerNorm's output, the last hidden state."""
+    model = model_for(norm_first=True).double()
+    source, mask = random_batch(2, 6, 40, [6, 3])
+    target, _ = random_batch(2, 5, 40)
+    inputs = dict(input_ids=source, attention_mask=mask, decoder_input_ids=target)
+    outputs = {}
+    for implementation in ("sdpa", "eager"):
+        model.config._attn_implementation = implementation
+        with torch.no_grad():
+            outputs[implementation] = model.model(**inputs, output_attentions=True, output_hidden_states=True)
+    assert not [w for w in recwarn if "output_attentions" in str(w.message)]
+    sdpa, eager = outputs["sdpa"], outputs["eager"]
+    for field in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
+        assert len(sdpa[field]) == 2
+        for got, expected in zip(sdpa[field], eager[field]):
+            torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
+    assert torch.equal(sdpa.decoder_hidden_states[-1], sdpa.last_hidden_state)
+    assert torch.equal(sdpa.encoder_hidden_states[-1], sdpa.encoder_last_hidden_state)
+    with torch.no_grad():  # the first is the embedded source, entering the first layer
+        torch.testing.assert_close(sdpa.encoder_hidden_states[0], model.model.encoder.embed(source, None))
+
+
 def test_gradient_checkpointing_gives_the_same_gradients():
     source, mask = random_batch(2, 6, 40, [6, 4])
     labels, _ = random_batch(2, 5, 40)

@@ -100,7 +100,7 @@ def test_single_layers_match_torch(norm_first, attn_implementation):
 
     with torch.no_grad():
         expected_memory = encoder_reference(source, src_key_padding_mask=source_mask == 0)
-        memory, _ = encoder_layer(source, attention_mask_for(impl, source_mask, 9, 9, False, source))
+        memory = encoder_layer(source, attention_mask_for(impl, source_mask, 9, 9, False, source))
         expected = decoder_reference(
             target,
             expected_memory,
@@ -109,7 +109,7 @@ def test_single_layers_match_torch(norm_first, attn_implementation):
             tgt_key_padding_mask=target_mask == 0,
             memory_key_padding_mask=source_mask == 0,
         )
-        output, _, _ = decoder_layer(
+        output = decoder_layer(
             target,
             expected_memory,
             attention_mask_for(impl, target_mask, 7, 7, True, target),

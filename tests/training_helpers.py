@@ -14,6 +14,7 @@ FOLDER_FILES = {
     "config.json",
     "configuration_aayn.py",
     "modeling_aayn.py",
+    "compat_aayn.py",
     "generation_aayn.py",
     "search_aayn.py",
     "cache_aayn.py",

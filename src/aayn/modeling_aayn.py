@@ -9,18 +9,22 @@ of them directly (transformers 4.57 copies a local folder's remote code one impo
 import math
 
 import torch
-import transformers
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
-from transformers.utils.deprecation import deprecate_kwarg
 
 from .cache_aayn import FoldedSearchCache  # noqa: F401  (see the docstring)
+from .compat_aayn import CACHE_FIELD, OutputRecorder, capture_outputs, either_cache_name, tied_weights_keys
 from .configuration_aayn import AaynConfig
 from .generation_aayn import generate as paper_generate
 from .hub_aayn import AaynCardUpload
@@ -46,8 +50,7 @@ def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str] | list[
     """§3.4: which parameters are one matrix, as `_tied_weights_keys` for `AaynForConditionalGeneration`
     (`lm_head=True`) or the bare `AaynModel`.
 
-    transformers 5.x declares tied parameters as {tied: source}; 4.57 as the list of tied names. This,
-    `CACHE_FIELD` and the `_tie_weights` hook are all this file knows of the transformers lines' differences.
+    The transformers lines' differences are in `compat_aayn.py`, but for the `_tie_weights` hook below.
     """
     prefix = "model." if lm_head else ""
     tied = {}
@@ -57,14 +60,7 @@ def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str] | list[
     if lm_head and config.tie_word_embeddings:
         shared = config.share_encoder_decoder_embeddings
         tied["lm_head.weight"] = "model.shared.weight" if shared else "model.decoder.embed.embed_tokens.weight"
-    return tied if int(transformers.__version__.split(".")[0]) >= 5 else list(tied)
-
-
-# transformers 5.24 renamed the cache argument and output field from `past_key_values` to `cache`: outputs are built
-# with the field the installed line declares, and the forwards take the cache under either name, as 5.24's own
-# models take the old one (`deprecate_kwarg`, here without the warning: 4.57's generate passes `past_key_values`)
-CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
-either_cache_name = deprecate_kwarg("cache", "0", new_name="past_key_values")  # "0": already renamed, no warning
+    return tied_weights_keys(tied)
 
 
 def sinusoidal_positions(start: int, length: int, d_model: int, device: torch.device) -> torch.Tensor:
@@ -131,8 +127,10 @@ class AaynAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         key_value_states: torch.Tensor | None = None,
         past_key_values: EncoderDecoderCache | None = None,
-        output_attentions: bool = False,
+        implementation: str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`implementation`: the attention function the stack built its masks for (eager where weights are
+        recorded); the configured one if not given. Returns the output and, from the eager path, the weights."""
         if self.is_cross_attention:
             query = self._heads(self.q_proj(hidden_states))  # (B, nh, T, hs)
             cache = past_key_values.cross_attention_cache if past_key_values is not None else None
@@ -150,7 +148,7 @@ class AaynAttention(nn.Module):
             if past_key_values is not None:
                 key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)
 
-        implementation = attention_implementation(self.config, output_attentions)
+        implementation = implementation or self.config._attn_implementation
         attention = eager_attention_forward if implementation == "eager" else ALL_ATTENTION_FUNCTIONS[implementation]
         dropout = self.dropout if self.training else 0.0
         output, weights = attention(self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling)
@@ -204,14 +202,13 @@ class AaynEncoderLayer(AaynLayer):
         self.feed_forward_norm = layer_norm(config)
 
     def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, output_attentions: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, implementation: str | None = None
+    ) -> torch.Tensor:
         x = self.sublayer_input(hidden_states, self.self_attn_norm)
-        attended, weights = self.self_attn(x, attention_mask, output_attentions=output_attentions)
+        attended, _ = self.self_attn(x, attention_mask, implementation=implementation)
         hidden_states = self.add_and_norm(hidden_states, attended, self.self_attn_norm)
         x = self.sublayer_input(hidden_states, self.feed_forward_norm)
-        hidden_states = self.add_and_norm(hidden_states, self.feed_forward(x), self.feed_forward_norm)
-        return hidden_states, weights
+        return self.add_and_norm(hidden_states, self.feed_forward(x), self.feed_forward_norm)
 
 
 class AaynDecoderLayer(AaynLayer):
@@ -234,19 +231,18 @@ class AaynDecoderLayer(AaynLayer):
         attention_mask: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: EncoderDecoderCache | None = None,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        implementation: str | None = None,
+    ) -> torch.Tensor:
         x = self.sublayer_input(hidden_states, self.self_attn_norm)
-        attended, self_weights = self.self_attn(x, attention_mask, None, past_key_values, output_attentions)
+        attended, _ = self.self_attn(x, attention_mask, None, past_key_values, implementation)
         hidden_states = self.add_and_norm(hidden_states, attended, self.self_attn_norm)
         x = self.sublayer_input(hidden_states, self.encoder_attn_norm)
-        attended, cross_weights = self.encoder_attn(
-            x, encoder_attention_mask, encoder_hidden_states, past_key_values, output_attentions
+        attended, _ = self.encoder_attn(
+            x, encoder_attention_mask, encoder_hidden_states, past_key_values, implementation
         )
         hidden_states = self.add_and_norm(hidden_states, attended, self.encoder_attn_norm)
         x = self.sublayer_input(hidden_states, self.feed_forward_norm)
-        hidden_states = self.add_and_norm(hidden_states, self.feed_forward(x), self.feed_forward_norm)
-        return hidden_states, self_weights, cross_weights
+        return self.add_and_norm(hidden_states, self.feed_forward(x), self.feed_forward_norm)
 
 
 class AaynEmbeddings(nn.Module):
@@ -334,12 +330,12 @@ class AaynPreTrainedModel(AaynCardUpload, PreTrainedModel):
             nn.init.zeros_(module.bias)
 
 
-class AaynStack(nn.Module):
-    """§3.1 A stack of N identical layers over embedded tokens, with a final LayerNorm in the pre-norm variant."""
+class AaynStack(AaynPreTrainedModel):
+    """§3.1 A stack of N identical layers over embedded tokens, with a final LayerNorm in the pre-norm variant. A
+    PreTrainedModel (as Bart's stacks) for `capture_outputs`; initialized by the model holding it (no `post_init`)."""
 
     def __init__(self, config: AaynConfig, embed_tokens: nn.Embedding, layer_class: type[nn.Module], num_layers: int):
-        super().__init__()
-        self.config = config
+        super().__init__(config)
         self.embed = AaynEmbeddings(config, embed_tokens)
         self.layers = nn.ModuleList(layer_class(config, i) for i in range(num_layers))
         self.layer_norm = layer_norm(config) if config.norm_first else None
@@ -347,62 +343,52 @@ class AaynStack(nn.Module):
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embed.embed_tokens
 
-    def run_layers(self, hidden_states: torch.Tensor, output_hidden_states: bool, call) -> tuple:
-        """`call(layer, hidden_states)` through the N layers, then the final norm: (last hidden states, the hidden
-        states entering each layer plus the last if asked, and per kind of attention the layers' weights)."""
-        all_hidden_states = () if output_hidden_states else None
-        weights = []
+    def run_layers(self, hidden_states: torch.Tensor, call) -> torch.Tensor:
+        """`call(layer, hidden_states)` through the N layers, then the final norm."""
         for layer in self.layers:
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states, *layer_weights = call(layer, hidden_states)
-            weights.append(layer_weights)
-        if self.layer_norm is not None:
-            hidden_states = self.layer_norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states += (hidden_states,)
-        return hidden_states, all_hidden_states, tuple(zip(*weights))
+            hidden_states = call(layer, hidden_states)
+        return hidden_states if self.layer_norm is None else self.layer_norm(hidden_states)
 
 
 class AaynEncoder(AaynStack):
     """§3.1 Encoder: N layers of self-attention and feed-forward over the embedded source."""
 
+    _can_record_outputs = {"hidden_states": AaynEncoderLayer, "attentions": OutputRecorder(AaynAttention, index=1)}
+
     def __init__(self, config: AaynConfig, embed_tokens: nn.Embedding):
         super().__init__(config, embed_tokens, AaynEncoderLayer, config.encoder_layers)
 
+    @capture_outputs
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,  # transformers' generate calls the encoder with it
-    ) -> BaseModelOutput | tuple:
+        **kwargs,  # output_hidden_states, return_dict: read by capture_outputs
+    ) -> BaseModelOutput:
         hidden_states = self.embed(input_ids, inputs_embeds)  # (B, S, d_model)
         length = hidden_states.shape[1]
         implementation = attention_implementation(self.config, output_attentions)
         mask = attention_mask_for(implementation, attention_mask, length, length, False, hidden_states)
-        hidden_states, all_hidden_states, (weights,) = self.run_layers(
-            hidden_states,
-            output_hidden_states,
-            lambda layer, x: layer(x, mask, output_attentions=bool(output_attentions)),
-        )
-        output = BaseModelOutput(
-            last_hidden_state=hidden_states,
-            hidden_states=all_hidden_states,
-            attentions=weights if output_attentions else None,
-        )
-        return output.to_tuple() if return_dict is False else output
+        hidden_states = self.run_layers(hidden_states, lambda layer, x: layer(x, mask, implementation))
+        return BaseModelOutput(last_hidden_state=hidden_states)
 
 
 class AaynDecoder(AaynStack):
     """§3.1 Decoder: N layers of masked self-attention, encoder-decoder attention and feed-forward over the
     embedded, right-shifted target."""
 
+    _can_record_outputs = {
+        "hidden_states": AaynDecoderLayer,
+        "attentions": OutputRecorder(AaynAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(AaynAttention, index=1, layer_name="encoder_attn"),
+    }
+
     def __init__(self, config: AaynConfig, embed_tokens: nn.Embedding):
         super().__init__(config, embed_tokens, AaynDecoderLayer, config.decoder_layers)
 
+    @capture_outputs
     def forward(
         self,
         input_ids: torch.LongTensor | None,
@@ -411,32 +397,29 @@ class AaynDecoder(AaynStack):
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: EncoderDecoderCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> tuple[torch.Tensor, tuple | None, tuple | None, tuple | None]:
+        output_attentions: bool | None = None,
+        **kwargs,  # output_hidden_states, return_dict, use_cache: read by capture_outputs
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, past_length)  # (B, T, d_model)
         shape = hidden_states.shape
+        implementation = attention_implementation(self.config, output_attentions)
         if hasattr(past_key_values, "attention_layout"):  # a search cache lays its step out and masks it itself
             hidden_states, self_mask, cross_mask = past_key_values.attention_layout(hidden_states)
         else:
             length = hidden_states.shape[1]
-            implementation = attention_implementation(self.config, output_attentions)
             self_mask = attention_mask_for(
                 implementation, attention_mask, length, past_length + length, True, hidden_states
             )
             cross_mask = attention_mask_for(
                 implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states
             )
-        hidden_states, all_hidden_states, (self_weights, cross_weights) = self.run_layers(
+        hidden_states = self.run_layers(
             hidden_states,
-            output_hidden_states,
             # positional, so that gradient checkpointing passes the encoder states' gradient
-            lambda layer, x: layer(x, encoder_hidden_states, self_mask, cross_mask, past_key_values, output_attentions),
+            lambda layer, x: layer(x, encoder_hidden_states, self_mask, cross_mask, past_key_values, implementation),
         )
-        if not output_attentions:
-            self_weights = cross_weights = None
-        return hidden_states.view(shape), all_hidden_states, self_weights, cross_weights
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states.view(shape))
 
 
 class AaynModel(AaynPreTrainedModel):
@@ -511,7 +494,7 @@ class AaynModel(AaynPreTrainedModel):
         if not use_cache:
             past_key_values = None
 
-        hidden_states, decoder_hidden_states, decoder_attentions, cross_attentions = self.decoder(
+        decoder_outputs = self.decoder(
             decoder_input_ids,
             encoder_outputs.last_hidden_state,
             attention_mask=decoder_attention_mask,
@@ -522,11 +505,11 @@ class AaynModel(AaynPreTrainedModel):
             output_hidden_states=output_hidden_states,
         )
         output = Seq2SeqModelOutput(
-            last_hidden_state=hidden_states,
+            last_hidden_state=decoder_outputs.last_hidden_state,
             **{CACHE_FIELD: past_key_values},
-            decoder_hidden_states=decoder_hidden_states,
-            decoder_attentions=decoder_attentions,
-            cross_attentions=cross_attentions,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
             encoder_attentions=encoder_outputs.attentions,

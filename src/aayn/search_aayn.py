@@ -349,9 +349,9 @@ class _ModelDecoding:
             embeds = self.decoder.embed.embed_tokens(history[:, :step])
         else:
             embeds = self.decoder.embed.embed_tokens(history[:, step - 1 : step])  # ids from this search: in range
-        states, _, _, _ = self.decoder(
+        states = self.decoder(
             None, self.hidden, None, self.cross_mask, past_key_values=self.cache, inputs_embeds=embeds
-        )
+        ).last_hidden_state
         return F.log_softmax(self.model._output_logits(states[:, -1]).to(dtype), dim=-1)
 
     def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
@@ -395,7 +395,7 @@ def _idle_step(model, hidden: torch.Tensor, attention_mask: torch.Tensor, start:
 
     def step():
         embeds = model.get_decoder().embed.embed_tokens(start_ids)
-        states, _, _, _ = model.get_decoder()(None, hidden, None, attention_mask, inputs_embeds=embeds)
+        states = model.get_decoder()(None, hidden, None, attention_mask, inputs_embeds=embeds).last_hidden_state
         model._output_logits(states[:, -1])
 
     return step
