@@ -1,6 +1,7 @@
 """All the model code knows of the differences between the transformers lines it supports (4.57 and 5.x), in one
 place. Travels with saved checkpoints as Hub remote code: it imports only transformers."""
 
+import functools
 import warnings
 
 import transformers
@@ -33,6 +34,7 @@ except ImportError:
     def capture_outputs(forward):
         recording = check_model_inputs(forward)
 
+        @functools.wraps(forward)  # generate() reads the encoder's signature to choose what to pass it
         def call(self, *args, **kwargs):
             if not kwargs.get("output_attentions"):
                 return recording(self, *args, **kwargs)
