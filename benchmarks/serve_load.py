@@ -186,15 +186,16 @@ def main() -> None:
     for name, arm in report["arms"].items():
         threads, one_call = getattr(args, f"{name}_threads") or "all cores", arm["single_call_sentences_per_second"]
         print(f"\n{name} (server threads: {threads}): one translate call {one_call:.1f} sentences/s")
-        columns = "clients | sentences/s | / one call | p50 s | p95 s | p99 s | errors | wrong | clients' CPU s / wall"
-        print(f"| {columns} |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        columns = "clients | sentences/s | / one call | p50 s | p95 s | p99 s | errors | wrong | per model call"
+        print(f"| {columns} | clients' CPU s / wall |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for row in [*arm["levels"], {**arm["overflow"], "clients": f"128, queue {args.overflow_queue}"}]:
             ratio = row["sentences_per_second"] / arm["single_call_sentences_per_second"]
             print(
                 f"| {row['clients']} | {row['sentences_per_second']:.1f} | {ratio:.2f} | {row['p50_s']:.3f} | "
                 f"{row['p95_s']:.3f} | {row['p99_s']:.3f} | {row['errors']} ({row['errors_503_with_retry_after']} "
-                f"503) | {row['wrong']} | {row['client_cpu_s']:.2f} / {row['wall_s']:.2f} |"
+                f"503) | {row['wrong']} | {row['sentences_per_model_call'] or 0:.1f} | {row['client_cpu_s']:.2f} / "
+                f"{row['wall_s']:.2f} |"
             )
 
 

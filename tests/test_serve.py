@@ -226,6 +226,49 @@ def test_a_model_error_answers_its_requests_and_the_worker_goes_on():
         loop.call_soon_threadsafe(loop.stop)
 
 
+def test_a_batch_waits_for_the_clients_just_answered_and_no_longer():
+    """After a model call, the next batch waits (at most max_wait_ms) for the clients that call answered; once
+    they are all back it goes at once, and a client that does not come back is waited for until max_wait_ms."""
+    from aayn.serve import Batcher, Job, ServeSettings
+    from aayn.translator import Translator
+
+    calls = []
+
+    class Recording(Translator):
+        def nbest(self, texts, nbest=1, **options):
+            calls.append((time.perf_counter(), list(texts)))
+            return [[(0.0, text.upper())] for text in texts]
+
+    wait = 2.0
+    batcher = Batcher(Recording(), ServeSettings(max_wait_ms=wait * 1000))
+    batcher.start()
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+
+    def send(texts):  # one request per text at once, as many clients; returns when all are answered
+        async def ask(text):
+            job = Job([text], {}, loop, loop.create_future())
+            batcher.submit(job)
+            return await asyncio.wait_for(job.answer, 30)
+
+        async def all_of():
+            return await asyncio.gather(*(ask(text) for text in texts))
+
+        started = time.perf_counter()
+        answers = asyncio.run_coroutine_threadsafe(all_of(), loop).result()
+        assert answers == [[[(0.0, text.upper())]] for text in texts]
+        return calls[-1][0] - started
+
+    try:
+        assert send(["a", "b", "c"]) >= wait * 0.9  # no call answered yet: the first batch waits max_wait_ms
+        assert send(["d", "e", "f"]) < wait / 2  # the three clients answered are back: no more waiting
+        assert send(["g", "h"]) >= wait * 0.9  # one of them did not come back: waited for until max_wait_ms
+        assert [sorted(texts) for _, texts in calls] == [["a", "b", "c"], ["d", "e", "f"], ["g", "h"]]
+    finally:
+        batcher.stop()
+        loop.call_soon_threadsafe(loop.stop)
+
+
 def test_threads_reach_each_engine(saved, tmp_path, monkeypatch):
     """`aayn serve --threads N`: CTranslate2's intra_threads for an export, torch's thread count for an aayn folder."""
     import torch

@@ -112,7 +112,8 @@ class Job:
 
 class Batcher:
     """The one thread that runs the model: it takes the jobs that arrive within `max_wait_ms` of the first one
-    waiting (or of the end of the last model call, where that is later), and translates the sentences of the jobs
+    waiting (or of the end of the last model call, where that is later; once the clients that call answered are
+    back, only those already queued), and translates the sentences of the jobs
     that share their parameters in one `Translator.nbest` call (which sorts them by length and cuts batches of
     `batch_tokens`)."""
 
@@ -121,8 +122,11 @@ class Batcher:
         self.jobs: queue.Queue[Job | None] = queue.Queue()
         self.waiting = 0  # sentences queued or being decoded
         self.lock = threading.Lock()
+        # the only thread that runs torch: on a 2-core VM, the model called from a second thread of the process once
+        # the first has run it (a second OpenMP team, whose workers then spin little) went 1.8x slower
         self.thread = threading.Thread(target=self._run, name="aayn-serve-batcher", daemon=True)
         self.last_call_end = 0.0
+        self.expected = math.inf  # requests the next batch waits for (before any call: wait out max_wait_ms)
         self.batches = self.sentences = 0  # translator calls made (each of one or more requests), sentences decoded
 
     def start(self) -> None:
@@ -151,12 +155,14 @@ class Batcher:
             if first is None:
                 return
             # the wait runs from the later of the first job's arrival and the end of the last model call: the
-            # clients just answered get to send their next sentences into this batch, not the one after
+            # clients just answered get to send their next requests into this batch, not the one after. Once those
+            # are back (as many requests wait as were queued at the end of that call plus those it answered), it
+            # takes what is queued and goes without waiting out the rest
             start = max(first.queued, self.last_call_end)
             jobs, deadline, stop = [first], start + self.settings.max_wait_ms / 1000, False
             while (left := deadline - time.perf_counter()) > 0:
                 try:
-                    job = self.jobs.get(timeout=left)
+                    job = self.jobs.get(timeout=left) if len(jobs) < self.expected else self.jobs.get_nowait()
                 except queue.Empty:
                     break
                 if job is None:
@@ -168,7 +174,7 @@ class Batcher:
                 groups.setdefault(json.dumps(job.options, sort_keys=True), []).append(job)
             for group in groups.values():
                 self._translate(group)
-            self.last_call_end = time.perf_counter()
+            self.last_call_end, self.expected = time.perf_counter(), self.jobs.qsize() + len(jobs)
             if stop:
                 return
 
