@@ -1,7 +1,8 @@
 """`aayn serve`: the server runs in a subprocess on a free port and is asked over real HTTP (urllib, raw sockets):
 concurrent requests decode as each sentence alone would through the same translator, bad requests are named in one
 line and the server goes on, a full queue answers 503, a client that leaves costs only its own sentences, SIGTERM
-answers what is in flight and exits 0. The worker's survival of a model error is checked on the Batcher itself."""
+answers what is in flight and exits 0. The worker's survival of a model error, and how long a batch waits for
+the clients just answered, are checked on the Batcher itself."""
 
 import asyncio
 import json
