@@ -113,17 +113,16 @@ class Job:
 class Batcher:
     """The one thread that runs the model: it takes the jobs that arrive within `max_wait_ms` of the first one
     waiting (or of the end of the last model call, where that is later; once the clients that call answered are
-    back, only those already queued), and translates the sentences of the jobs
-    that share their parameters in one `Translator.nbest` call (which sorts them by length and cuts batches of
-    `batch_tokens`)."""
+    back, only those already queued), and translates the sentences of the jobs that share their parameters in one
+    `Translator.nbest` call (which sorts them by length and cuts batches of `batch_tokens`)."""
 
     def __init__(self, translator: Translator, settings: ServeSettings):
         self.translator, self.settings = translator, settings
         self.jobs: queue.Queue[Job | None] = queue.Queue()
         self.waiting = 0  # sentences queued or being decoded
         self.lock = threading.Lock()
-        # the only thread that runs torch: on a 2-core VM, the model called from a second thread of the process once
-        # the first has run it (a second OpenMP team, whose workers then spin little) went 1.8x slower
+        # the only thread that runs torch: a second thread running it would start a second OpenMP team, and with more
+        # OpenMP threads than cores their workers stop spinning between ops, so every op waits for them to wake
         self.thread = threading.Thread(target=self._run, name="aayn-serve-batcher", daemon=True)
         self.last_call_end = 0.0
         self.expected = math.inf  # requests the next batch waits for (before any call: wait out max_wait_ms)
