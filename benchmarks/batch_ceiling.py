@@ -40,9 +40,12 @@ def main() -> None:
     translator = open_translator([folder])
     test = load_translation_dataset("bible", source_lang="en", target_lang="fr")["test"]
     texts = [row["translation"]["en"] for row in test.select(range(args.sentences))]
-    steps = []  # rows of each decoder call
-    translator.model.get_decoder().register_forward_hook(
-        lambda module, positional, kwargs, output: steps.append(kwargs["inputs_embeds"].shape[0]), with_kwargs=True
+    from aayn import search_aayn
+
+    steps = []  # rows of each decoder step, counted around the search's step (a hook on the decoder would make
+    step = search_aayn._ModelDecoding.log_probs  # it take the modules' path, `AaynDecoder.plain_steps`)
+    search_aayn._ModelDecoding.log_probs = lambda self, history, *args: (
+        steps.append(history.shape[0]) or step(self, history, *args)
     )
     translator.translate(texts[:64])  # warm up
 

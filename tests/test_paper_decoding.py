@@ -206,10 +206,14 @@ class HostReads(torch.overrides.TorchFunctionMode):
 @pytest.mark.parametrize("num_beams", [1, 4])
 def test_one_host_read_per_step(num_beams):
     model = model_for()
-    model.lm_head.register_forward_hook(lambda module, args, out: out.index_fill(-1, torch.tensor([2]), -1e4))
-    source, mask = random_batch(3, 7, 40, [7, 3, 5])
     reads, steps = HostReads(), []
-    model.get_decoder().register_forward_hook(lambda *args: steps.append(reads.count))
+
+    def no_eos(module, args, out):  # after each decoder step; no hook on the decoder, so later steps run plainly
+        steps.append(reads.count)
+        return out.index_fill(-1, torch.tensor([2]), -1e4)
+
+    model.lm_head.register_forward_hook(no_eos)
+    source, mask = random_batch(3, 7, 40, [7, 3, 5])
     with reads:
         model.generate(source, attention_mask=mask, num_beams=num_beams, max_new_tokens=12)
     assert len(steps) == 12  # eos never wins: every sentence runs to its limit

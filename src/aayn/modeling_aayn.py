@@ -23,7 +23,7 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
-from .cache_aayn import FoldedSearchCache  # noqa: F401  (see the docstring)
+from .cache_aayn import FoldedSearchCache
 from .compat_aayn import CACHE_FIELD, OutputRecorder, capture_outputs, either_cache_name, tied_weights_keys
 from .configuration_aayn import AaynConfig
 from .generation_aayn import generate as paper_generate
@@ -37,6 +37,7 @@ from .ops_aayn import (
     label_smoothed_loss,
     output_logits,
     plain_linear,
+    step_attention,
 )
 from .pipeline_aayn import AaynTranslationPipeline  # noqa: F401  (relative imports travel with the remote code)
 from .policy_aayn import paper_length_limit  # noqa: F401
@@ -154,6 +155,20 @@ class AaynAttention(nn.Module):
         output, weights = attention(self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling)
         return self.out_proj(output.reshape(*output.shape[:2], -1)), weights  # (B, T, d_model)
 
+    def plain_step(self, hidden_states: torch.Tensor, attention_mask, cache: FoldedSearchCache, attend) -> torch.Tensor:
+        """`forward` at a search step after the first (`AaynDecoder.plain_step`): the same products, with the
+        projections' `forward` called directly, the encoder's keys and values read from the cache, and `attend`
+        (`step_attention`) as the kernel."""
+        if self.is_cross_attention:
+            query = self._heads(self.q_proj.forward(hidden_states))
+            layer = cache.cross_attention_cache.layers[self.layer_idx]
+            key, value = layer.keys, layer.values
+        else:
+            query, key, value = (self._heads(x) for x in self.qkv_proj.forward(hidden_states).chunk(3, dim=-1))
+            key, value = cache.self_attention_cache.update(key, value, self.layer_idx)
+        output = attend(self, query, key, value, attention_mask)
+        return self.out_proj.forward(output.reshape(*output.shape[:2], -1))
+
 
 class AaynFeedForward(nn.Module):
     """§3.3 Position-wise Feed-Forward Network: FFN(x) = max(0, x W1 + b1) W2 + b2."""
@@ -167,6 +182,10 @@ class AaynFeedForward(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.activation_dropout(self.activation(self.fc1(hidden_states))))
+
+    def plain_step(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """`forward` in eval, its modules run by their `forward` (`AaynDecoder.plain_step`)."""
+        return self.fc2.forward(self.activation.forward(self.fc1.forward(hidden_states)))
 
 
 class AaynLayer(GradientCheckpointingLayer):
@@ -244,6 +263,19 @@ class AaynDecoderLayer(AaynLayer):
         x = self.sublayer_input(hidden_states, self.feed_forward_norm)
         return self.add_and_norm(hidden_states, self.feed_forward(x), self.feed_forward_norm)
 
+    def plain_step(self, hidden_states: torch.Tensor, self_mask, cross_mask, cache: FoldedSearchCache, attend):
+        """`forward` in eval at a search step after the first (`AaynDecoder.plain_step`): dropout is the identity,
+        and the sub-layers' modules are run by their `forward`."""
+        sublayers = (
+            (lambda x: self.self_attn.plain_step(x, self_mask, cache, attend), self.self_attn_norm),
+            (lambda x: self.encoder_attn.plain_step(x, cross_mask, cache, attend), self.encoder_attn_norm),
+            (self.feed_forward.plain_step, self.feed_forward_norm),
+        )
+        for sublayer, norm in sublayers:
+            output = sublayer(norm.forward(hidden_states) if self.norm_first else hidden_states)
+            hidden_states = hidden_states + output if self.norm_first else norm.forward(hidden_states + output)
+        return hidden_states
+
 
 class AaynEmbeddings(nn.Module):
     """§3.4 Embeddings (scaled by sqrt(d_model)) plus §3.5 positional encodings, then dropout (§5.4)."""
@@ -272,15 +304,21 @@ class AaynEmbeddings(nn.Module):
                     f"got values from {low} to {high}"
                 ) from None
         length = inputs_embeds.shape[1]
-        if past_length + length > self.max_positions and not self.warned_of_length:
-            self.warned_of_length = True  # once per model, not once per length (decoding steps lengthen one by one)
-            logger.warning(
-                f"A sequence of {past_length + length} positions exceeds max_position_embeddings="
-                f"{self.max_positions}; the sinusoids extend to it (§3.5), but the model was not trained on such "
-                "lengths."
-            )
+        self.warn_of_length(past_length + length)
         positions = sinusoidal_positions(past_length, length, self.d_model, inputs_embeds.device)
         return self.dropout(inputs_embeds * self.scale + positions.to(inputs_embeds.dtype))
+
+    def encodings(self, length: int, device: torch.device) -> torch.Tensor:
+        """§3.5's encodings of positions 0 .. length - 1, for a search to read a step's from (`plain_step`)."""
+        return sinusoidal_positions(0, length, self.d_model, device)
+
+    def warn_of_length(self, positions: int) -> None:
+        if positions > self.max_positions and not self.warned_of_length:
+            self.warned_of_length = True  # once per model, not once per length (decoding steps lengthen one by one)
+            logger.warning(
+                f"A sequence of {positions} positions exceeds max_position_embeddings={self.max_positions}; the "
+                "sinusoids extend to it (§3.5), but the model was not trained on such lengths."
+            )
 
 
 class AaynPreTrainedModel(AaynCardUpload, PreTrainedModel):
@@ -420,6 +458,37 @@ class AaynDecoder(AaynStack):
             lambda layer, x: layer(x, encoder_hidden_states, self_mask, cross_mask, past_key_values, implementation),
         )
         return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states.view(shape))
+
+    def plain_steps(self) -> bool:
+        """Whether `plain_step` computes what `forward` would: in eval, recording nothing, with sdpa or eager
+        attention, and no module of the decoder hooked (nor any module, by a global hook) or compiled, since
+        `plain_step` runs their `forward` directly."""
+        hooked = any(
+            module._forward_hooks or module._forward_pre_hooks or getattr(module, "_compiled_call_impl", None)
+            for module in self.modules()
+        )
+        global_hooks = getattr(torch.nn.modules.module, "_has_any_global_hook", lambda: True)()
+        recording = self.config.output_attentions or self.config.output_hidden_states
+        plain_kernel = step_attention(self.config._attn_implementation) is not None
+        return not (self.training or recording or hooked or global_hooks) and plain_kernel
+
+    def plain_step(self, input_ids: torch.LongTensor, cache: FoldedSearchCache, positions: torch.Tensor):
+        """A step of §6.1's search after the first (where `plain_steps()` holds): the last hidden states (n * k,
+        d_model) that `forward` gives for the beams' last tokens `input_ids` (n * k, 1), computed by the same
+        functions without the module calls, output recording and dropout calls of `forward`, which cost a small
+        model's step about as much as its products. `positions`: the search's §3.5 encodings, from
+        `embed.encodings` (the same values as one position at a time)."""
+        past_length, embed = cache.get_seq_length(), self.embed
+        embed.warn_of_length(past_length + 1)
+        embeds = embed.embed_tokens.forward(input_ids)
+        hidden_states = embeds * embed.scale + positions[past_length : past_length + 1].to(embeds.dtype)
+        hidden_states, self_mask, cross_mask = cache.attention_layout(hidden_states)
+        attend = step_attention(self.config._attn_implementation)
+        for layer in self.layers:
+            hidden_states = layer.plain_step(hidden_states, self_mask, cross_mask, cache, attend)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm.forward(hidden_states)
+        return hidden_states.view(-1, hidden_states.shape[-1])
 
 
 class AaynModel(AaynPreTrainedModel):

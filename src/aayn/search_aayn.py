@@ -342,9 +342,16 @@ class _ModelDecoding:
             self.cache = FoldedSearchCache(longest, k, attention_mask, hidden.dtype)
         else:
             self.cache = SearchCache(longest, k)
+        # past the first step (which writes the encoder's keys into the cache), a folded step runs outside the
+        # modules' call machinery where that computes the same (`AaynDecoder.plain_steps`)
+        self.plain = self.fold and self.decoder.plain_steps()
+        self.positions = self.decoder.embed.encodings(longest + 1, hidden.device) if self.plain else None
 
     def log_probs(self, history: torch.Tensor, step: int, dtype: torch.dtype) -> torch.Tensor:
         """(n * k, vocab) log-probabilities of the next token after `history[:, :step]`."""
+        if self.plain and step > 1:
+            states = self.decoder.plain_step(history[:, step - 1 : step], self.cache, self.positions)
+            return F.log_softmax(self.model._output_logits(states).to(dtype), dim=-1)
         if self.cache is None:  # the whole hypothesis again, no cache
             embeds = self.decoder.embed.embed_tokens(history[:, :step])
         else:

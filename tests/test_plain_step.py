@@ -1,0 +1,72 @@
+"""Past its first step, the search runs the decoder outside the modules' call machinery (`AaynDecoder.plain_step`)
+wherever that computes what the modules compute. Checked against the modules' own path, which a user's hook
+forces (as it must: a hook has to see every step), and the cases that must keep that path."""
+
+import pytest
+import torch
+from conftest import random_batch, tiny_config
+
+from aayn import AaynForConditionalGeneration
+from aayn.modeling_aayn import AaynDecoder, sinusoidal_positions
+
+
+def float_model(**overrides):
+    torch.manual_seed(0)
+    return AaynForConditionalGeneration(tiny_config(**overrides)).eval()
+
+
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_plain_steps_decode_exactly_as_the_modules_do(attn_implementation, norm_first, num_beams, monkeypatch):
+    model = float_model(norm_first=norm_first)
+    model.config._attn_implementation = attn_implementation
+    plain_steps = []
+    step = AaynDecoder.plain_step
+    monkeypatch.setattr(AaynDecoder, "plain_step", lambda *args: plain_steps.append(1) or step(*args))
+    source, mask = random_batch(3, 8, 40, [8, 3, 5])
+    kwargs = dict(attention_mask=mask, num_beams=num_beams, num_return_sequences=num_beams, max_new_tokens=10)
+    plain = model.generate(source, return_dict_in_generate=True, **kwargs)
+    assert len(plain_steps) >= 5  # every step after the first
+
+    hooked = []  # a user's hook on one projection: the modules' path runs every step, the hook sees each
+    model.get_decoder().layers[-1].feed_forward.fc2.register_forward_hook(lambda *args: hooked.append(1))
+    steps = len(plain_steps) + 1
+    plain_steps.clear()
+    modules = model.generate(source, return_dict_in_generate=True, **kwargs)
+    assert not plain_steps and len(hooked) == steps
+
+    assert torch.equal(plain.sequences, modules.sequences)
+    if num_beams > 1:
+        assert torch.equal(plain.sequences_scores, modules.sequences_scores)  # not close: the same float32 values
+
+
+def test_the_modules_path_is_kept_where_a_plain_step_would_differ():
+    model = float_model()
+    decoder = model.get_decoder()
+    assert decoder.plain_steps()
+    assert not model.train().get_decoder().plain_steps()  # dropout
+    model.eval()
+    model.config._attn_implementation = "eager"  # the one that records attention weights
+    assert decoder.plain_steps()
+    for name in ("output_attentions", "output_hidden_states"):  # recorded by the modules' calls
+        setattr(model.config, name, True)
+        assert not decoder.plain_steps()
+        setattr(model.config, name, False)
+    model.config._attn_implementation = "flex_attention"  # no folded search, no plain kernel
+    assert not decoder.plain_steps()
+    model.config._attn_implementation = "sdpa"
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda module, args: None)  # a global hook
+    try:
+        assert not decoder.plain_steps()
+    finally:
+        handle.remove()
+    decoder.layers[0].encoder_attn.compile()  # a compiled module must be called, not bypassed
+    assert not decoder.plain_steps()
+
+
+def test_a_search_reads_each_step_s_position_encodings_from_one_table():
+    for d_model in (32, 128, 512):
+        table = sinusoidal_positions(0, 300, d_model, "cpu")
+        for position in range(300):
+            assert torch.equal(table[position : position + 1], sinusoidal_positions(position, 1, d_model, "cpu"))
