@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from pathlib import Path
 
 
 def main() -> None:
@@ -25,21 +24,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, nargs="+", default=[8, 32, 128], help="sentences per call")
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    from aayn.data import load_translation_dataset
+    from aayn.bench.decoding import serving_benchmark_inputs
     from aayn.translator import open_translator
 
-    folder = args.model
-    if folder is None:
-        from aayn.bench.decoding import train_demo_model
-
-        model, tokenizer, _ = train_demo_model(300)
-        folder = str(Path(tempfile.mkdtemp(prefix="batch-ceiling-")) / "demo")
-        model.config._attn_implementation = "sdpa"
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
+    folder, texts = serving_benchmark_inputs(args.model, args.sentences, tempfile.mkdtemp(prefix="batch-ceiling-"))
     translator = open_translator([folder])
-    test = load_translation_dataset("bible", source_lang="en", target_lang="fr")["test"]
-    texts = [row["translation"]["en"] for row in test.select(range(args.sentences))]
     from aayn import search_aayn
 
     steps = []  # rows of each decoder step, counted around the search's step (a hook on the decoder would make

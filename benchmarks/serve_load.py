@@ -135,24 +135,14 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from aayn.data import load_translation_dataset
+    from aayn.bench.decoding import serving_benchmark_inputs
     from aayn.export import export_model
     from aayn.translator import open_translator
 
     work = Path(tempfile.mkdtemp(prefix="serve-load-"))
-    folder = args.model
-    if folder is None:
-        from aayn.bench.decoding import train_demo_model
-
-        model, tokenizer, _ = train_demo_model(300)
-        folder = str(work / "demo")
-        model.config._attn_implementation = "sdpa"
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
+    folder, texts = serving_benchmark_inputs(args.model, args.sentences, work)
     exported = str(work / "ct2")
     export_model(Path(folder), Path(exported))
-    test = load_translation_dataset("bible", source_lang="en", target_lang="fr")["test"]
-    texts = [row["translation"]["en"] for row in test.select(range(args.sentences))]
     report = {"machine": f"{os.cpu_count()} cores, torch {torch.__version__}", "sentences": len(texts), "arms": {}}
     for name, path in (("torch", folder), ("ct2", exported)):
         if name not in args.arms:

@@ -79,6 +79,23 @@ def train_demo_model(steps: int, seed: int = 0):
     return model.eval(), tokenizer, [row["translation"]["en"] for row in data["test"]]
 
 
+def serving_benchmark_inputs(model: str | None, sentences: int, parent: str | Path) -> tuple[str, list[str]]:
+    """What the serving benchmarks (`benchmarks/serve_load.py`, `batch_ceiling.py`, `plain_steps.py`) translate: the
+    model folder `model`, or else `train_demo_model(300)` saved in `parent` with sdpa attention (what a folder
+    saved by `aayn train` uses); and the first `sentences` English Bible test verses."""
+    from ..data import load_translation_dataset
+
+    folder = model
+    if folder is None:
+        demo, tokenizer, _ = train_demo_model(300)
+        folder = str(Path(parent) / "demo")
+        demo.config._attn_implementation = "sdpa"
+        demo.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    test = load_translation_dataset("bible", source_lang="en", target_lang="fr")["test"]
+    return folder, [row["translation"]["en"] for row in test.select(range(sentences))]
+
+
 def saved_demo_model(path: str):
     """A saved English -> X aayn model, its tokenizer and the Bible's English test verses."""
     from transformers import AutoTokenizer
