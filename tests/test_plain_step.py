@@ -47,6 +47,9 @@ def test_the_modules_path_is_kept_where_a_plain_step_would_differ():
     assert decoder.plain_steps()
     assert not model.train().get_decoder().plain_steps()  # dropout
     model.eval()
+    decoder.layers[1].feed_forward.activation_dropout.train()  # one module in training: its dropout runs
+    assert not decoder.plain_steps()
+    model.eval()
     model.config._attn_implementation = "eager"  # the one that records attention weights
     assert decoder.plain_steps()
     for name in ("output_attentions", "output_hidden_states"):  # recorded by the modules' calls

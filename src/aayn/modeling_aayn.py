@@ -460,17 +460,20 @@ class AaynDecoder(AaynStack):
         return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states.view(shape))
 
     def plain_steps(self) -> bool:
-        """Whether `plain_step` computes what `forward` would: in eval, recording nothing, with sdpa or eager
-        attention, and no module of the decoder hooked (nor any module, by a global hook) or compiled, since
-        `plain_step` runs their `forward` directly."""
-        hooked = any(
-            module._forward_hooks or module._forward_pre_hooks or getattr(module, "_compiled_call_impl", None)
+        """Whether `plain_step` computes what `forward` would: every module of the decoder in eval (no dropout),
+        none hooked (nor any module, by a global hook) or compiled, since `plain_step` runs their `forward`
+        directly; recording nothing; with sdpa or eager attention."""
+        called = any(
+            module.training
+            or module._forward_hooks
+            or module._forward_pre_hooks
+            or getattr(module, "_compiled_call_impl", None)
             for module in self.modules()
         )
         global_hooks = getattr(torch.nn.modules.module, "_has_any_global_hook", lambda: True)()
         recording = self.config.output_attentions or self.config.output_hidden_states
         plain_kernel = step_attention(self.config._attn_implementation) is not None
-        return not (self.training or recording or hooked or global_hooks) and plain_kernel
+        return not (called or global_hooks or recording) and plain_kernel
 
     def plain_step(self, input_ids: torch.LongTensor, cache: FoldedSearchCache, positions: torch.Tensor):
         """A step of §6.1's search after the first (where `plain_steps()` holds): the last hidden states (n * k,
