@@ -478,9 +478,9 @@ class AaynDecoder(AaynStack):
     def plain_step(self, input_ids: torch.LongTensor, cache: FoldedSearchCache, positions: torch.Tensor):
         """A step of §6.1's search after the first (where `plain_steps()` holds): the last hidden states (n * k,
         d_model) that `forward` gives for the beams' last tokens `input_ids` (n * k, 1), computed by the same
-        functions without the module calls, output recording and dropout calls of `forward`, which cost a small
-        model's step about as much as its products. `positions`: the search's §3.5 encodings, from
-        `embed.encodings` (the same values as one position at a time)."""
+        functions without the module calls, output recording and dropout calls of `forward`, which take a
+        sizeable share of a small model's step. `positions`: the search's §3.5 encodings, from `embed.encodings`
+        (the same values as one position at a time)."""
         past_length, embed = cache.get_seq_length(), self.embed
         embed.warn_of_length(past_length + 1)
         embeds = embed.embed_tokens.forward(input_ids)
