@@ -29,6 +29,7 @@ from .configuration_aayn import AaynConfig
 from .generation_aayn import generate as paper_generate
 from .hub_aayn import AaynCardUpload
 from .ops_aayn import (
+    STEP_ATTENTION,
     AaynDropout,
     attention_implementation,
     attention_mask_for,
@@ -37,7 +38,6 @@ from .ops_aayn import (
     label_smoothed_loss,
     output_logits,
     plain_linear,
-    step_attention,
 )
 from .pipeline_aayn import AaynTranslationPipeline  # noqa: F401  (relative imports travel with the remote code)
 from .policy_aayn import paper_length_limit  # noqa: F401
@@ -158,7 +158,7 @@ class AaynAttention(nn.Module):
     def plain_step(self, hidden_states: torch.Tensor, attention_mask, cache: FoldedSearchCache, attend) -> torch.Tensor:
         """`forward` at a search step after the first (`AaynDecoder.plain_step`): the same products, with the
         projections' `forward` called directly, the encoder's keys and values read from the cache, and `attend`
-        (`step_attention`) as the kernel."""
+        (`STEP_ATTENTION`) as the kernel."""
         if self.is_cross_attention:
             query = self._heads(self.q_proj.forward(hidden_states))
             layer = cache.cross_attention_cache.layers[self.layer_idx]
@@ -472,7 +472,7 @@ class AaynDecoder(AaynStack):
         )
         global_hooks = getattr(torch.nn.modules.module, "_has_any_global_hook", lambda: True)()
         recording = self.config.output_attentions or self.config.output_hidden_states
-        plain_kernel = step_attention(self.config._attn_implementation) is not None
+        plain_kernel = self.config._attn_implementation in STEP_ATTENTION
         return not (called or global_hooks or recording) and plain_kernel
 
     def plain_step(self, input_ids: torch.LongTensor, cache: FoldedSearchCache, positions: torch.Tensor):
@@ -486,7 +486,7 @@ class AaynDecoder(AaynStack):
         embeds = embed.embed_tokens.forward(input_ids)
         hidden_states = embeds * embed.scale + positions[past_length : past_length + 1].to(embeds.dtype)
         hidden_states, self_mask, cross_mask = cache.attention_layout(hidden_states)
-        attend = step_attention(self.config._attn_implementation)
+        attend = STEP_ATTENTION[self.config._attn_implementation]
         for layer in self.layers:
             hidden_states = layer.plain_step(hidden_states, self_mask, cross_mask, cache, attend)
         if self.layer_norm is not None:

@@ -105,23 +105,20 @@ def eager_attention_forward(
     return output.transpose(1, 2).contiguous(), weights
 
 
-def step_attention(implementation: str):
-    """The attention kernel of a decoding step outside the modules' call machinery (`AaynDecoder.plain_step`):
-    `(module, query, key, value, additive mask or None) -> (B, T, nh, hs)`, the same call the configured function
-    makes in eval (transformers' SDPA function with a mask and no dropout, or `eager_attention_forward`); None for
-    kernels without one (flash, flex)."""
-    if implementation == "sdpa":
+def _sdpa_step(module, query, key, value, mask):
+    output = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=module.scaling)
+    return output.transpose(1, 2).contiguous()
 
-        def sdpa(module, query, key, value, mask):
-            output = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=module.scaling)
-            return output.transpose(1, 2).contiguous()
 
-        return sdpa
-    if implementation == "eager":
-        return lambda module, query, key, value, mask: eager_attention_forward(
-            module, query, key, value, mask, module.scaling
-        )[0]
-    return None
+def _eager_step(module, query, key, value, mask):
+    return eager_attention_forward(module, query, key, value, mask, module.scaling)[0]
+
+
+# The attention kernel of a decoding step outside the modules' call machinery (`AaynDecoder.plain_step`), per
+# attention implementation: `(module, query, key, value, additive mask or None) -> (B, T, nh, hs)`, the same call
+# the configured function makes in eval (transformers' SDPA function with a mask and no dropout, or
+# `eager_attention_forward`). Kernels without one (flash, flex) keep the modules' path.
+STEP_ATTENTION = {"sdpa": _sdpa_step, "eager": _eager_step}
 
 
 # §5.4 Residual dropout
