@@ -4,10 +4,12 @@ request at a time, against the torch folder and its CTranslate2 export; the same
 
     python benchmarks/serve_load.py [--model FOLDER] [--sentences 256] [--clients 1 8 32 128] [--seconds 120]
                                     [--max_queue 1024] [--overflow_queue 16] [--max_wait_ms 10] [--arms torch ct2]
-                                    [--torch_threads N] [--ct2_threads N]
+                                    [--torch_threads N] [--ct2_threads N] [--torch_workers N] [--ct2_workers N]
 
-Without --model, a demo-shaped model is trained 300 steps here (`aayn.bench.decoding.train_demo_model`) and
-saved to a temporary folder. Each level prints sentences/s, p50/p95/p99 latency of a request, errors (any non-200)
+The model is the demo job's (runs/demo-bible-en-fr, what the README's first command trains) where it is there;
+else, or with --model none, a demo-shaped model trained 300 steps here (`aayn.bench.decoding.train_demo_model`),
+whose shorter outputs make a decoding step's fixed costs weigh more than a trained model's. Each level prints
+sentences/s, p50/p95/p99 latency of a request, errors (any non-200)
 and wrong answers (a translation that differs from the same sentence translated alone in the reference call; the
 server batches it with others, so float rounding may in rare cases pick another token), and the clients' own CPU
 time (coroutines on one thread, each with a kept-alive connection: light beside the server). A last level sends 128
@@ -121,8 +123,10 @@ def level(url: str, texts: list[str], expected: dict, clients: int, seconds: flo
 
 
 def main() -> None:
+    from aayn.cli import DEMO_RUN
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model")
+    parser.add_argument("--model", default=DEMO_RUN if Path(DEMO_RUN, "config.json").is_file() else None)
     parser.add_argument("--sentences", type=int, default=256)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--seconds", type=float, default=120)
@@ -132,7 +136,10 @@ def main() -> None:
     parser.add_argument("--arms", nargs="+", default=["torch", "ct2"])
     parser.add_argument("--torch_threads", help="the torch server's --threads (default: all cores)")
     parser.add_argument("--ct2_threads", help="the CTranslate2 server's --threads (default: all cores)")
+    parser.add_argument("--torch_workers", default="1", help="the torch server's --workers")
+    parser.add_argument("--ct2_workers", default="1", help="the CTranslate2 server's --workers")
     args = parser.parse_args()
+    args.model = None if args.model == "none" else args.model
     import torch
 
     from aayn.bench.decoding import serving_benchmark_inputs
@@ -143,7 +150,8 @@ def main() -> None:
     folder, texts = serving_benchmark_inputs(args.model, args.sentences, work)
     exported = str(work / "ct2")
     export_model(Path(folder), Path(exported))
-    report = {"machine": f"{os.cpu_count()} cores, torch {torch.__version__}", "sentences": len(texts), "arms": {}}
+    report = {"machine": f"{os.cpu_count()} cores, torch {torch.__version__}", "model": folder, "arms": {}}
+    report["sentences"] = len(texts)
     for name, path in (("torch", folder), ("ct2", exported)):
         if name not in args.arms:
             continue
@@ -155,7 +163,8 @@ def main() -> None:
         expected = dict(zip(texts, reference))
         rows = []
         threads = getattr(args, f"{name}_threads")
-        flags = ("--max_wait_ms", args.max_wait_ms, *(("--threads", threads) if threads else ()))
+        flags = ("--max_wait_ms", args.max_wait_ms, "--workers", getattr(args, f"{name}_workers"))
+        flags += ("--threads", threads) if threads else ()
         process, url = start(path, "--max_queue", str(args.max_queue), *flags)
         try:
             for clients in args.clients:
@@ -174,8 +183,11 @@ def main() -> None:
         report["arms"][name] = {"single_call_sentences_per_second": single_call, "levels": rows, "overflow": overflow}
     print(json.dumps(report, indent=1))
     for name, arm in report["arms"].items():
-        threads, one_call = getattr(args, f"{name}_threads") or "all cores", arm["single_call_sentences_per_second"]
-        print(f"\n{name} (server threads: {threads}): one translate call {one_call:.1f} sentences/s")
+        threads, one_call = getattr(args, f"{name}_threads") or "default", arm["single_call_sentences_per_second"]
+        workers = getattr(args, f"{name}_workers")
+        print(
+            f"\n{name} (server --workers {workers}, --threads {threads}): one translate call {one_call:.1f} sentences/s"
+        )
         columns = "clients | sentences/s | / one call | p50 s | p95 s | p99 s | errors | wrong | per model call"
         print(f"| {columns} | clients' CPU s / wall |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -1,8 +1,9 @@
 """`aayn serve`: the server runs in a subprocess on a free port and is asked over real HTTP (urllib, raw sockets):
 concurrent requests decode as each sentence alone would through the same translator, bad requests are named in one
 line and the server goes on, a full queue answers 503, a client that leaves costs only its own sentences, SIGTERM
-answers what is in flight and exits 0. The worker's survival of a model error, and how long a batch waits for
-the clients just answered, are checked on the Batcher itself."""
+answers what is in flight and exits 0, in the server's thread and with worker processes (one killed mid-batch
+fails that batch only). The worker's survival of a model error, how long a batch waits for the clients just
+answered, and how batches are shared out among worker threads are checked on the Batcher itself."""
 
 import asyncio
 import json
@@ -84,11 +85,14 @@ def alone(saved):
     }
 
 
-def test_concurrent_requests_translate_as_each_sentence_alone(saved, alone):
-    server = Server(saved[0], "--max_wait_ms", "20")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_concurrent_requests_translate_as_each_sentence_alone(saved, alone, workers):
+    """In the server's own thread, and in two worker processes decoding batches side by side."""
+    server = Server(saved[0], "--max_wait_ms", "20", "--workers", str(workers))
     try:
         health = server.get("/health")
         assert health["status"] == "ok" and health["model"]["type"] == "aayn" and health["model"]["parameters"] > 0
+        assert health["workers"] == workers and len(health.get("worker_pids", [])) == (workers if workers > 1 else 0)
         assert set(server.get("/openapi.json")["paths"]) == {"/translate", "/health"}
 
         def ask(i: int):
@@ -169,13 +173,68 @@ def test_a_full_queue_answers_503_and_a_client_that_leaves_costs_only_its_senten
     assert code == 0, stderr[-3000:]
 
 
-def test_sigterm_answers_the_requests_in_flight_then_exits_0(saved):
-    server = Server(saved[0], "--max_wait_ms", "1500")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_answers_the_requests_in_flight_then_exits_0(saved, workers):
+    server = Server(saved[0], "--max_wait_ms", "1500", "--workers", str(workers))
+    pids = server.get("/health").get("worker_pids", [])
     in_flight = ThreadPoolExecutor(1).submit(server.post, {"inputs": SENTENCES})
     time.sleep(0.5)  # the request waits in the queue
     code, stderr = server.stop()
     assert in_flight.result()[0] == 200 and len(in_flight.result()[1]) == len(SENTENCES)
     assert code == 0, stderr[-3000:]
+    for pid in pids:  # the worker processes ended with the server
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_worker_process_killed_fails_its_batch_only_and_is_started_again(saved, alone):
+    """A worker process that dies mid-batch (killed here as soon as the batch is sent): that batch fails with a
+    line naming the process, and the next batch goes to a new process, translated as alone."""
+    from aayn.serve import WorkerTranslator
+
+    worker = WorkerTranslator([str(saved[0])], "cpu", threads=1)
+    try:
+        worker.ready()
+        first = worker.process.pid
+        connection, send = worker.connection, worker.connection.send
+
+        class KillAfterSending:
+            def send(self, message):
+                send(message)
+                os.kill(first, signal.SIGKILL)
+
+            def __getattr__(self, name):
+                return getattr(connection, name)
+
+        worker.connection = KillAfterSending()
+        with pytest.raises(RuntimeError, match=f"the worker process {first} ended .*started again"):
+            worker.nbest(SENTENCES[:2], 1, num_beams=1)
+        assert_as_alone(worker.nbest(SENTENCES[:2], 1, num_beams=1), [alone[text, 1] for text in SENTENCES[:2]])
+        assert worker.process.pid != first
+        with pytest.raises(RuntimeError, match="bogus"):  # an error in the worker: its line here, and it goes on
+            worker.nbest(SENTENCES[:1], 1, bogus=1)
+        assert_as_alone(worker.nbest(SENTENCES[:1], 2, num_beams=2), [alone[SENTENCES[0], 2]])
+    finally:
+        worker.close()
+    assert not worker.process.is_alive()
+
+
+def assert_as_alone(answers, expected) -> None:
+    """The same texts, and scores within float rounding (the worker runs on one thread, the test on more)."""
+    assert [[text for _, text in hypotheses] for hypotheses in answers] == [[t for _, t in e] for e in expected]
+    scores = [score for hypotheses in answers for score, _ in hypotheses]
+    assert scores == pytest.approx([score for e in expected for score, _ in e], rel=1e-5)
+
+
+def test_a_model_that_cannot_be_opened_is_named_in_worker_processes_as_in_the_server(tmp_path):
+    """`--workers 2` on a folder that holds no model: the line and exit code of the server's own thread."""
+    said = []
+    for workers in ("1", "2"):
+        command = [sys.executable, "-m", "aayn.cli", "serve", "--model", str(tmp_path), "--workers", workers]
+        env = dict(os.environ, HF_HUB_OFFLINE="1")
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        said.append((result.returncode, result.stderr.splitlines()[0]))
+    assert said[0] == said[1] and said[0][0] == 2 and str(tmp_path) in said[0][1], said
 
 
 def test_a_model_error_answers_500_in_one_line_and_the_server_goes_on(saved, tmp_path, monkeypatch):
@@ -265,6 +324,85 @@ def test_a_batch_waits_for_the_clients_just_answered_and_no_longer():
         assert send(["d", "e", "f"]) < wait / 2  # the three clients answered are back: no more waiting
         assert send(["g", "h"]) >= wait * 0.9  # one of them did not come back: waited for until max_wait_ms
         assert [sorted(texts) for _, texts in calls] == [["a", "b", "c"], ["d", "e", "f"], ["g", "h"]]
+    finally:
+        batcher.stop()
+        loop.call_soon_threadsafe(loop.stop)
+
+
+def test_a_batch_is_shared_out_among_idle_worker_threads():
+    """With two translators (worker processes), the batch one thread gathers is split between it and the idle
+    one, by characters, and both halves decode at the same time; idle threads do not split the arrivals among
+    themselves while one gathers."""
+    from aayn.serve import Batcher, Job, ServeSettings
+    from aayn.translator import Translator
+
+    calls = []
+
+    class Slow(Translator):
+        def nbest(self, texts, nbest=1, **options):
+            started = time.perf_counter()
+            time.sleep(0.5)
+            calls.append((id(self), started, time.perf_counter(), sorted(texts)))
+            return [[(0.0, text.upper())] for text in texts]
+
+    batcher = Batcher([Slow(), Slow()], ServeSettings(max_wait_ms=300))
+    batcher.start()
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+
+    async def ask(text):
+        job = Job([text], {}, loop, loop.create_future())
+        batcher.submit(job)
+        return await asyncio.wait_for(job.answer, 30)
+
+    async def all_of(texts):
+        return await asyncio.gather(*(ask(text) for text in texts))
+
+    try:
+        texts = ["a" * n for n in (1, 2, 3, 4, 5, 6, 7, 8)]
+        answers = asyncio.run_coroutine_threadsafe(all_of(texts), loop).result()
+        assert answers == [[[(0.0, text.upper())]] for text in texts]
+        assert len(calls) == 2 and calls[0][0] != calls[1][0]  # one call on each translator
+        assert sorted(len(c[3]) for c in calls) == [4, 4]  # 18 and 18 characters
+        assert max(c[1] for c in calls) < min(c[2] for c in calls)  # side by side
+        assert sorted(calls[0][3] + calls[1][3]) == sorted(texts) and batcher.waiting == 0
+    finally:
+        batcher.stop()
+        loop.call_soon_threadsafe(loop.stop)
+
+
+def test_while_the_other_threads_are_busy_a_batch_takes_its_share_only():
+    """Worker threads' batches even out: while one decodes a long call, a batch gathered by another takes its share
+    of the sentences in flight (4 of 1 + 6), and leaves the rest for the next thread free."""
+    from aayn.serve import Batcher, Job, ServeSettings
+    from aayn.translator import Translator
+
+    calls = []
+
+    class Slow(Translator):
+        def nbest(self, texts, nbest=1, **options):
+            time.sleep(1.5 if "slow" in texts else 0.3)
+            calls.append(sorted(texts))
+            return [[(0.0, text.upper())] for text in texts]
+
+    batcher = Batcher([Slow(), Slow()], ServeSettings(max_wait_ms=200))
+    batcher.start()
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+
+    async def send(texts):  # all submitted before any is gathered (the batcher threads wait for the GIL)
+        jobs = [Job([text], {}, loop, loop.create_future()) for text in texts]
+        for job in jobs:
+            batcher.submit(job)
+        return await asyncio.wait_for(asyncio.gather(*(job.answer for job in jobs)), 30)
+
+    try:
+        slow = asyncio.run_coroutine_threadsafe(send(["slow"]), loop)
+        time.sleep(0.6)  # one thread decodes "slow" (gathered for max_wait_ms, alone)
+        texts = list("abcdef")
+        assert asyncio.run_coroutine_threadsafe(send(texts), loop).result() == [[[(0.0, t.upper())]] for t in texts]
+        assert slow.result() == [[[(0.0, "SLOW")]]]
+        assert [len(call) for call in calls] == [4, 2, 1] and sorted(calls[0] + calls[1]) == texts
     finally:
         batcher.stop()
         loop.call_soon_threadsafe(loop.stop)

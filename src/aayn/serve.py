@@ -10,6 +10,12 @@ loop never runs the model) translates those with the same parameters together th
 queue answers 503 with Retry-After; a bad request 400 or 413 with one line; a model error 500 with one line, and
 the worker goes on. A client that goes away costs only its own sentences that were not decoded yet. SIGTERM
 (uvicorn's graceful shutdown) stops taking requests, answers those in flight, and exits 0.
+
+With `workers` above 1, each of that many threads hands its batches to its own process holding the model
+(`WorkerTranslator`, `threads` CPU threads each), and batches decode side by side: the batches a few dozen clients
+make are small, and a small batch keeps one thread busier than it keeps two, so two one-thread processes translate
+two such batches faster than one two-thread process translates both as one. A worker process that dies answers its
+batch 500 and is started again.
 """
 
 from __future__ import annotations
@@ -111,30 +117,46 @@ class Job:
 
 
 class Batcher:
-    """The one thread that runs the model: it takes the jobs that arrive within `max_wait_ms` of the first one
-    waiting (or of the end of the last model call, where that is later; once the clients that call answered are
-    back, only those already queued), and translates the sentences of the jobs that share their parameters in one
-    `Translator.nbest` call (which sorts them by length and cuts batches of `batch_tokens`)."""
+    """The threads that run the model, one per translator (one, in this process, unless the server has several
+    worker processes). One thread at a time gathers a batch: the jobs that arrive within `max_wait_ms` of the first
+    one waiting (or of the end of its last model call, where that is later; once the clients that call answered are
+    back, only those already queued). Where other threads are idle, the batch is shared out among them, balanced by
+    characters; while all others are busy, it stops at its share of the sentences in flight. Each thread
+    translates the sentences of its jobs that share their parameters in one `Translator.nbest` call (which sorts
+    them by length and cuts batches of `batch_tokens`)."""
 
-    def __init__(self, translator: Translator, settings: ServeSettings):
-        self.translator, self.settings = translator, settings
+    def __init__(self, translators: Translator | list[Translator], settings: ServeSettings):
+        self.translators = translators if isinstance(translators, list) else [translators]
+        self.settings = settings
         self.jobs: queue.Queue[Job | None] = queue.Queue()
         self.waiting = 0  # sentences queued or being decoded
         self.lock = threading.Lock()
-        # the only thread that runs torch: a second thread running it would start a second OpenMP team, and with more
-        # OpenMP threads than cores their workers stop spinning between ops, so every op waits for them to wake
-        self.thread = threading.Thread(target=self._run, name="aayn-serve-batcher", daemon=True)
-        self.last_call_end = 0.0
-        self.expected = math.inf  # requests the next batch waits for (before any call: wait out max_wait_ms)
+        # one thread gathers at a time: idle threads waiting on the queue together would split the arrivals among
+        # them into ever smaller batches
+        self.gathering = threading.Lock()
+        self.idle = 0  # threads waiting to gather
+        self.shares: list[list[Job]] = []  # parts of a gathered batch, for idle threads to take
+        # one thread per translator, and one runs torch in this process: a second thread running it here would start
+        # a second OpenMP team, and with more OpenMP threads than cores their workers stop spinning between ops, so
+        # every op waits for them to wake (worker processes each have their own team, of `threads` threads)
+        self.threads = [
+            threading.Thread(target=self._run, args=(translator,), name=f"aayn-serve-batcher-{i}", daemon=True)
+            for i, translator in enumerate(self.translators)
+        ]
         self.batches = self.sentences = 0  # translator calls made (each of one or more requests), sentences decoded
 
     def start(self) -> None:
-        self.thread.start()
+        for thread in self.threads:
+            thread.start()
 
     def stop(self) -> None:
-        """Translate what is queued, then end the thread."""
-        self.jobs.put(None)
-        self.thread.join()
+        """Translate what is queued, then end the threads (and close the worker processes)."""
+        for _ in self.threads:
+            self.jobs.put(None)
+        for thread in self.threads:
+            thread.join()
+        for translator in self.translators:
+            getattr(translator, "close", lambda: None)()
 
     def submit(self, job: Job) -> None:
         with self.lock:
@@ -148,44 +170,69 @@ class Batcher:
             self.waiting += len(job.texts)
         self.jobs.put(job)
 
-    def _run(self) -> None:
+    def _run(self, translator: Translator) -> None:
+        last_call_end, expected = 0.0, math.inf  # requests the next batch waits for (before any call: max_wait_ms)
         while True:
-            first = self.jobs.get()
-            if first is None:
-                return
-            # the wait runs from the later of the first job's arrival and the end of the last model call: the
-            # clients just answered get to send their next requests into this batch, not the one after. Once those
-            # are back (as many requests wait as were queued at the end of that call plus those it answered), it
-            # takes what is queued and goes without waiting out the rest
-            start = max(first.queued, self.last_call_end)
-            jobs, deadline, stop = [first], start + self.settings.max_wait_ms / 1000, False
-            while (left := deadline - time.perf_counter()) > 0:
-                try:
-                    job = self.jobs.get(timeout=left) if len(jobs) < self.expected else self.jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if job is None:
-                    stop = True
-                    break
-                jobs.append(job)
+            with self.lock:
+                self.idle += 1
+            with self.gathering:
+                with self.lock:
+                    self.idle -= 1
+                if self.shares:  # a part of the batch another thread gathered
+                    jobs, stop = self.shares.pop(), False
+                else:
+                    jobs, stop = self._gather(last_call_end, expected)
+                    parts = share_out(jobs, 1 + self.idle)  # those idle now each take a part
+                    jobs = parts[0]
+                    self.shares.extend(parts[1:])
             groups: dict[str, list[Job]] = {}
             for job in jobs:
                 groups.setdefault(json.dumps(job.options, sort_keys=True), []).append(job)
             for group in groups.values():
-                self._translate(group)
-            self.last_call_end, self.expected = time.perf_counter(), self.jobs.qsize() + len(jobs)
+                self._translate(translator, group)
+            last_call_end, expected = time.perf_counter(), self.jobs.qsize() + len(jobs)
             if stop:
                 return
 
-    def _translate(self, jobs: list[Job]) -> None:
+    def _gather(self, last_call_end: float, expected: float) -> tuple[list[Job], bool]:
+        """The jobs of the next batch, and whether the server stops after it."""
+        first = self.jobs.get()
+        if first is None:
+            return [], True
+        # the wait runs from the later of the first job's arrival and the end of this thread's last model call: the
+        # clients just answered get to send their next requests into this batch, not the one after. Once those are
+        # back (as many requests wait as were queued at the end of that call plus those it answered), it takes what
+        # is queued and goes without waiting out the rest
+        start = max(first.queued, last_call_end)
+        jobs, deadline, sentences = [first], start + self.settings.max_wait_ms / 1000, len(first.texts)
+        while not self._has_its_share(sentences) and (left := deadline - time.perf_counter()) > 0:
+            try:
+                job = self.jobs.get(timeout=left) if len(jobs) < expected else self.jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is None:
+                return jobs, True
+            jobs.append(job)
+            sentences += len(job.texts)
+        return jobs, False
+
+    def _has_its_share(self, sentences: int) -> bool:
+        """Whether a batch of `sentences` is this thread's share of those in flight while every other thread is
+        busy: the rest wait for the next thread free, so that the threads' batches even out (idle threads get
+        their parts of the whole batch instead)."""
+        threads = len(self.translators)
+        return threads > 1 and self.idle == 0 and sentences >= math.ceil(self.waiting / threads)
+
+    def _translate(self, translator: Translator, jobs: list[Job]) -> None:
         live = [job for job in jobs if not job.abandoned]
         try:
             if live:
                 options = dict(live[0].options)
                 nbest = options.pop("num_return_sequences", 1)
                 texts = [text for job in live for text in job.texts]
-                best = self.translator.nbest(texts, nbest, batch_tokens=self.settings.batch_tokens, **options)
-                self.batches, self.sentences = self.batches + 1, self.sentences + len(texts)
+                best = translator.nbest(texts, nbest, batch_tokens=self.settings.batch_tokens, **options)
+                with self.lock:
+                    self.batches, self.sentences = self.batches + 1, self.sentences + len(texts)
                 start = 0
                 for job in live:
                     job.settle(best[start : start + len(job.texts)])
@@ -196,6 +243,134 @@ class Batcher:
         finally:
             with self.lock:
                 self.waiting -= sum(len(job.texts) for job in jobs)
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+class WorkerTranslator(Translator):
+    """A translator in a process of its own (`aayn serve --workers`): `nbest` sends the texts there and waits for
+    the answer (holding no lock meanwhile, so several such calls run side by side). The process opens the model
+    folders `names` on `device` with `threads` CPU threads. The model's errors raise here with their one line; a
+    process that died fails its batch and is started again before the next one."""
+
+    def __init__(self, names: list[str], device: str, threads: int):
+        self.names, self.device, self.threads = list(names), device, threads
+        self.process = None
+        self._spawn()
+
+    def _spawn(self) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no fork of threads or a torch runtime
+        self.connection, child = context.Pipe()
+        args = (child, self.names, self.device, self.threads)
+        self.process = context.Process(target=_worker, args=args, name="aayn-serve-worker", daemon=True)
+        self.process.start()
+        child.close()
+
+    def ready(self) -> dict:
+        """Waits for the process to open the model; what /health says of it, or ValueError naming what failed."""
+        kind, value = self._receive()
+        if kind == "error":
+            self.close()
+            raise ValueError(value)
+        self.description = value
+        return value
+
+    def _receive(self):
+        try:
+            return self.connection.recv()
+        except (EOFError, OSError):
+            self.process.join(5)
+            raise RuntimeError(
+                f"the worker process {self.process.pid} ended (exit code {self.process.exitcode}); "
+                "it is started again for the next batch"
+            ) from None
+
+    def nbest(self, texts: list[str], nbest: int = 1, **options) -> list[list[tuple[float, str]]]:
+        if not self.process.is_alive():
+            self.close()
+            self._spawn()
+            self.ready()
+        try:
+            self.connection.send((list(texts), nbest, options))
+        except OSError:
+            pass  # the process is gone: the receive below says so
+        kind, value = self._receive()
+        if kind == "error":
+            raise RuntimeError(value)
+        return value
+
+    def close(self) -> None:
+        """Ends the process once it has answered what it was sent."""
+        try:
+            self.connection.send(None)
+        except OSError:
+            pass
+        self.process.join(60)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.connection.close()
+
+
+def _worker(connection, names: list[str], device: str, threads: int) -> None:
+    """A worker process's loop: open the model, then answer `nbest` requests until told to end or the server is
+    gone. It ignores SIGINT and SIGTERM: Ctrl-C or a service manager signals the whole process group, and the server
+    answers what is in flight before it closes its workers."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        from .translator import open_translator
+
+        translator = open_translator(names, device, threads=threads)
+        connection.send(("ready", describe(translator, names)))
+    except Exception as error:  # noqa: BLE001  said to the server, which names it and exits
+        connection.send(("error", one_line(error)))
+        return
+    while True:
+        try:
+            request = connection.recv()
+        except EOFError:  # the server is gone
+            return
+        if request is None:
+            return
+        texts, nbest, options = request
+        try:
+            reply = ("ok", translator.nbest(texts, nbest, **options))
+        except Exception as error:  # noqa: BLE001  the batch answers 500; the worker goes on
+            reply = ("error", one_line(error))
+        connection.send(reply)
+
+
+def start_workers(names: list[str], device: str, workers: int, threads: int) -> list[WorkerTranslator]:
+    """`workers` worker processes, each opening the model with `threads` CPU threads (started together)."""
+    started = [WorkerTranslator(names, device, threads) for _ in range(workers)]
+    try:
+        for worker in started:
+            worker.ready()
+    except BaseException:
+        for worker in started:
+            if worker.process.is_alive():
+                worker.close()
+        raise
+    return started
+
+
+def share_out(jobs: list[Job], parts: int) -> list[list[Job]]:
+    """`jobs` in at most `parts` non-empty parts of about as many characters each (the longest job first, each
+    into the lightest part), for threads to decode side by side."""
+    shares: list[list[Job]] = [[] for _ in range(min(parts, len(jobs)) or 1)]
+    weights = [0] * len(shares)
+    for job in sorted(jobs, key=lambda job: -sum(map(len, job.texts))):
+        lightest = weights.index(min(weights))
+        shares[lightest].append(job)
+        weights[lightest] += sum(map(len, job.texts))
+    return shares
 
 
 def describe(translator: Translator, names: list[str]) -> dict:
@@ -263,8 +438,8 @@ async def disconnected(request) -> None:
         pass
 
 
-def build_app(translator: Translator, names: list[str], settings: ServeSettings):
-    """The Starlette application serving `translator`."""
+def build_app(translators: Translator | list[Translator], names: list[str], settings: ServeSettings):
+    """The Starlette application serving `translators` (one, or worker processes: `WorkerTranslator`)."""
     import contextlib
 
     from starlette.applications import Starlette
@@ -272,8 +447,9 @@ def build_app(translator: Translator, names: list[str], settings: ServeSettings)
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    batcher = Batcher(translator, settings)
-    health = {"status": "ok", "model": describe(translator, names)}
+    batcher = Batcher(translators, settings)
+    first = batcher.translators[0]
+    health = {"status": "ok", "model": getattr(first, "description", None) or describe(first, names)}
 
     async def translate(request: Request):
         try:
@@ -292,8 +468,7 @@ def build_app(translator: Translator, names: list[str], settings: ServeSettings)
         gone.cancel()
         error = job.answer.exception()
         if error is not None:
-            message = " ".join(str(error).split()) or type(error).__name__
-            return JSONResponse({"error": f"the model failed: {message}"}, 500)
+            return JSONResponse({"error": f"the model failed: {one_line(error)}"}, 500)
         best = job.answer.result()
         returned = options.get("num_return_sequences", 1)
         if returned == 1:
@@ -306,7 +481,11 @@ def build_app(translator: Translator, names: list[str], settings: ServeSettings)
 
     async def healthy(request: Request):
         counts = {"batches": batcher.batches, "sentences": batcher.sentences, "waiting": batcher.waiting}
-        return JSONResponse({**health, **counts})
+        workers = {"workers": len(batcher.translators)}
+        pids = [t.process.pid for t in batcher.translators if isinstance(t, WorkerTranslator)]  # restarted ones too
+        if pids:
+            workers["worker_pids"] = pids
+        return JSONResponse({**health, **workers, **counts})
 
     async def schema(request: Request):
         return JSONResponse(openapi())
@@ -327,12 +506,12 @@ def build_app(translator: Translator, names: list[str], settings: ServeSettings)
     return app
 
 
-def serve(translator: Translator, names: list[str], settings: ServeSettings, host: str, port: int) -> None:
+def serve(translators, names: list[str], settings: ServeSettings, host: str, port: int) -> None:
     import signal
 
     import uvicorn
 
-    app = build_app(translator, names, settings)
+    app = build_app(translators, names, settings)
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again to the handler it found: one that
     # returns lets the command end with 0 (the default one would end it as killed)
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
