@@ -1,6 +1,7 @@
 """The `aayn` command."""
 
 import argparse
+import functools
 import logging
 import os
 import sys
@@ -245,18 +246,25 @@ def serve(args: argparse.Namespace) -> None:
         import uvicorn  # noqa: F401
     except ImportError as error:
         raise MissingExtra("aayn serve needs starlette and uvicorn: pip install 'aayn[serve]'") from error
+    from .ct2 import is_ctranslate2_folder
     from .serve import ServeSettings, start_workers
     from .serve import serve as run_server
     from .translator import open_translator
 
     if args.max_wait_ms < 0:
         raise ValueError(f"--max_wait_ms must be >= 0, got {args.max_wait_ms}")
+    # CTranslate2 folders need no torch, nor does the server itself where worker processes hold the model
+    setup = None
+    if not any(is_ctranslate2_folder(name) for name in args.model):
+        setup = functools.partial(prepare_transformers, progress_bars=args.verbose)
     if args.workers == 1:
+        if setup is not None:
+            setup()
         translators = open_translator(args.model, args.device, threads=args.threads)
     else:  # processes of their own, sharing the cores unless told otherwise
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         threads = args.threads or max(1, cores // args.workers)
-        translators = start_workers(args.model, args.device, args.workers, threads)
+        translators = start_workers(args.model, args.device, args.workers, threads, setup)
     settings = ServeSettings(
         batch_tokens=args.batch_tokens,
         max_wait_ms=args.max_wait_ms,
@@ -495,8 +503,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--steps must be a positive integer, got {args.steps}")
     setup_logging()
     args.verbose = verbose
-    # train, preprocess: once the recipe is parsed; translate: not for a CT2 folder
-    if args.command not in ("train", "preprocess", "translate"):
+    # train, preprocess: once the recipe is parsed; translate, serve: not for a CT2 folder (nor in serve's server
+    # process where worker processes hold the model)
+    if args.command not in ("train", "preprocess", "translate", "serve"):
         prepare_transformers(progress_bars=verbose or args.command in ("copy-task", "average", "bench"))
     return report_user_errors(args.command, lambda: args.run(args), debug)
 

@@ -253,10 +253,11 @@ class WorkerTranslator(Translator):
     """A translator in a process of its own (`aayn serve --workers`): `nbest` sends the texts there and waits for
     the answer (holding no lock meanwhile, so several such calls run side by side). The process opens the model
     folders `names` on `device` with `threads` CPU threads. The model's errors raise here with their one line; a
-    process that died fails its batch and is started again before the next one."""
+    process that died fails its batch and is started again before the next one. `setup`: a picklable callable the
+    process runs first (registering aayn with transformers' Auto classes, say)."""
 
-    def __init__(self, names: list[str], device: str, threads: int):
-        self.names, self.device, self.threads = list(names), device, threads
+    def __init__(self, names: list[str], device: str, threads: int, setup=None):
+        self.names, self.device, self.threads, self.setup = list(names), device, threads, setup
         self.process = None
         self._spawn()
 
@@ -265,7 +266,7 @@ class WorkerTranslator(Translator):
 
         context = multiprocessing.get_context("spawn")  # a fresh interpreter: no fork of threads or a torch runtime
         self.connection, child = context.Pipe()
-        args = (child, self.names, self.device, self.threads)
+        args = (child, self.names, self.device, self.threads, self.setup)
         self.process = context.Process(target=_worker, args=args, name="aayn-serve-worker", daemon=True)
         self.process.start()
         child.close()
@@ -316,7 +317,7 @@ class WorkerTranslator(Translator):
         self.connection.close()
 
 
-def _worker(connection, names: list[str], device: str, threads: int) -> None:
+def _worker(connection, names: list[str], device: str, threads: int, setup) -> None:
     """A worker process's loop: open the model, then answer `nbest` requests until told to end or the server is
     gone. It ignores SIGINT and SIGTERM: Ctrl-C or a service manager signals the whole process group, and the server
     answers what is in flight before it closes its workers."""
@@ -327,6 +328,8 @@ def _worker(connection, names: list[str], device: str, threads: int) -> None:
     try:
         from .translator import open_translator
 
+        if setup is not None:
+            setup()
         translator = open_translator(names, device, threads=threads)
         connection.send(("ready", describe(translator, names)))
     except Exception as error:  # noqa: BLE001  said to the server, which names it and exits
@@ -347,9 +350,9 @@ def _worker(connection, names: list[str], device: str, threads: int) -> None:
         connection.send(reply)
 
 
-def start_workers(names: list[str], device: str, workers: int, threads: int) -> list[WorkerTranslator]:
+def start_workers(names: list[str], device: str, workers: int, threads: int, setup=None) -> list[WorkerTranslator]:
     """`workers` worker processes, each opening the model with `threads` CPU threads (started together)."""
-    started = [WorkerTranslator(names, device, threads) for _ in range(workers)]
+    started = [WorkerTranslator(names, device, threads, setup) for _ in range(workers)]
     try:
         for worker in started:
             worker.ready()
