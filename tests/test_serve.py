@@ -408,6 +408,30 @@ def test_while_the_other_threads_are_busy_a_batch_takes_its_share_only():
         loop.call_soon_threadsafe(loop.stop)
 
 
+def test_the_server_process_imports_no_torch_for_an_export_or_with_worker_processes(saved, tmp_path):
+    """`aayn serve` of a CTranslate2 export, and the server process of `--workers 2` (whose workers hold the
+    model), import neither torch nor transformers."""
+    pytest.importorskip("ctranslate2")
+    from aayn.export import export_model
+
+    exported = export_model(saved[0], tmp_path / "ct2")
+    code = f"""
+import sys
+import types
+import aayn.serve
+def serve(translators, names, settings, host, port):  # the app built, not run
+    aayn.serve.build_app(translators, names, settings)
+    print("torch" in sys.modules, "transformers" in sys.modules)
+aayn.serve.serve = serve
+aayn.serve.start_workers = lambda *args: [types.SimpleNamespace(description={{"type": "aayn"}})]
+from aayn.cli import main
+main(["serve", "--model", {str(exported)!r}])
+main(["serve", "--model", {str(saved[0])!r}, "--workers", "2"])
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.stdout.split() == ["False"] * 4, result.stdout + result.stderr[-3000:]
+
+
 def test_threads_reach_each_engine(saved, tmp_path, monkeypatch):
     """`aayn serve --threads N`: CTranslate2's intra_threads for an export, torch's thread count for an aayn folder."""
     import torch

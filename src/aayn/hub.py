@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from transformers import PreTrainedModel
+if TYPE_CHECKING:  # an annotation only: reading a card (`aayn serve` of a CTranslate2 export) needs no torch
+    from transformers import PreTrainedModel
 
 TEMPLATE = Path(__file__).parent / "model_card.md"
 
