@@ -2,18 +2,18 @@
 request at a time, against the torch folder and its CTranslate2 export; the same sentences through one
 `Translator.translate` call (what one `aayn translate` call does) for reference.
 
-    python benchmarks/serve_load.py [--model FOLDER] [--sentences 256] [--clients 1 8 32 128] [--seconds 120]
+    python benchmarks/serve_load.py [--model FOLDER|none] [--sentences 256] [--clients 1 8 32 128] [--seconds 120]
                                     [--max_queue 1024] [--overflow_queue 16] [--max_wait_ms 10] [--arms torch ct2]
                                     [--torch_threads N] [--ct2_threads N] [--torch_workers N] [--ct2_workers N]
 
 The model is the demo job's (runs/demo-bible-en-fr, what the README's first command trains) where it is there;
 else, or with --model none, a demo-shaped model trained 300 steps here (`aayn.bench.decoding.train_demo_model`),
 whose shorter outputs make a decoding step's fixed costs weigh more than a trained model's. Each level prints
-sentences/s, p50/p95/p99 latency of a request, errors (any non-200)
-and wrong answers (a translation that differs from the same sentence translated alone in the reference call; the
-server batches it with others, so float rounding may in rare cases pick another token), and the clients' own CPU
-time (coroutines on one thread, each with a kept-alive connection: light beside the server). A last level sends 128
-clients against a queue of --overflow_queue sentences: the overflow must be 503 with Retry-After, never a hang.
+sentences/s, p50/p95/p99 latency of a request, errors (any non-200) and wrong answers (a translation that differs
+from the same sentence translated alone in the reference call; the server batches it with others, so float
+rounding may in rare cases pick another token), and the clients' own CPU time (coroutines on one thread, each with
+a kept-alive connection: light beside the server). A last level sends 128 clients against a queue of
+--overflow_queue sentences: the overflow must be 503 with Retry-After, never a hang.
 Bounded: each level stops after --sentences answers or --seconds.
 """
 
