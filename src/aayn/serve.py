@@ -258,7 +258,6 @@ class WorkerTranslator(Translator):
 
     def __init__(self, names: list[str], device: str, threads: int, setup=None):
         self.names, self.device, self.threads, self.setup = list(names), device, threads, setup
-        self.process = None
         self._spawn()
 
     def _spawn(self) -> None:
@@ -271,14 +270,14 @@ class WorkerTranslator(Translator):
         self.process.start()
         child.close()
 
-    def ready(self) -> dict:
-        """Waits for the process to open the model; what /health says of it, or ValueError naming what failed."""
+    def ready(self) -> None:
+        """Waits for the process to open the model (`description`: what /health says of it), or raises ValueError
+        naming what failed."""
         kind, value = self._receive()
         if kind == "error":
             self.close()
             raise ValueError(value)
         self.description = value
-        return value
 
     def _receive(self):
         try:
@@ -369,10 +368,10 @@ def share_out(jobs: list[Job], parts: int) -> list[list[Job]]:
     into the lightest part), for threads to decode side by side."""
     shares: list[list[Job]] = [[] for _ in range(min(parts, len(jobs)) or 1)]
     weights = [0] * len(shares)
-    for job in sorted(jobs, key=lambda job: -sum(map(len, job.texts))):
+    for characters, job in sorted(((sum(map(len, job.texts)), job) for job in jobs), key=lambda pair: -pair[0]):
         lightest = weights.index(min(weights))
         shares[lightest].append(job)
-        weights[lightest] += sum(map(len, job.texts))
+        weights[lightest] += characters
     return shares
 
 
