@@ -29,13 +29,11 @@ def main() -> None:
 
     folder, texts = serving_benchmark_inputs(args.model, args.sentences, tempfile.mkdtemp(prefix="batch-ceiling-"))
     translator = open_translator([folder])
-    from aayn import search_aayn
+    from aayn.decoding_aayn import Decoding
 
     steps = []  # rows of each decoder step, counted around the search's step (a hook on the decoder would make
-    step = search_aayn._ModelDecoding.log_probs  # it take the modules' path, `AaynDecoder.plain_steps`)
-    search_aayn._ModelDecoding.log_probs = lambda self, history, *args: (
-        steps.append(history.shape[0]) or step(self, history, *args)
-    )
+    step = Decoding.log_probs  # it take the modules' path, `decoding_aayn.plain_steps`)
+    Decoding.log_probs = lambda self, history, *args: steps.append(history.shape[0]) or step(self, history, *args)
     translator.translate(texts[:64])  # warm up
 
     def run(size: int | None) -> tuple[float, int, int]:

@@ -1,4 +1,4 @@
-"""The search's decoding steps outside the modules' call machinery (`AaynDecoder.plain_step`, the default) against
+"""The search's decoding steps outside the modules' call machinery (`decoding_aayn.plain_step`, the default) against
 the modules' `forward` at every step (`plain_steps` forced off, as a hook on the decoder would), in one process,
 alternated: first that both give the same n-best texts and scores, then sentences/s for one `translate` call over
 all the verses, calls of 32 and of 8, and one verse at a time.
@@ -22,16 +22,16 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=4)
     args = parser.parse_args()
+    from aayn import decoding_aayn
     from aayn.bench.decoding import serving_benchmark_inputs
-    from aayn.modeling_aayn import AaynDecoder
     from aayn.translator import open_translator
 
     folder, texts = serving_benchmark_inputs(args.model, args.sentences, tempfile.mkdtemp(prefix="plain-steps-"))
     translator = open_translator([folder])
-    plain_steps = AaynDecoder.plain_steps
+    plain_steps = decoding_aayn.plain_steps
 
     def use(plain: bool) -> None:
-        AaynDecoder.plain_steps = plain_steps if plain else (lambda decoder: False)
+        decoding_aayn.plain_steps = plain_steps if plain else (lambda decoder: False)
 
     use(True)
     plain = translator.nbest(texts, 2)

@@ -71,3 +71,20 @@ def test_labels_give_the_masked_cross_entropy_of_the_shifted_target(model):
     expected = -torch.log_softmax(logits, -1)[kept].gather(-1, labels[kept][:, None]).mean()
     torch.testing.assert_close(out.loss, expected)
     assert out.past_key_values is None  # training never builds a cache
+
+
+def test_forward_refuses_arguments_it_does_not_honour(model):
+    """`head_mask` and the like are refused by name, not swallowed; generate's `cache_position` is taken."""
+    source, mask = random_batch(2, 5, 40, [5, 3])
+    target, _ = random_batch(2, 4, 40)
+    encoder_states = model.model.encoder(source, mask).last_hidden_state
+    calls = {
+        "AaynForConditionalGeneration.forward": lambda **extra: model(source, mask, target, **extra),
+        "AaynModel.forward": lambda **extra: model.model(source, mask, target, **extra),
+        "AaynEncoder.forward": lambda **extra: model.model.encoder(source, mask, **extra),
+        "AaynDecoder.forward": lambda **extra: model.model.decoder(target, encoder_states, **extra),
+    }
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=rf"^{name}\(\) got arguments it does not take: head_mask, position_ids$"):
+            call(head_mask=torch.ones(2, 4), position_ids=torch.arange(4))
+    assert model(source, mask, target, cache_position=torch.arange(4)).logits.shape == (2, 4, 40)

@@ -1,4 +1,4 @@
-"""Past its first step, the search runs the decoder outside the modules' call machinery (`AaynDecoder.plain_step`)
+"""Past its first step, the search runs the decoder outside the modules' call machinery (`decoding_aayn.plain_step`)
 wherever that computes what the modules compute. Checked against the modules' own path, which a user's hook
 forces (as it must: a hook has to see every step), and the cases that must keep that path."""
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 from conftest import random_batch, tiny_config
 
-from aayn import AaynForConditionalGeneration
-from aayn.modeling_aayn import AaynDecoder, sinusoidal_positions
+from aayn import AaynForConditionalGeneration, decoding_aayn
+from aayn.modeling_aayn import sinusoidal_positions
 
 
 def float_model(**overrides):
@@ -22,8 +22,8 @@ def test_plain_steps_decode_exactly_as_the_modules_do(attn_implementation, norm_
     model = float_model(norm_first=norm_first)
     model.config._attn_implementation = attn_implementation
     plain_steps = []
-    step = AaynDecoder.plain_step
-    monkeypatch.setattr(AaynDecoder, "plain_step", lambda *args: plain_steps.append(1) or step(*args))
+    step = decoding_aayn.plain_step
+    monkeypatch.setattr(decoding_aayn, "plain_step", lambda *args: plain_steps.append(1) or step(*args))
     source, mask = random_batch(3, 8, 40, [8, 3, 5])
     kwargs = dict(attention_mask=mask, num_beams=num_beams, num_return_sequences=num_beams, max_new_tokens=10)
     plain = model.generate(source, return_dict_in_generate=True, **kwargs)
@@ -44,28 +44,28 @@ def test_plain_steps_decode_exactly_as_the_modules_do(attn_implementation, norm_
 def test_the_modules_path_is_kept_where_a_plain_step_would_differ():
     model = float_model()
     decoder = model.get_decoder()
-    assert decoder.plain_steps()
-    assert not model.train().get_decoder().plain_steps()  # dropout
+    assert decoding_aayn.plain_steps(decoder)
+    assert not decoding_aayn.plain_steps(model.train().get_decoder())  # dropout
     model.eval()
     decoder.layers[1].feed_forward.activation_dropout.train()  # one module in training: its dropout runs
-    assert not decoder.plain_steps()
+    assert not decoding_aayn.plain_steps(decoder)
     model.eval()
     model.config._attn_implementation = "eager"  # the one that records attention weights
-    assert decoder.plain_steps()
+    assert decoding_aayn.plain_steps(decoder)
     for name in ("output_attentions", "output_hidden_states"):  # recorded by the modules' calls
         setattr(model.config, name, True)
-        assert not decoder.plain_steps()
+        assert not decoding_aayn.plain_steps(decoder)
         setattr(model.config, name, False)
     model.config._attn_implementation = "flex_attention"  # no folded search, no plain kernel
-    assert not decoder.plain_steps()
+    assert not decoding_aayn.plain_steps(decoder)
     model.config._attn_implementation = "sdpa"
     handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda module, args: None)  # a global hook
     try:
-        assert not decoder.plain_steps()
+        assert not decoding_aayn.plain_steps(decoder)
     finally:
         handle.remove()
     decoder.layers[0].encoder_attn.compile()  # a compiled module must be called, not bypassed
-    assert not decoder.plain_steps()
+    assert not decoding_aayn.plain_steps(decoder)
 
 
 def test_a_search_reads_each_step_s_position_encodings_from_one_table():

@@ -12,7 +12,7 @@ import pytest
 import torch
 from conftest import random_batch, tiny_config
 
-from aayn import AaynConfig, AaynForConditionalGeneration
+from aayn import AaynConfig, AaynForConditionalGeneration, AaynModel
 from aayn.data.tokenizer import save_tokenizer
 
 
@@ -113,3 +113,29 @@ def test_a_target_language_tag_fine_tuned_saved_and_loaded_without_aayn(saved, t
         assert theirs["vocab"] == model.config.vocab_size
         assert theirs["ids"] == batch["input_ids"].tolist()
         assert theirs["generated"] == generated.tolist(), python
+
+
+@pytest.mark.parametrize("model_class", [AaynForConditionalGeneration, AaynModel])
+def test_resizing_separate_vocabularies_keeps_transformers_bookkeeping(model_class):
+    """What transformers' own `resize_token_embeddings` leaves: the config's and the model's `vocab_size`, and the
+    ties renewed; the target side keeps its size."""
+    config = tiny_config(share_encoder_decoder_embeddings=False, decoder_vocab_size=30)
+    model = model_class(config)
+    model.resize_token_embeddings(45)
+    assert (model.vocab_size, model.config.vocab_size, model.config.decoder_vocab_size) == (45, 45, 30)
+    assert model.get_input_embeddings().weight.shape == (45, 32)
+    if model_class is AaynForConditionalGeneration:
+        assert model.lm_head.weight is model.model.decoder.embed.embed_tokens.weight
+    model.resize_decoder_token_embeddings(33)
+    assert model.config.decoder_vocab_size == 33
+    assert model.get_decoder().get_input_embeddings().weight.shape == (33, 32)
+    AaynConfig.from_dict(model.config.to_dict())
+
+
+def test_resizing_the_bare_model_keeps_one_shared_matrix():
+    model = AaynModel(tiny_config())
+    model.resize_token_embeddings(47)
+    assert (model.config.vocab_size, model.config.decoder_vocab_size) == (47, 47)
+    for stack in (model.encoder, model.decoder):
+        assert stack.embed.embed_tokens.weight is model.shared.weight
+    AaynConfig.from_dict(model.config.to_dict())

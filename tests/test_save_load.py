@@ -135,3 +135,41 @@ def test_set_attn_implementation_switches_a_loaded_model(tmp_path, monkeypatch):
     assert model.config._attn_implementation == "eager"
     torch.testing.assert_close(logits_of(model, source, mask, target), expected)
     assert len(calls) == 6  # no sdpa call any more
+
+
+@pytest.mark.parametrize(
+    "overrides, names",
+    [
+        ({}, ["lm_head.weight", "model.decoder.embed.embed_tokens.weight", "model.encoder.embed.embed_tokens.weight",
+              "model.shared.weight"]),
+        ({"tie_word_embeddings": False}, ["model.decoder.embed.embed_tokens.weight",
+                                          "model.encoder.embed.embed_tokens.weight", "model.shared.weight"]),
+        ({"share_encoder_decoder_embeddings": False, "decoder_vocab_size": 30},
+         ["lm_head.weight", "model.decoder.embed.embed_tokens.weight"]),
+    ],
+    ids=["shared-and-tied", "shared-own-projection", "separate-tied"],
+)  # fmt: skip
+def test_a_checkpoint_without_its_embedding_names_it_missing_and_initializes_it(tmp_path, overrides, names):
+    """A checkpoint whose (shared) embedding matrix was left out: every name tied to it is reported in
+    `missing_keys`, the matrix is drawn by aayn's initialization (N(0, d_model^-0.5), padding row zero), the ties
+    hold, and the model runs; the rest is loaded as saved."""
+    from safetensors.torch import load_file, save_file
+
+    model = AaynForConditionalGeneration(tiny_config(**overrides)).eval()
+    model.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    source = "model.shared.weight" if "model.shared.weight" in names else "model.decoder.embed.embed_tokens.weight"
+    del weights[source]
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    loaded, info = AaynForConditionalGeneration.from_pretrained(tmp_path, output_loading_info=True)
+    assert sorted(info["missing_keys"]) == names
+    matrix = loaded.get_parameter(source)
+    assert matrix.device.type == "cpu"
+    assert not matrix[0].any() and abs(matrix[1:].std().item() - 32**-0.5) < 0.02
+    for name in names:
+        assert loaded.get_parameter(name) is matrix
+    for name, value in weights.items():
+        assert torch.equal(loaded.state_dict()[name], value), name
+    source_ids, mask = random_batch(2, 6, 30, [6, 4])
+    target, _ = random_batch(2, 5, 30)
+    assert torch.isfinite(logits_of(loaded.eval(), source_ids, mask, target)).all()

@@ -162,3 +162,45 @@ def test_compiled_encoder_and_decoder_decode_as_eager(paper_decoding):
     model.model.decoder.compile(backend="aot_eager", dynamic=True)
     assert torch.equal(model.generate(source, **kwargs), expected)
     torch._dynamo.reset()
+
+
+@ONCE_ACROSS_LINES  # aayn's own kernels under the compiler (a minute of Inductor on 2 cores): once
+def test_a_training_step_with_dropout_compiles_whole_and_matches_eager_on_the_same_random_stream(monkeypatch):
+    """`torch.compile(fullgraph=True)` (Inductor, CPU) of a training step with every dropout on: under the compiler
+    dropout is `F.dropout` (the eager CPU mask kernel's `Tensor.random_` cannot be traced), and with Inductor's
+    `fallback_random` its random numbers come from torch's generator as eager `F.dropout`'s do. The reference is
+    eager with `F.dropout` in place of that kernel (its own stream differs; its distribution: test_dropout.py), from
+    the same seed: the same loss and gradients."""
+    from torch._inductor import config as inductor_config
+
+    from aayn.ops_aayn import AaynDropout
+
+    torch._dynamo.reset()
+    config = tiny_config(dropout=0.3, attention_dropout=0.2, activation_dropout=0.1)
+    model = AaynForConditionalGeneration(config).train()
+    source, mask = random_batch(2, 6, 40, [6, 4])
+    labels, _ = random_batch(2, 5, 40)
+    labels[1, 3:] = -100
+
+    def loss_of(source, mask, labels):
+        return model(input_ids=source, attention_mask=mask, labels=labels).loss
+
+    def step(loss_fn, seed: int):
+        torch.manual_seed(seed)
+        loss = loss_fn(source, mask, labels)
+        loss.backward()
+        gradients = {name: p.grad.clone() for name, p in model.named_parameters()}
+        model.zero_grad()
+        return loss.detach(), gradients
+
+    with inductor_config.patch(fallback_random=True):
+        compiled = torch.compile(loss_of, fullgraph=True)
+        loss, gradients = step(compiled, 7)
+        other_seed, _ = step(compiled, 8)
+        monkeypatch.setattr(AaynDropout, "keep", lambda self, x: None)  # eager F.dropout
+        eager_loss, eager_gradients = step(loss_of, 7)
+    torch.testing.assert_close(loss, eager_loss)
+    for name, gradient in eager_gradients.items():
+        torch.testing.assert_close(gradients[name], gradient, msg=name)
+    assert not torch.equal(other_seed, loss)  # other masks: the compiled step draws them
+    torch._dynamo.reset()

@@ -17,11 +17,43 @@ def tied_weights_keys(tied: dict[str, str]) -> dict[str, str] | list[str]:
     return tied if MAJOR >= 5 else list(tied)
 
 
+class TiedParameters:
+    """Ties the parameters a model's `ties()` names ({tied: source}) on either line. 5.x ties what
+    `get_expanded_tied_weights_keys` gives, here `ties()` itself: 5.x's own reading ties nothing while
+    `tie_word_embeddings` is off, but §3.4's shared embeddings do not depend on the output layer's tie. 4.57 calls
+    the `_tie_weights` hook (after tying the output layer to the encoder's embedding, wrong for separate
+    vocabularies)."""
+
+    def ties(self) -> dict[str, str]:
+        return {}
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict[str, str]:
+        return super().get_expanded_tied_weights_keys(all_submodels) if all_submodels else self.ties()
+
+    def _tie_weights(self) -> None:
+        for tied, source in self.ties().items():
+            parent, _, name = tied.rpartition(".")
+            setattr(self.get_submodule(parent), name, self.get_parameter(source))
+
+
 # transformers 5.24 renamed the cache argument and output field from `past_key_values` to `cache`: outputs are built
 # with the field the installed line declares, and the forwards take the cache under either name, as 5.24's own
 # models take the old one (`deprecate_kwarg`, here without the warning: 4.57's generate passes `past_key_values`)
 CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
 either_cache_name = deprecate_kwarg("cache", "0", new_name="past_key_values")  # "0": already renamed, no warning
+
+# What transformers' own callers (generate, Trainer, pipeline, PEFT) pass to a model's forward on either line that
+# aayn's forwards take without a use: generate's `cache_position` (positions follow from the cache's length). Every
+# other argument a forward does not name is refused, not swallowed.
+PASSED_UNUSED = frozenset({"cache_position"})
+
+
+def refuse_unknown(forward: str, kwargs: dict, honoured: tuple[str, ...] = ()) -> None:
+    """Raise TypeError naming the arguments of `kwargs` that `forward` neither `honoured` nor may ignore."""
+    unknown = sorted(set(kwargs) - PASSED_UNUSED - set(honoured))
+    if unknown:
+        raise TypeError(f"{forward}() got arguments it does not take: {', '.join(unknown)}")
+
 
 # The stacks' attentions and hidden states are recorded by transformers from the layers (`_can_record_outputs`): 5.x
 # by hooks; 4.57 by wrapping the layers' forwards for the call, warning that SDPA returns no weights (aayn's stacks
@@ -45,4 +77,12 @@ except ImportError:
         return call
 
 
-__all__ = ["CACHE_FIELD", "OutputRecorder", "capture_outputs", "either_cache_name", "tied_weights_keys"]
+__all__ = [
+    "CACHE_FIELD",
+    "OutputRecorder",
+    "TiedParameters",
+    "capture_outputs",
+    "either_cache_name",
+    "refuse_unknown",
+    "tied_weights_keys",
+]

@@ -1,9 +1,10 @@
 """The "Attention Is All You Need" encoder-decoder Transformer (Vaswani et al., 2017) as a transformers model.
 
 Read top to bottom, each piece names the paper section it implements; the kernels are in `ops_aayn.py`, the §6.1
-search in `search_aayn.py` (its caches in `cache_aayn.py`, `generate()`'s routing in `generation_aayn.py`). This
-file travels with saved checkpoints as Hub remote code: it imports only torch, transformers and those files, each
-of them directly (transformers 4.57 copies a local folder's remote code one import deep).
+search in `search_aayn.py` (the model's side of it in `decoding_aayn.py`, `generate()`'s routing in
+`generation_aayn.py`). This file travels with saved checkpoints as Hub remote code: it imports only torch,
+transformers and those files, each of them directly (transformers 4.57 copies a local folder's remote code one
+import deep).
 """
 
 import math
@@ -24,19 +25,26 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
 from .cache_aayn import FoldedSearchCache
-from .compat_aayn import CACHE_FIELD, OutputRecorder, capture_outputs, either_cache_name, tied_weights_keys
+from .compat_aayn import (
+    CACHE_FIELD,
+    OutputRecorder,
+    TiedParameters,
+    capture_outputs,
+    either_cache_name,
+    refuse_unknown,
+    tied_weights_keys,
+)
 from .configuration_aayn import AaynConfig
+from .decoding_aayn import AaynDecodingMixin
 from .generation_aayn import generate as paper_generate
 from .hub_aayn import AaynCardUpload
 from .ops_aayn import (
-    STEP_ATTENTION,
     AaynDropout,
     attention_implementation,
     attention_mask_for,
     eager_attention_forward,
     fused_label_smoothed_loss,
     label_smoothed_loss,
-    output_logits,
     plain_linear,
 )
 from .pipeline_aayn import AaynTranslationPipeline  # noqa: F401  (relative imports travel with the remote code)
@@ -47,12 +55,9 @@ from .search_aayn import paper_search  # noqa: F401
 logger = logging.get_logger(__name__)
 
 
-def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str] | list[str]:
-    """§3.4: which parameters are one matrix, as `_tied_weights_keys` for `AaynForConditionalGeneration`
-    (`lm_head=True`) or the bare `AaynModel`.
-
-    The transformers lines' differences are in `compat_aayn.py`, but for the `_tie_weights` hook below.
-    """
+def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str]:
+    """§3.4: which parameters are one matrix, as {tied: source}, for `AaynForConditionalGeneration`
+    (`lm_head=True`) or the bare `AaynModel`."""
     prefix = "model." if lm_head else ""
     tied = {}
     if config.share_encoder_decoder_embeddings:
@@ -61,7 +66,16 @@ def tied_parameters(config: AaynConfig, lm_head: bool) -> dict[str, str] | list[
     if lm_head and config.tie_word_embeddings:
         shared = config.share_encoder_decoder_embeddings
         tied["lm_head.weight"] = "model.shared.weight" if shared else "model.decoder.embed.embed_tokens.weight"
-    return tied_weights_keys(tied)
+    return tied
+
+
+def tie_target(source: nn.Embedding) -> nn.Embedding:
+    """A stack's embedding whose matrix is `source`'s (§3.4): a module of its own, its weight tied to the source's
+    as a parameter (by transformers' tying, `tied_parameters`), so that loading reports and initializes each name
+    by itself. Marked `tied`: `_init_weights` leaves its matrix to the source's."""
+    embedding = nn.Embedding(*source.weight.shape, source.padding_idx, _weight=source.weight)  # no draw of its own
+    embedding.tied = True
+    return embedding
 
 
 def sinusoidal_positions(start: int, length: int, d_model: int, device: torch.device) -> torch.Tensor:
@@ -118,7 +132,7 @@ class AaynAttention(nn.Module):
             self.qkv_proj = fused_linear(d_model, 3)
         self.out_proj = nn.Linear(d_model, d_model)
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+    def to_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, d_model) -> (B, nh, T, hs)"""
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
 
@@ -133,19 +147,17 @@ class AaynAttention(nn.Module):
         """`implementation`: the attention function the stack built its masks for (eager where weights are
         recorded); the configured one if not given. Returns the output and, from the eager path, the weights."""
         if self.is_cross_attention:
-            query = self._heads(self.q_proj(hidden_states))  # (B, nh, T, hs)
+            query = self.to_heads(self.q_proj(hidden_states))  # (B, nh, T, hs)
             cache = past_key_values.cross_attention_cache if past_key_values is not None else None
             if cache is not None and past_key_values.is_updated.get(self.layer_idx):
                 key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
             else:
-                key, value = (self._heads(x) for x in self.kv_proj(key_value_states).chunk(2, dim=-1))  # (B, nh, S, hs)
+                key, value = (self.to_heads(x) for x in self.kv_proj(key_value_states).chunk(2, -1))  # (B, nh, S, hs)
                 if cache is not None:  # read at every step after this one: contiguous
                     key, value = cache.update(key.contiguous(), value.contiguous(), self.layer_idx)
                     past_key_values.is_updated[self.layer_idx] = True
         else:
-            query, key, value = (
-                self._heads(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1)
-            )  # (B, nh, T, hs)
+            query, key, value = (self.to_heads(x) for x in self.qkv_proj(hidden_states).chunk(3, -1))  # (B, nh, T, hs)
             if past_key_values is not None:
                 key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)
 
@@ -154,20 +166,6 @@ class AaynAttention(nn.Module):
         dropout = self.dropout if self.training else 0.0
         output, weights = attention(self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling)
         return self.out_proj(output.reshape(*output.shape[:2], -1)), weights  # (B, T, d_model)
-
-    def plain_step(self, hidden_states: torch.Tensor, attention_mask, cache: FoldedSearchCache, attend) -> torch.Tensor:
-        """`forward` at a search step after the first (`AaynDecoder.plain_step`): the same products, with the
-        projections' `forward` called directly, the encoder's keys and values read from the cache, and `attend`
-        (`STEP_ATTENTION`) as the kernel."""
-        if self.is_cross_attention:
-            query = self._heads(self.q_proj.forward(hidden_states))
-            layer = cache.cross_attention_cache.layers[self.layer_idx]
-            key, value = layer.keys, layer.values
-        else:
-            query, key, value = (self._heads(x) for x in self.qkv_proj.forward(hidden_states).chunk(3, dim=-1))
-            key, value = cache.self_attention_cache.update(key, value, self.layer_idx)
-        output = attend(self, query, key, value, attention_mask)
-        return self.out_proj.forward(output.reshape(*output.shape[:2], -1))
 
 
 class AaynFeedForward(nn.Module):
@@ -182,10 +180,6 @@ class AaynFeedForward(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.activation_dropout(self.activation(self.fc1(hidden_states))))
-
-    def plain_step(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """`forward` in eval, its modules run by their `forward` (`AaynDecoder.plain_step`)."""
-        return self.fc2.forward(self.activation.forward(self.fc1.forward(hidden_states)))
 
 
 class AaynLayer(GradientCheckpointingLayer):
@@ -263,19 +257,6 @@ class AaynDecoderLayer(AaynLayer):
         x = self.sublayer_input(hidden_states, self.feed_forward_norm)
         return self.add_and_norm(hidden_states, self.feed_forward(x), self.feed_forward_norm)
 
-    def plain_step(self, hidden_states: torch.Tensor, self_mask, cross_mask, cache: FoldedSearchCache, attend):
-        """`forward` in eval at a search step after the first (`AaynDecoder.plain_step`): dropout is the identity,
-        and the sub-layers' modules are run by their `forward`."""
-        sublayers = (
-            (lambda x: self.self_attn.plain_step(x, self_mask, cache, attend), self.self_attn_norm),
-            (lambda x: self.encoder_attn.plain_step(x, cross_mask, cache, attend), self.encoder_attn_norm),
-            (self.feed_forward.plain_step, self.feed_forward_norm),
-        )
-        for sublayer, norm in sublayers:
-            output = sublayer(norm.forward(hidden_states) if self.norm_first else hidden_states)
-            hidden_states = hidden_states + output if self.norm_first else norm.forward(hidden_states + output)
-        return hidden_states
-
 
 class AaynEmbeddings(nn.Module):
     """§3.4 Embeddings (scaled by sqrt(d_model)) plus §3.5 positional encodings, then dropout (§5.4)."""
@@ -309,7 +290,7 @@ class AaynEmbeddings(nn.Module):
         return self.dropout(inputs_embeds * self.scale + positions.to(inputs_embeds.dtype))
 
     def encodings(self, length: int, device: torch.device) -> torch.Tensor:
-        """§3.5's encodings of positions 0 .. length - 1, for a search to read a step's from (`plain_step`)."""
+        """§3.5's encodings of positions 0 .. length - 1, for a search to read a step's from (`decoding_aayn`)."""
         return sinusoidal_positions(0, length, self.d_model, device)
 
     def warn_of_length(self, positions: int) -> None:
@@ -321,7 +302,7 @@ class AaynEmbeddings(nn.Module):
             )
 
 
-class AaynPreTrainedModel(AaynCardUpload, PreTrainedModel):
+class AaynPreTrainedModel(TiedParameters, AaynCardUpload, PreTrainedModel):
     config_class = AaynConfig
     base_model_prefix = "model"
     main_input_name = "input_ids"
@@ -333,9 +314,8 @@ class AaynPreTrainedModel(AaynCardUpload, PreTrainedModel):
 
     @classmethod
     def _can_set_attn_implementation(cls) -> bool:
-        """`model.set_attn_implementation(...)` works: every attention call reads `config._attn_implementation`
-        (`attention_implementation` in ops_aayn). transformers decides this from the modeling file's source text,
-        looking for its own models' lines, and would refuse ours."""
+        """`set_attn_implementation` works: every attention call reads `config._attn_implementation` (transformers
+        looks for its own models' lines in the modeling file's text, and would refuse ours)."""
         return True
 
     @torch.no_grad()
@@ -359,13 +339,16 @@ class AaynPreTrainedModel(AaynCardUpload, PreTrainedModel):
                     nn.init.xavier_uniform_(block)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
+        elif isinstance(module, nn.Embedding) and not getattr(module, "tied", False):
             nn.init.normal_(module.weight, mean=0.0, std=embedding_std)
             if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
                 module.weight[module.padding_idx].zero_()
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
+
+
+RECORDING = ("output_hidden_states", "return_dict", "use_cache")  # the stacks' arguments read by capture_outputs
 
 
 class AaynStack(AaynPreTrainedModel):
@@ -405,6 +388,7 @@ class AaynEncoder(AaynStack):
         output_attentions: bool | None = None,
         **kwargs,  # output_hidden_states, return_dict: read by capture_outputs
     ) -> BaseModelOutput:
+        refuse_unknown("AaynEncoder.forward", kwargs, RECORDING)
         hidden_states = self.embed(input_ids, inputs_embeds)  # (B, S, d_model)
         length = hidden_states.shape[1]
         implementation = attention_implementation(self.config, output_attentions)
@@ -438,11 +422,12 @@ class AaynDecoder(AaynStack):
         output_attentions: bool | None = None,
         **kwargs,  # output_hidden_states, return_dict, use_cache: read by capture_outputs
     ) -> BaseModelOutputWithPastAndCrossAttentions:
+        refuse_unknown("AaynDecoder.forward", kwargs, RECORDING)
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, past_length)  # (B, T, d_model)
         shape = hidden_states.shape
         implementation = attention_implementation(self.config, output_attentions)
-        if hasattr(past_key_values, "attention_layout"):  # a search cache lays its step out and masks it itself
+        if isinstance(past_key_values, FoldedSearchCache):  # the search's cache lays its step out and masks it
             hidden_states, self_mask, cross_mask = past_key_values.attention_layout(hidden_states)
         else:
             length = hidden_states.shape[1]
@@ -459,56 +444,25 @@ class AaynDecoder(AaynStack):
         )
         return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states.view(shape))
 
-    def plain_steps(self) -> bool:
-        """Whether `plain_step` computes what `forward` would: every module of the decoder in eval (no dropout),
-        none hooked (nor any module, by a global hook) or compiled, since `plain_step` runs their `forward`
-        directly; recording nothing; with sdpa or eager attention."""
-        called = any(
-            module.training
-            or module._forward_hooks
-            or module._forward_pre_hooks
-            or getattr(module, "_compiled_call_impl", None)
-            for module in self.modules()
-        )
-        global_hooks = getattr(torch.nn.modules.module, "_has_any_global_hook", lambda: True)()
-        recording = self.config.output_attentions or self.config.output_hidden_states
-        plain_kernel = self.config._attn_implementation in STEP_ATTENTION
-        return not (called or global_hooks or recording) and plain_kernel
 
-    def plain_step(self, input_ids: torch.LongTensor, cache: FoldedSearchCache, positions: torch.Tensor):
-        """A step of §6.1's search after the first (where `plain_steps()` holds): the last hidden states (n * k,
-        d_model) that `forward` gives for the beams' last tokens `input_ids` (n * k, 1), computed by the same
-        functions without the module calls, output recording and dropout calls of `forward`, which take a
-        sizeable share of a small model's step. `positions`: the search's §3.5 encodings, from `embed.encodings`
-        (the same values as one position at a time)."""
-        past_length, embed = cache.get_seq_length(), self.embed
-        embed.warn_of_length(past_length + 1)
-        embeds = embed.embed_tokens.forward(input_ids)
-        hidden_states = embeds * embed.scale + positions[past_length : past_length + 1].to(embeds.dtype)
-        hidden_states, self_mask, cross_mask = cache.attention_layout(hidden_states)
-        attend = STEP_ATTENTION[self.config._attn_implementation]
-        for layer in self.layers:
-            hidden_states = layer.plain_step(hidden_states, self_mask, cross_mask, cache, attend)
-        if self.layer_norm is not None:
-            hidden_states = self.layer_norm.forward(hidden_states)
-        return hidden_states.view(-1, hidden_states.shape[-1])
-
-
-class AaynModel(AaynPreTrainedModel):
+class AaynModel(AaynResizing, AaynPreTrainedModel):
     """The bare encoder-decoder (§3.1, Figure 1), returning the decoder's last hidden states."""
 
     def __init__(self, config: AaynConfig):
         super().__init__(config)
+        vocab, d_model, pad = config.vocab_size, config.d_model, config.pad_token_id
         if config.share_encoder_decoder_embeddings:  # §3.4: one matrix for both embedding layers
-            self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
-            source_embeddings = target_embeddings = self.shared
+            self.shared = nn.Embedding(vocab, d_model, pad)
+            source, target = tie_target(self.shared), tie_target(self.shared)
         else:
-            source_embeddings = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
-            target_embeddings = nn.Embedding(config.decoder_vocab_size, config.d_model, config.pad_token_id)
-        self._tied_weights_keys = tied_parameters(config, lm_head=False)
-        self.encoder = AaynEncoder(config, source_embeddings)
-        self.decoder = AaynDecoder(config, target_embeddings)
+            source, target = nn.Embedding(vocab, d_model, pad), nn.Embedding(config.decoder_vocab_size, d_model, pad)
+        self._tied_weights_keys = tied_weights_keys(self.ties())
+        self.encoder = AaynEncoder(config, source)
+        self.decoder = AaynDecoder(config, target)
         self.post_init()
+
+    def ties(self) -> dict[str, str]:
+        return tied_parameters(self.config, lm_head=False)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.encoder.get_input_embeddings()
@@ -539,8 +493,9 @@ class AaynModel(AaynPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        **kwargs,  # what generate() passes on either transformers line (cache_position, ...), unused
+        **kwargs,  # what transformers' callers pass without a use here (compat_aayn.PASSED_UNUSED)
     ) -> Seq2SeqModelOutput | tuple:
+        refuse_unknown("AaynModel.forward", kwargs)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = (
             self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
@@ -549,13 +504,8 @@ class AaynModel(AaynPreTrainedModel):
         return_dict = self.config.return_dict if return_dict is None else return_dict
 
         if encoder_outputs is None:
-            encoder_outputs = self.encoder(
-                input_ids,
-                attention_mask,
-                inputs_embeds,
-                output_attentions=output_attentions,
-                output_hidden_states=output_hidden_states,
-            )
+            recording = dict(output_attentions=output_attentions, output_hidden_states=output_hidden_states)
+            encoder_outputs = self.encoder(input_ids, attention_mask, inputs_embeds, **recording)
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
 
@@ -589,7 +539,7 @@ class AaynModel(AaynPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-class AaynForConditionalGeneration(AaynResizing, AaynPreTrainedModel, GenerationMixin):
+class AaynForConditionalGeneration(AaynDecodingMixin, AaynResizing, AaynPreTrainedModel, GenerationMixin):
     """The encoder-decoder with its pre-softmax projection (§3.4): a translation model for `generate()`."""
 
     accepts_loss_kwargs = True  # forward takes the Trainer's num_items_in_batch (see label_smoothed_loss)
@@ -598,20 +548,17 @@ class AaynForConditionalGeneration(AaynResizing, AaynPreTrainedModel, Generation
         super().__init__(config)
         self.model = AaynModel(config)
         self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
-        self._tied_weights_keys = tied_parameters(config, lm_head=True)
+        self._tied_weights_keys = tied_weights_keys(self.ties())
         # stored once (under their source); listed so the Trainer's resume ties them instead of warning of them
-        self._keys_to_ignore_on_save = set(tied_parameters(config, lm_head=True))
+        self._keys_to_ignore_on_save = set(self.ties())
         self._decoding_matrix: list[torch.Tensor | None] | None = None  # see _output_logits
         self.post_init()
         # §6.1's beam size and alpha are the defaults of new models (generation_config.json keeps them)
         self.generation_config.num_beams = 4
         self.generation_config.length_penalty = 0.6
 
-    def _tie_weights(self) -> None:
-        # transformers 4.57 ties the output projection to get_input_embeddings(), the encoder's; with separate
-        # vocabularies it must be the decoder's. 5.x ties by `_tied_weights_keys` and never calls this.
-        if self.config.tie_word_embeddings:
-            self.lm_head.weight = self.model.decoder.get_input_embeddings().weight
+    def ties(self) -> dict[str, str]:
+        return tied_parameters(self.config, lm_head=True)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.model.get_input_embeddings()
@@ -648,13 +595,15 @@ class AaynForConditionalGeneration(AaynResizing, AaynPreTrainedModel, Generation
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         return_logits: bool = False,
-        **kwargs,
+        num_items_in_batch: torch.Tensor | int | None = None,
+        **kwargs,  # what transformers' callers pass without a use here (compat_aayn.PASSED_UNUSED)
     ) -> Seq2SeqLMOutput | tuple:
         """With `labels` (-100 where ignored), returns the label-smoothed cross-entropy of §5.4
         (`config.label_smoothing`); the decoder input is then the labels shifted right unless given. The Trainer's
         `num_items_in_batch` (labels over the whole accumulated, all-process batch) makes the loss fairseq's token
         mean over that batch, whatever the gradient accumulation and the number of processes. In training the loss
         is fused with the output layer and `logits` is None unless `return_logits=True`."""
+        refuse_unknown("AaynForConditionalGeneration.forward", kwargs)
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if labels is not None:
             use_cache = False
@@ -674,7 +623,7 @@ class AaynForConditionalGeneration(AaynResizing, AaynPreTrainedModel, Generation
             output_hidden_states=output_hidden_states,
             return_dict=True,
         )
-        smoothing, items = self.config.label_smoothing, kwargs.get("num_items_in_batch")
+        smoothing, items = self.config.label_smoothing, num_items_in_batch
         fusable = plain_linear(self.lm_head)  # an adapted output layer (LoRA) is called, not read
         if labels is not None and self.training and torch.is_grad_enabled() and not return_logits and fusable:
             logits = None  # the loss straight from the hidden states, no logits kept
@@ -685,10 +634,6 @@ class AaynForConditionalGeneration(AaynResizing, AaynPreTrainedModel, Generation
         fields = {name: value for name, value in outputs.items() if name != "last_hidden_state"}  # cache and the rest
         output = Seq2SeqLMOutput(loss=loss, logits=logits, **fields)
         return output if return_dict else output.to_tuple()
-
-    def _output_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """lm_head(hidden_states), read from the CPU decoding layout while `generate` holds one (ops_aayn)."""
-        return output_logits(self.lm_head, hidden_states, getattr(self, "_decoding_matrix", None))
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)

@@ -114,7 +114,7 @@ def _eager_step(module, query, key, value, mask):
     return eager_attention_forward(module, query, key, value, mask, module.scaling)[0]
 
 
-# The attention kernel of a decoding step outside the modules' call machinery (`AaynDecoder.plain_step`), per
+# The attention kernel of a decoding step outside the modules' call machinery (`decoding_aayn.plain_step`), per
 # attention implementation: `(module, query, key, value, additive mask or None) -> (B, T, nh, hs)`, the same call
 # the configured function makes in eval (transformers' SDPA function with a mask and no dropout, or
 # `eager_attention_forward`). Kernels without one (flash, flex) keep the modules' path.
@@ -130,13 +130,14 @@ class AaynDropout(nn.Dropout):
     torch's CPU dropout draws one number per element from its Mersenne Twister; here each 64-bit draw decides four
     elements by 16 bits each, so the drop probability is p rounded to a multiple of 1/65536 (0.1 -> 0.1000061) and
     kept values are scaled by the inverse of that rounded keep probability, which keeps the expectation exact.
-    Elsewhere (GPUs) torch's fused kernel runs.
+    Elsewhere (GPUs) torch's fused kernel runs, and so does `F.dropout` under `torch.compile`, whose compiler draws
+    the numbers in its own kernel (`Tensor.random_` cannot be traced).
     """
 
     def keep(self, x: torch.Tensor) -> tuple[torch.Tensor, float] | None:
         """(which elements of x stay, their scale), or None where `F.dropout` should run."""
         dropped = round(self.p * 65536)
-        if not self.training or x.device.type != "cpu" or not 0 < dropped < 65536:
+        if not self.training or x.device.type != "cpu" or not 0 < dropped < 65536 or torch.compiler.is_compiling():
             return None
         count = x.numel()
         draws = torch.empty((count + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), None)

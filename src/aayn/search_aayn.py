@@ -5,8 +5,9 @@ Split as in fairseq: `BeamSearch.step` picks the candidates of one step, `paper_
 of named phases (score, choose, finish, drop), as transformers' `_beam_search` does, and `SearchState` keeps the
 books of the sentences still searched, dropping finished ones and following beams itself. All bookkeeping stays
 in tensors, batched over sentences and beams: the host reads one small tensor per step (are sentences done?), so a
-GPU is never stalled by Python loops over rows. The caches are in `cache_aayn.py`, how `generate()` options reach
-the search in `generation_aayn.py`.
+GPU is never stalled by Python loops over rows. The search calls one method of the model, `start_decoding`, and
+the decoding state it returns (`decoding_aayn.py`: encoder output, cache, decoder steps); how `generate()` options
+reach the search is in `generation_aayn.py`.
 
 This file travels with every saved checkpoint (the model file imports it): it imports only torch and transformers.
 """
@@ -19,9 +20,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
-from torch.nn import functional as F
 
-from .cache_aayn import FOLDING_ATTENTION, FoldedSearchCache, SearchCache
 from .policy_aayn import gnmt_length_penalty
 
 
@@ -231,10 +230,10 @@ def paper_search(
     models = list(model) if isinstance(model, (list, tuple)) else [model]
     device, s = input_ids.device, settings
     search, rules = BeamSearch(s.num_beams, s.eos), TokenRules(s, device)
-    dtype = torch.promote_types(models[0].lm_head.weight.dtype, torch.float32)  # the model's float32 (or float64)
+    dtype = torch.promote_types(models[0].get_output_embeddings().weight.dtype, torch.float32)  # float32 or 64
     limits = max_new_tokens.to(device)  # (batch,)
     shortest, longest = torch.stack(limits.aminmax()).tolist()  # the one host read before the loop
-    decoders = [_ModelDecoding(m, input_ids, attention_mask, s.num_beams, longest, s) for m in models]
+    decoders = [m.start_decoding(input_ids, attention_mask, s.num_beams, longest, s.use_cache, s.start) for m in models]
     state = SearchState.start(limits, longest, prefix, s, dtype)
     hypotheses = Hypotheses(state)
     not_eos = torch.arange(models[0].config.decoder_vocab_size, device=device) != s.eos  # (vocab,), built once
@@ -323,55 +322,6 @@ def _drop_done(state: SearchState, hypotheses: Hypotheses, decoders: list, paren
     return searching
 
 
-class _ModelDecoding:
-    """One model's side of `paper_search`: its encoder output (computed once), its cache and its decoder steps.
-    An ensemble holds one per model, each with its own cache."""
-
-    def __init__(self, model, input_ids, attention_mask, k: int, longest: int, settings: SearchSettings):
-        self.model, self.decoder, self.k = model, model.get_decoder(), k
-        hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (n, S, d)
-        self.fold = settings.use_cache and model.config._attn_implementation in FOLDING_ATTENTION
-        self.idle_step = _idle_step(model, hidden[:1], attention_mask[:1], settings.start)
-        if not self.fold:  # kernels that need one key row per query row, or no cache: the encoder output per beam
-            hidden, attention_mask = hidden.repeat_interleave(k, 0), attention_mask.repeat_interleave(k, 0)
-        self.hidden = hidden
-        self.cross_mask = None if self.fold else attention_mask  # where beams fold, the cache masks padding itself
-        if not settings.use_cache:
-            self.cache = None
-        elif self.fold:
-            self.cache = FoldedSearchCache(longest, k, attention_mask, hidden.dtype)
-        else:
-            self.cache = SearchCache(longest, k)
-        # past the first step (which writes the encoder's keys into the cache), a folded step runs outside the
-        # modules' call machinery where that computes the same (`AaynDecoder.plain_steps`)
-        self.plain = self.fold and self.decoder.plain_steps()
-        self.positions = self.decoder.embed.encodings(longest + 1, hidden.device) if self.plain else None
-
-    def log_probs(self, history: torch.Tensor, step: int, dtype: torch.dtype) -> torch.Tensor:
-        """(n * k, vocab) log-probabilities of the next token after `history[:, :step]`."""
-        if self.plain and step > 1:
-            states = self.decoder.plain_step(history[:, step - 1 : step], self.cache, self.positions)
-            return F.log_softmax(self.model._output_logits(states).to(dtype), dim=-1)
-        if self.cache is None:  # the whole hypothesis again, no cache
-            embeds = self.decoder.embed.embed_tokens(history[:, :step])
-        else:
-            embeds = self.decoder.embed.embed_tokens(history[:, step - 1 : step])  # ids from this search: in range
-        states = self.decoder(
-            None, self.hidden, None, self.cross_mask, past_key_values=self.cache, inputs_embeds=embeds
-        ).last_hidden_state
-        return F.log_softmax(self.model._output_logits(states[:, -1]).to(dtype), dim=-1)
-
-    def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
-        """The beams continue `parents`; only the sentences `keep` go on (see `FoldedSearchCache.next_step`)."""
-        if keep is not None:
-            k = self.k
-            per_sentence = keep if self.fold else (keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1)
-            self.hidden = self.hidden[per_sentence]
-            self.cross_mask = self.cross_mask[per_sentence] if self.cross_mask is not None else None
-        if self.cache is not None:
-            self.cache.next_step(parents, keep)
-
-
 def ensemble_log_probs(each: list[torch.Tensor], average: str) -> torch.Tensor:
     """The ensemble's next-token scores from its models' log-probabilities: their mean ("log_probs", OpenNMT's
     default), or the log of the mean probability ("probs", what fairseq's EnsembleModel computes)."""
@@ -392,20 +342,6 @@ def _search_done(finished, best_live, limits, step: int, settings: SearchSetting
     first_end = max(step + 1, settings.min_step)
     largest_lp = gnmt_length_penalty(limits if alpha >= 0 else limits.clamp(max=first_end), alpha)
     return finished[:, settings.returned - 1] >= best_live / largest_lp
-
-
-def _idle_step(model, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int):
-    """A decoder step on one token, its output unused: what a process whose sentences are done runs while other
-    processes still search (`synced_gpus`), so that every module's forward, and the collectives of a sharded
-    model in it, runs as often in every process."""
-    start_ids = torch.full((1, 1), start, dtype=torch.long, device=hidden.device)
-
-    def step():
-        embeds = model.get_decoder().embed.embed_tokens(start_ids)
-        states = model.get_decoder()(None, hidden, None, attention_mask, inputs_embeds=embeds).last_hidden_state
-        model._output_logits(states[:, -1])
-
-    return step
 
 
 def _anyone_searching(searching: bool, device: torch.device) -> bool:

@@ -1,0 +1,163 @@
+"""The model's side of §6.1's search (fairseq's `forward_encoder`, `forward_decoder`, `reorder_incremental_state`):
+`Decoding` holds the source encoded once and the decoder's cache, runs one decoder step for the live rows and
+reorders or drops rows of its cache. `paper_search` (search_aayn.py) gets one from the model's `start_decoding`
+and calls nothing else of the model.
+
+Which path computes a step is decided here. The first step runs the decoder's `forward` (it writes the encoder's
+keys and values into the cache); past it, a step whose beams fold (`FoldedSearchCache`) runs the same functions
+on the same weights with the modules' `forward` called directly (`plain_step`), without the module calls, output
+recording and dropout calls that take a sizeable share of a small model's step, wherever that computes what
+`forward` would (`plain_steps`). This file travels with every saved checkpoint (the model file imports it): it
+imports only torch and transformers.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+from .cache_aayn import FOLDING_ATTENTION, FoldedSearchCache, SearchCache
+from .ops_aayn import STEP_ATTENTION, output_logits
+
+
+class AaynDecodingMixin:
+    """The methods of `AaynForConditionalGeneration` that decoding calls."""
+
+    def start_decoding(
+        self, input_ids, attention_mask, num_beams: int, longest: int, use_cache: bool = True, start: int | None = None
+    ) -> Decoding:
+        """§6.1's search's contract with the model: the source encoded once, and the decoder's state for `num_beams`
+        beams a sentence and at most `longest` steps, which runs one step for the live rows (`log_probs`) and
+        reorders or drops rows of its cache (`next_step`); how a step is computed is decided there."""
+        start = self.config.decoder_start_token_id if start is None else start
+        return Decoding(self, input_ids, attention_mask, num_beams, longest, use_cache, start)
+
+    def _output_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """lm_head(hidden_states), read from the CPU decoding layout while `generate` holds one (ops_aayn)."""
+        return output_logits(self.lm_head, hidden_states, getattr(self, "_decoding_matrix", None))
+
+
+class Decoding:
+    """One model's decoding of a batch for a search of `num_beams` beams a sentence and at most `longest` steps.
+    An ensemble holds one per model, each with its own cache."""
+
+    def __init__(self, model, input_ids, attention_mask, num_beams: int, longest: int, use_cache: bool, start: int):
+        self.model, self.decoder, self.k = model, model.get_decoder(), num_beams
+        hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (n, S, d)
+        self.fold = use_cache and model.config._attn_implementation in FOLDING_ATTENTION
+        self.idle_inputs = hidden[:1], attention_mask[:1], torch.full((1, 1), start, device=hidden.device)
+        if not self.fold:  # kernels that need one key row per query row, or no cache: the encoder output per beam
+            hidden, attention_mask = (
+                hidden.repeat_interleave(num_beams, 0),
+                attention_mask.repeat_interleave(num_beams, 0),
+            )
+        self.hidden = hidden
+        self.cross_mask = None if self.fold else attention_mask  # where beams fold, the cache masks padding itself
+        if not use_cache:
+            self.cache = None
+        elif self.fold:
+            self.cache = FoldedSearchCache(longest, num_beams, attention_mask, hidden.dtype)
+        else:
+            self.cache = SearchCache(longest, num_beams)
+        self.plain = self.fold and plain_steps(self.decoder)
+        self.positions = self.decoder.embed.encodings(longest + 1, hidden.device) if self.plain else None
+
+    def log_probs(self, history: torch.Tensor, step: int, dtype: torch.dtype) -> torch.Tensor:
+        """(n * k, vocab) log-probabilities, in `dtype`, of the next token after `history[:, :step]`."""
+        if self.plain and step > 1:
+            states = plain_step(self.decoder, history[:, step - 1 : step], self.cache, self.positions)
+            return F.log_softmax(self.model._output_logits(states).to(dtype), dim=-1)
+        if self.cache is None:  # the whole hypothesis again, no cache
+            embeds = self.decoder.embed.embed_tokens(history[:, :step])
+        else:
+            embeds = self.decoder.embed.embed_tokens(history[:, step - 1 : step])  # ids from this search: in range
+        states = self.decoder(
+            None, self.hidden, None, self.cross_mask, past_key_values=self.cache, inputs_embeds=embeds
+        ).last_hidden_state
+        return F.log_softmax(self.model._output_logits(states[:, -1]).to(dtype), dim=-1)
+
+    def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
+        """The beams continue `parents`; only the sentences `keep` go on (see `FoldedSearchCache.next_step`)."""
+        if keep is not None:
+            k = self.k
+            per_sentence = keep if self.fold else (keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1)
+            self.hidden = self.hidden[per_sentence]
+            self.cross_mask = self.cross_mask[per_sentence] if self.cross_mask is not None else None
+        if self.cache is not None:
+            self.cache.next_step(parents, keep)
+
+    def idle_step(self) -> None:
+        """A decoder step on one token, its output unused: what a process whose sentences are done runs while other
+        processes still search (`synced_gpus`), so that every module's forward, and the collectives of a sharded
+        model in it, runs as often in every process."""
+        hidden, attention_mask, start_ids = self.idle_inputs
+        embeds = self.decoder.embed.embed_tokens(start_ids)
+        states = self.decoder(None, hidden, None, attention_mask, inputs_embeds=embeds).last_hidden_state
+        self.model._output_logits(states[:, -1])
+
+
+def plain_steps(decoder) -> bool:
+    """Whether `plain_step` computes what the decoder's `forward` would: every module of the decoder in eval (no
+    dropout), none hooked (nor any module, by a global hook) or compiled, since `plain_step` runs their `forward`
+    directly; recording nothing; with sdpa or eager attention."""
+    called = any(
+        module.training
+        or module._forward_hooks
+        or module._forward_pre_hooks
+        or getattr(module, "_compiled_call_impl", None)
+        for module in decoder.modules()
+    )
+    global_hooks = getattr(torch.nn.modules.module, "_has_any_global_hook", lambda: True)()
+    recording = decoder.config.output_attentions or decoder.config.output_hidden_states
+    plain_kernel = decoder.config._attn_implementation in STEP_ATTENTION
+    return not (called or global_hooks or recording) and plain_kernel
+
+
+def plain_step(decoder, input_ids: torch.LongTensor, cache: FoldedSearchCache, positions: torch.Tensor):
+    """A step of §6.1's search after the first (where `plain_steps` holds): the last hidden states (n * k, d_model)
+    that the decoder's `forward` gives for the beams' last tokens `input_ids` (n * k, 1). `positions`: the
+    search's §3.5 encodings, from `embed.encodings` (the same values as one position at a time)."""
+    past_length, embed = cache.get_seq_length(), decoder.embed
+    embed.warn_of_length(past_length + 1)
+    embeds = embed.embed_tokens.forward(input_ids)
+    hidden_states = embeds * embed.scale + positions[past_length : past_length + 1].to(embeds.dtype)
+    hidden_states, self_mask, cross_mask = cache.attention_layout(hidden_states)
+    attend = STEP_ATTENTION[decoder.config._attn_implementation]
+    for layer in decoder.layers:
+        hidden_states = _layer_step(layer, hidden_states, self_mask, cross_mask, cache, attend)
+    if decoder.layer_norm is not None:
+        hidden_states = decoder.layer_norm.forward(hidden_states)
+    return hidden_states.view(-1, hidden_states.shape[-1])
+
+
+def _layer_step(layer, hidden_states: torch.Tensor, self_mask, cross_mask, cache: FoldedSearchCache, attend):
+    """`AaynDecoderLayer.forward` in eval: dropout is the identity, the sub-layers' modules run by `forward`."""
+    feed_forward = layer.feed_forward
+    sublayers = (
+        (lambda x: _attention_step(layer.self_attn, x, self_mask, cache, attend), layer.self_attn_norm),
+        (lambda x: _attention_step(layer.encoder_attn, x, cross_mask, cache, attend), layer.encoder_attn_norm),
+        (lambda x: feed_forward.fc2.forward(feed_forward.activation.forward(feed_forward.fc1.forward(x))),
+         layer.feed_forward_norm),
+    )  # fmt: skip
+    for sublayer, norm in sublayers:
+        output = sublayer(norm.forward(hidden_states) if layer.norm_first else hidden_states)
+        hidden_states = hidden_states + output if layer.norm_first else norm.forward(hidden_states + output)
+    return hidden_states
+
+
+def _attention_step(attention, hidden_states: torch.Tensor, mask, cache: FoldedSearchCache, attend) -> torch.Tensor:
+    """`AaynAttention.forward` at a step: the same products, the projections' `forward` called directly, the
+    encoder's keys and values read from the cache, and `attend` (`STEP_ATTENTION`) as the kernel."""
+    if attention.is_cross_attention:
+        query = attention.to_heads(attention.q_proj.forward(hidden_states))
+        layer = cache.cross_attention_cache.layers[attention.layer_idx]
+        key, value = layer.keys, layer.values
+    else:
+        qkv = attention.qkv_proj.forward(hidden_states).chunk(3, dim=-1)
+        query, key, value = (attention.to_heads(x) for x in qkv)  # (B, nh, T, hs)
+        key, value = cache.self_attention_cache.update(key, value, attention.layer_idx)
+    output = attend(attention, query, key, value, mask)
+    return attention.out_proj.forward(output.reshape(*output.shape[:2], -1))
+
+
+__all__ = ["AaynDecodingMixin", "Decoding", "plain_step", "plain_steps"]
