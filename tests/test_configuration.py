@@ -59,6 +59,9 @@ def test_round_trip_through_json(tmp_path):
         ("bos_token_id", 99999, "bos_token_id must be a token id"),
         ("decoder_start_token_id", 40000, "decoder_start_token_id must be a token id"),
         ("decoder_vocab_size", 100, "decoder_vocab_size=100 differs from vocab_size=37000"),
+        ("position_encoding", "fairseq", "position_encoding='fairseq' is unknown; allowed: paper, tensor2tensor"),
+        ("position_offset", -1, "position_offset must be a non-negative integer, got -1"),
+        ("position_offset", 1.5, "position_offset must be a non-negative integer, got 1.5"),
     ],
 )
 def test_invalid_values_name_the_field_the_value_and_what_is_allowed(field, value, message):

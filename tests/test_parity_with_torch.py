@@ -79,6 +79,31 @@ def test_sinusoidal_positions_match_the_paper_formula():
     )
 
 
+def fairseq_positions(length: int, d_model: int, padding_idx: int) -> torch.Tensor:
+    """fairseq's `SinusoidalPositionalEmbedding.get_embedding` (tensor2tensor's timing signal), written out: for
+    i < d/2, sin(pos * 10000^(-i/(d/2 - 1))) in column i and the cosine in column d/2 + i, for the positions
+    padding_idx + 1, padding_idx + 2, ... that fairseq gives a sequence's tokens."""
+    half = d_model // 2
+    table = torch.zeros(length, d_model, dtype=torch.float64)
+    for row in range(length):
+        pos = padding_idx + 1 + row
+        for i in range(half):
+            table[row, i] = math.sin(pos * math.exp(-math.log(10000) * i / (half - 1)))
+            table[row, half + i] = math.cos(pos * math.exp(-math.log(10000) * i / (half - 1)))
+    return table.float()
+
+
+def test_tensor2tensor_positions_counted_from_an_offset_match_fairseq_s():
+    config = tiny_config(position_encoding="tensor2tensor", position_offset=2, dropout=0.0, scale_embedding=False)
+    embed = AaynForConditionalGeneration(config).model.encoder.embed
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11]])
+    with torch.no_grad():
+        positions = embed(ids, None) - embed.embed_tokens(ids)  # what the embedding layer adds
+        step = embed(ids[:, 3:4], None, past_length=3) - embed.embed_tokens(ids[:, 3:4])  # a decoding step
+    torch.testing.assert_close(positions[0], fairseq_positions(7, 32, padding_idx=1), atol=1e-5, rtol=0)
+    torch.testing.assert_close(step[0], positions[0, 3:4], atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_single_layers_match_torch(norm_first, attn_implementation):

@@ -297,6 +297,22 @@ def export(args: argparse.Namespace) -> None:
     print(f"{args.format} model written to {output}")
 
 
+def import_model(args: argparse.Namespace) -> None:
+    """Bring a model trained elsewhere in as an aayn folder (fairseq's Transformer)."""
+    from .fairseq_import import import_fairseq
+
+    output = import_fairseq(
+        args.checkpoint,
+        args.output_dir,
+        source_dictionary=args.source_dictionary,
+        target_dictionary=args.target_dictionary,
+        sentencepiece_model=args.sentencepiece_model,
+        source_lang=args.source_lang,
+        target_lang=args.target_lang,
+    )
+    print(f"{args.format} model imported into {output}")
+
+
 class _StderrHandler(logging.StreamHandler):
     """A handler writing to `sys.stderr` as it is at each record, not as it was when `main` first ran (a caller
     that runs `main` more than once, with stderr redirected in between, would write to a closed stream)."""
@@ -494,6 +510,16 @@ def main(argv: list[str] | None = None) -> int:
         help="CTranslate2 weight type (default: float32, outputs equal to PyTorch's)",
     )
     exporter.set_defaults(run=export)
+    importer = commands.add_parser("import", help=import_model.__doc__)
+    importer.add_argument("format", choices=["fairseq"])
+    importer.add_argument("checkpoint", help="fairseq checkpoint (.pt) of a Transformer, fairseq 0.9 to 0.12")
+    importer.add_argument("--output_dir", required=True, help="new folder for the aayn model")
+    importer.add_argument("--source_lang", help="default: the checkpoint's")
+    importer.add_argument("--target_lang", help="default: the checkpoint's")
+    importer.add_argument("--source_dictionary", help="default: dict.SOURCE_LANG.txt beside the checkpoint")
+    importer.add_argument("--target_dictionary", help="default: dict.TARGET_LANG.txt beside the checkpoint")
+    importer.add_argument("--sentencepiece_model", help="default: sentencepiece.bpe.model beside the checkpoint")
+    importer.set_defaults(run=import_model)
     if argv[:1] in (["train"], ["preprocess"]):  # everything after it is the recipe's parser's, --help included
         run = train if argv[0] == "train" else preprocess
         args = argparse.Namespace(command=argv[0], recipe_and_flags=argv[1:], run=run)

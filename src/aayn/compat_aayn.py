@@ -33,7 +33,10 @@ class TiedParameters:
     def _tie_weights(self) -> None:
         for tied, source in self.ties().items():
             parent, _, name = tied.rpartition(".")
-            setattr(self.get_submodule(parent), name, self.get_parameter(source))
+            module = self.get_submodule(parent)
+            setattr(module, name, self.get_parameter(source))
+            if hasattr(module, "out_features"):  # 4.57 set it to the encoder's vocabulary; its search reads it
+                module.out_features = module.weight.shape[0]
 
 
 # transformers 5.24 renamed the cache argument and output field from `past_key_values` to `cache`: outputs are built

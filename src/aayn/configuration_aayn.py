@@ -14,6 +14,9 @@ TRANSLATION_PIPELINE = {
 }
 
 
+POSITION_ENCODINGS = ("paper", "tensor2tensor")  # the layouts of §3.5's sinusoids (`position_encoding`)
+
+
 class AaynConfig(PretrainedConfig):
     r"""Hyperparameters of the AAYN Transformer. The defaults are the paper's base model (Table 3, row "base").
 
@@ -49,6 +52,11 @@ class AaynConfig(PretrainedConfig):
         tie_word_embeddings: the pre-softmax projection reuses the decoder's embedding matrix (§3.4).
         max_position_embeddings: the longest sequence the model is meant for. Positional encodings are
             sinusoids computed on the fly (§3.5), so longer inputs still work; a warning says when they occur.
+        position_encoding: the layout of §3.5's sinusoids: "paper" (the formula: sin and cos interleaved,
+            frequencies 10000^(-2i/d_model)) or "tensor2tensor" (the paper authors' code, also fairseq's: all
+            sines then all cosines, frequencies 10000^(-i/(d_model/2 - 1))), which imported models use.
+        position_offset: the position number of a sequence's first token (fairseq counts from its padding id
+            + 1; 0 in the paper).
         pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: special token ids; the decoder
             starts from `decoder_start_token_id` (bos by default).
         custom_pipelines: the `pipeline("translation")` implementation that travels with saved checkpoints.
@@ -87,6 +95,8 @@ class AaynConfig(PretrainedConfig):
         share_encoder_decoder_embeddings: bool = True,
         tie_word_embeddings: bool = True,
         max_position_embeddings: int = 1024,
+        position_encoding: str = "paper",
+        position_offset: int = 0,
         use_cache: bool = True,
         pad_token_id: int = 0,
         bos_token_id: int = 1,
@@ -121,6 +131,8 @@ class AaynConfig(PretrainedConfig):
         self.scale_embedding = scale_embedding
         self.share_encoder_decoder_embeddings = share_encoder_decoder_embeddings
         self.max_position_embeddings = max_position_embeddings
+        self.position_encoding = position_encoding
+        self.position_offset = position_offset
         self.use_cache = use_cache
         self.decoder_start_token_id = decoder_start_token_id
         self._validate()
@@ -172,6 +184,14 @@ class AaynConfig(PretrainedConfig):
                 f"AaynConfig.activation_function={self.activation_function!r} is unknown; "
                 f"allowed: {', '.join(sorted(ACT2FN))}"
             )
+        if self.position_encoding not in POSITION_ENCODINGS:
+            raise ValueError(
+                f"AaynConfig.position_encoding={self.position_encoding!r} is unknown; allowed: "
+                f"{', '.join(POSITION_ENCODINGS)}"
+            )
+        offset = self.position_offset
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"AaynConfig.position_offset must be a non-negative integer, got {offset!r}")
         if self.share_encoder_decoder_embeddings and self.decoder_vocab_size != self.vocab_size:
             raise ValueError(
                 f"AaynConfig.decoder_vocab_size={self.decoder_vocab_size} differs from vocab_size={self.vocab_size}, "

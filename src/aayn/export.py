@@ -21,7 +21,7 @@ from transformers.utils import logging
 from .checks import check_model_folder
 from .ct2 import import_ctranslate2
 from .data.tokenizer import save_tokenizer
-from .modeling_aayn import AaynForConditionalGeneration, sinusoidal_positions
+from .modeling_aayn import AaynForConditionalGeneration
 from .policy_aayn import EXTRA_TARGET_TOKENS
 
 logger = logging.get_logger(__name__)
@@ -60,7 +60,7 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):
     # a table, not a function as ours: long enough for the longest source the tokenizer passes and §6.1's 50 more
     # target tokens (aayn.ct2 caps both so; our sinusoids extend past max_position_embeddings the same way)
     rows = config.max_position_embeddings + EXTRA_TARGET_TOKENS + 1
-    positions = sinusoidal_positions(0, rows, config.d_model, torch.device("cpu"))
+    positions = model.get_encoder().embed.encodings(rows, torch.device("cpu"))
 
     def linear(target, name: str) -> None:
         target.weight, target.bias = weights[f"{name}.weight"], weights[f"{name}.bias"]

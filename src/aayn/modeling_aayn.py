@@ -78,13 +78,23 @@ def tie_target(source: nn.Embedding) -> nn.Embedding:
     return embedding
 
 
-def sinusoidal_positions(start: int, length: int, d_model: int, device: torch.device) -> torch.Tensor:
+def sinusoidal_positions(
+    start: int, length: int, d_model: int, device: torch.device, layout: str = "paper"
+) -> torch.Tensor:
     """§3.5 Positional Encoding: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
 
     Computed, not learned and not stored, for any positions: the paper chose sinusoids because they "may allow
     the model to extrapolate to sequence lengths longer than the ones encountered during training".
+    `layout="tensor2tensor"` (`config.position_encoding`) is the paper authors' code's, which fairseq copied:
+    all sines, then all cosines, frequencies 10000^(-i / (d/2 - 1)); imported models also count positions from
+    `config.position_offset` (fairseq: its padding id + 1).
     """
     position = torch.arange(start, start + length, dtype=torch.float32, device=device)
+    if layout == "tensor2tensor":
+        half = d_model // 2
+        inv_freq = torch.exp(torch.arange(half, dtype=torch.float32, device=device) * -(math.log(10000) / (half - 1)))
+        angles = position[:, None] * inv_freq[None, :]
+        return torch.cat((angles.sin(), angles.cos()), dim=1)  # (length, d_model): sines, then cosines
     inv_freq = torch.exp(
         torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / d_model)
     )
@@ -266,7 +276,7 @@ class AaynEmbeddings(nn.Module):
         self.embed_tokens = embed_tokens
         self.scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.dropout = AaynDropout(config.dropout)
-        self.d_model = config.d_model
+        self.d_model, self.layout, self.offset = config.d_model, config.position_encoding, config.position_offset
         self.max_positions = config.max_position_embeddings
         self.warned_of_length = False
 
@@ -286,12 +296,13 @@ class AaynEmbeddings(nn.Module):
                 ) from None
         length = inputs_embeds.shape[1]
         self.warn_of_length(past_length + length)
-        positions = sinusoidal_positions(past_length, length, self.d_model, inputs_embeds.device)
+        positions = self.encodings(length, inputs_embeds.device, past_length)
         return self.dropout(inputs_embeds * self.scale + positions.to(inputs_embeds.dtype))
 
-    def encodings(self, length: int, device: torch.device) -> torch.Tensor:
-        """§3.5's encodings of positions 0 .. length - 1, for a search to read a step's from (`decoding_aayn`)."""
-        return sinusoidal_positions(0, length, self.d_model, device)
+    def encodings(self, length: int, device: torch.device, start: int = 0) -> torch.Tensor:
+        """§3.5's encodings of a sequence's positions start .. start + length - 1 (a search reads its steps' from
+        one table, `decoding_aayn`; the CTranslate2 export writes them as one)."""
+        return sinusoidal_positions(self.offset + start, length, self.d_model, device, self.layout)
 
     def warn_of_length(self, positions: int) -> None:
         if positions > self.max_positions and not self.warned_of_length:
@@ -560,23 +571,8 @@ class AaynForConditionalGeneration(AaynDecodingMixin, AaynResizing, AaynPreTrain
     def ties(self) -> dict[str, str]:
         return tied_parameters(self.config, lm_head=True)
 
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.model.get_input_embeddings()
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.model.set_input_embeddings(value)
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, value: nn.Linear) -> None:
-        self.lm_head = value
-
-    def get_encoder(self) -> AaynEncoder:
+    def get_encoder(self) -> AaynEncoder:  # 4.57 has no default (those of get_decoder and the embeddings reach .model)
         return self.model.encoder
-
-    def get_decoder(self) -> AaynDecoder:
-        return self.model.decoder
 
     @either_cache_name
     def forward(

@@ -225,24 +225,27 @@ class Batcher:
 
     def _translate(self, translator: Translator, jobs: list[Job]) -> None:
         live = [job for job in jobs if not job.abandoned]
+        best, error = None, None
         try:
             if live:
                 options = dict(live[0].options)
                 nbest = options.pop("num_return_sequences", 1)
                 texts = [text for job in live for text in job.texts]
                 best = translator.nbest(texts, nbest, batch_tokens=self.settings.batch_tokens, **options)
-                with self.lock:
-                    self.batches, self.sentences = self.batches + 1, self.sentences + len(texts)
-                start = 0
-                for job in live:
-                    job.settle(best[start : start + len(job.texts)])
-                    start += len(job.texts)
-        except Exception as error:  # noqa: BLE001  the model's fault answers its requests 500; the worker goes on
-            for job in live:
-                job.settle(error=error)
-        finally:
+        except Exception as caught:  # noqa: BLE001  the model's fault answers its requests 500; the worker goes on
+            error = caught
+        finally:  # the books before the answers: a client holding its answer sees a queue without its sentences
             with self.lock:
                 self.waiting -= sum(len(job.texts) for job in jobs)
+                if best is not None:
+                    self.batches, self.sentences = self.batches + 1, self.sentences + len(best)
+        start = 0
+        for job in live:
+            if error is not None:
+                job.settle(error=error)
+                continue
+            job.settle(best[start : start + len(job.texts)])
+            start += len(job.texts)
 
 
 def one_line(error: BaseException) -> str:

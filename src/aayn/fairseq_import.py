@@ -1,0 +1,371 @@
+"""`aayn import fairseq CHECKPOINT.pt --output_dir FOLDER`: a fairseq Transformer as an aayn folder.
+
+fairseq's `transformer` family is the paper's model; where fairseq's choices differ from aayn's defaults, the
+import carries them as configuration: its sinusoids (`position_encoding="tensor2tensor"`, positions counted from
+its padding id + 1, `position_offset`), its dictionary order (`<s> <pad> </s> <unk>` first: ids 0 to 3) and its
+decoder start token (`</s>`). The checkpoint is read without fairseq: the classes it pickled besides tensors and
+settings (its meters, its dataclasses) are read as stand-ins and never used. The folder carries a tokenizer
+that gives the ids fairseq's pipeline fed the model (a SentencePiece model of fairseq's `--bpe sentencepiece`,
+converted with the `tokenizers` pieces transformers' own SentencePiece converter uses). What aayn's model does not
+have is refused in one line naming the setting, before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+from pathlib import Path
+
+import torch
+from transformers.utils import logging
+
+from .configuration_aayn import AaynConfig
+from .export import check_new_folder, staged_folder
+
+logger = logging.get_logger(__name__)
+
+# fairseq's registered architectures that are the `transformer` model with other sizes (base_architecture)
+ARCHITECTURES = (
+    "transformer", "transformer_tiny", "transformer_iwslt_de_en", "transformer_wmt_en_de",
+    "transformer_vaswani_wmt_en_de_big", "transformer_vaswani_wmt_en_fr_big", "transformer_wmt_en_de_big",
+    "transformer_wmt_en_de_big_t2t",
+)  # fmt: skip
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_accurate": "gelu_new", "tanh": "tanh", "linear": "linear"}
+# settings of fairseq's Transformer that aayn's model does not have: (name, the value that means "off")
+REFUSED = (
+    ("encoder_learned_pos", False), ("decoder_learned_pos", False), ("layernorm_embedding", False),
+    ("no_token_positional_embeddings", False), ("adaptive_input", False), ("adaptive_softmax_cutoff", None),
+    ("tie_adaptive_weights", False), ("quant_noise_pq", 0), ("encoder_layerdrop", 0), ("decoder_layerdrop", 0),
+    ("cross_self_attention", False), ("no_cross_attention", False), ("alignment_heads", None),
+    ("alignment_layer", None),
+)  # fmt: skip
+SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")  # fairseq's Dictionary: ids 0 to 3
+
+
+class _StandIn:
+    """An object of a class the checkpoint names and this process lacks (fairseq's meters, say): kept, never used."""
+
+    def __init__(self, *args, **kwargs):
+        self.args = args
+
+    def __setstate__(self, state):
+        self.__dict__["state"] = state
+
+
+class _Unpickler(pickle.Unpickler):
+    stand_ins: dict = {}
+
+    def find_class(self, module: str, name: str):
+        try:
+            return super().find_class(module, name)
+        except (ImportError, AttributeError):
+            return self.stand_ins.setdefault((module, name), type(name, (_StandIn,), {"__module__": module}))
+
+
+class _PickleModule:
+    """What `torch.load` needs of a pickle module, with fairseq's classes read as stand-ins."""
+
+    Unpickler = _Unpickler
+    __name__ = "aayn_fairseq_pickle"
+
+    @staticmethod
+    def load(file, **kwargs):
+        return _Unpickler(file, **kwargs).load()
+
+
+def read_checkpoint(path: str | Path) -> tuple[dict, dict, str]:
+    """fairseq 0.9 to 0.12's checkpoint: (its model settings as a flat dict, its state dict, where they were)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"the fairseq checkpoint {path} does not exist")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_PickleModule)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as error:  # truncated, foreign
+        raise ValueError(f"{path} is not a readable fairseq checkpoint ({type(error).__name__}: {error})") from None
+    if not isinstance(state, dict) or "model" not in state:
+        raise ValueError(f"{path} is not a fairseq checkpoint: it holds no 'model' state dict")
+    if state.get("args") is not None:
+        settings, source = vars(state["args"]), "args"
+    elif isinstance(state.get("cfg"), dict) and state["cfg"].get("model") is not None:
+        model = state["cfg"]["model"]
+        settings, source = (vars(model) if isinstance(model, argparse.Namespace) else dict(model)), "cfg.model"
+    else:
+        raise ValueError(f"{path} holds neither 'args' nor 'cfg.model': not a fairseq checkpoint of 0.9 to 0.12")
+    settings = dict(settings)
+    for side in ("encoder", "decoder"):  # fairseq 0.12's dataclass settings nest each stack's (encoder.embed_dim)
+        if isinstance(settings.get(side), dict):
+            for name, value in settings[side].items():
+                settings.setdefault(f"{side}_{name}", value)
+    if isinstance(state.get("cfg"), dict) and isinstance(state["cfg"].get("criterion"), dict):
+        settings.setdefault("label_smoothing", state["cfg"]["criterion"].get("label_smoothing", 0.0))
+    return settings, state["model"], source
+
+
+def fairseq_config(settings: dict, weights: dict[str, torch.Tensor]) -> AaynConfig:
+    """aayn's configuration of the fairseq Transformer described by `settings`, or a ValueError naming the first
+    setting aayn's model does not have."""
+    arch = settings.get("arch") or settings.get("_name")
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"arch={arch!r} is not fairseq's Transformer; aayn imports {', '.join(ARCHITECTURES)}")
+    for name, off in REFUSED:
+        value = settings.get(name, off)
+        if value not in (off, None, False, 0, "", "0"):
+            raise ValueError(f"{name}={value!r}: aayn's model has no such part (the paper's Transformer does not)")
+    activation = settings.get("activation_fn", "relu")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation_fn={activation!r} is not one aayn has; allowed: {', '.join(ACTIVATIONS)}")
+    pre_norm = bool(settings.get("encoder_normalize_before", False))
+    if bool(settings.get("decoder_normalize_before", False)) != pre_norm:
+        raise ValueError(
+            f"encoder_normalize_before={pre_norm} and decoder_normalize_before="
+            f"{settings.get('decoder_normalize_before')}: aayn's stacks are both post-norm or both pre-norm"
+        )
+    if pre_norm and settings.get("no_decoder_final_norm", False):
+        raise ValueError(
+            "no_decoder_final_norm=True: aayn's pre-norm decoder ends with its layer norm, as fairseq's does by default"
+        )
+    d_model = weights["encoder.embed_tokens.weight"].shape[1]
+    for name in ("decoder_embed_dim", "decoder_output_dim", "decoder_input_dim"):
+        if settings.get(name, d_model) != d_model:
+            raise ValueError(f"{name}={settings[name]} differs from encoder_embed_dim={d_model}: aayn has one width")
+    shared = bool(settings.get("share_all_embeddings", False))
+    layers = {side: len({key.split(".")[2] for key in weights if key.startswith(f"{side}.layers.")})
+              for side in ("encoder", "decoder")}  # fmt: skip
+    vocab, decoder_vocab = (weights[f"{side}.embed_tokens.weight"].shape[0] for side in ("encoder", "decoder"))
+    return AaynConfig(
+        vocab_size=vocab,
+        decoder_vocab_size=decoder_vocab,
+        d_model=d_model,
+        encoder_layers=layers["encoder"],
+        decoder_layers=layers["decoder"],
+        encoder_attention_heads=settings["encoder_attention_heads"],
+        decoder_attention_heads=settings["decoder_attention_heads"],
+        encoder_ffn_dim=weights["encoder.layers.0.fc1.weight"].shape[0],
+        decoder_ffn_dim=weights["decoder.layers.0.fc1.weight"].shape[0],
+        dropout=settings.get("dropout", 0.1),
+        attention_dropout=settings.get("attention_dropout", 0.0),
+        activation_dropout=settings.get("activation_dropout", settings.get("relu_dropout", 0.0)),
+        activation_function=ACTIVATIONS[activation],
+        norm_first=pre_norm,
+        label_smoothing=settings.get("label_smoothing", 0.0),
+        scale_embedding=not settings.get("no_scale_embedding", False),
+        share_encoder_decoder_embeddings=shared,
+        tie_word_embeddings=shared or bool(settings.get("share_decoder_input_output_embed", False)),
+        max_position_embeddings=max(
+            settings.get("max_source_positions", 1024), settings.get("max_target_positions", 1024)
+        ),
+        position_encoding="tensor2tensor",
+        position_offset=SPECIALS.index("<pad>") + 1,
+        bos_token_id=SPECIALS.index("<s>"),
+        pad_token_id=SPECIALS.index("<pad>"),
+        eos_token_id=SPECIALS.index("</s>"),
+        decoder_start_token_id=SPECIALS.index("</s>"),
+    )
+
+
+def fairseq_weights(config: AaynConfig, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """aayn's state dict from fairseq's: q, k and v projections fused, layer norms renamed, each tied matrix once.
+    A fairseq key that would be left unused is refused, naming it."""
+    ours, used = {}, set()
+
+    def take(name: str) -> torch.Tensor:
+        used.add(name)
+        return weights[name].float()
+
+    def linear(target: str, *sources: str) -> None:
+        for kind in ("weight", "bias"):
+            ours[f"{target}.{kind}"] = torch.cat([take(f"{source}.{kind}") for source in sources])
+
+    for side, stack in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
+        for i in range(stack):
+            ours_prefix, theirs = f"model.{side}.layers.{i}", f"{side}.layers.{i}"
+            attention = f"{theirs}.self_attn"
+            linear(f"{ours_prefix}.self_attn.qkv_proj", *(f"{attention}.{p}_proj" for p in "qkv"))
+            linear(f"{ours_prefix}.self_attn.out_proj", f"{attention}.out_proj")
+            norms = {"self_attn_norm": "self_attn_layer_norm", "feed_forward_norm": "final_layer_norm"}
+            if side == "decoder":
+                cross = f"{theirs}.encoder_attn"
+                linear(f"{ours_prefix}.encoder_attn.q_proj", f"{cross}.q_proj")
+                linear(f"{ours_prefix}.encoder_attn.kv_proj", f"{cross}.k_proj", f"{cross}.v_proj")
+                linear(f"{ours_prefix}.encoder_attn.out_proj", f"{cross}.out_proj")
+                norms["encoder_attn_norm"] = "encoder_attn_layer_norm"
+            for fc in ("fc1", "fc2"):
+                linear(f"{ours_prefix}.feed_forward.{fc}", f"{theirs}.{fc}")
+            for mine, their_norm in norms.items():
+                linear(f"{ours_prefix}.{mine}", f"{theirs}.{their_norm}")
+        if config.norm_first:
+            linear(f"model.{side}.layer_norm", f"{side}.layer_norm")
+    if config.share_encoder_decoder_embeddings:
+        ours["model.shared.weight"] = take("encoder.embed_tokens.weight")
+        used.add("decoder.embed_tokens.weight")  # the same matrix
+    else:
+        for side in ("encoder", "decoder"):
+            ours[f"model.{side}.embed.embed_tokens.weight"] = take(f"{side}.embed_tokens.weight")
+    output = (
+        "decoder.output_projection.weight" if "decoder.output_projection.weight" in weights else "decoder.embed_out"
+    )
+    if config.tie_word_embeddings:
+        used.add(output)
+    else:
+        ours["lm_head.weight"] = take(output)
+    # the sinusoids' cache and version counters: computed by aayn, not weights
+    unused = [key for key in weights if key not in used and not key.endswith(("_float_tensor", ".version"))]
+    unused = [key for key in unused if not key.endswith("embed_positions.weights")]
+    if unused:
+        raise ValueError(f"the checkpoint's {unused[0]} has no place in aayn's model ({len(unused)} such keys)")
+    return ours
+
+
+def fairseq_model(checkpoint: str | Path):
+    """(the checkpoint's model as an `AaynForConditionalGeneration` in eval, fairseq's settings, where they were)."""
+    from .modeling_aayn import AaynForConditionalGeneration
+
+    settings, weights, source = read_checkpoint(checkpoint)
+    config = fairseq_config(settings, weights)
+    model = AaynForConditionalGeneration(config)
+    missing, unexpected = model.load_state_dict(fairseq_weights(config, weights), strict=False)
+    if unexpected or set(missing) - set(model.ties()):
+        raise ValueError(
+            f"fairseq's weights do not fill aayn's model: missing {sorted(set(missing) - set(model.ties()))}"
+        )
+    model.tie_weights()
+    return model.eval(), settings, source
+
+
+def read_dictionary(path: Path) -> list[str]:
+    """A fairseq dict.txt (`SYMBOL COUNT [#fairseq:overwrite]` per line) as its ids' symbols, specials first."""
+    symbols = list(SPECIALS)
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        fields = line.rstrip().split(" ")
+        if len(fields) < 2:
+            raise ValueError(f"{path}:{number} is not `SYMBOL COUNT`: {line!r}")
+        symbols.append(fields[0])
+    return symbols
+
+
+def sentencepiece_tokenizer(model_path: Path, symbols: list[str]):
+    """A `tokenizers` tokenizer that segments as the SentencePiece model does and numbers pieces as fairseq's
+    dictionary (`symbols`), ending each text with `</s>`: the ids fairseq's `--bpe sentencepiece` pipeline gives.
+    Built as transformers' SentencePiece converter builds a unigram model's, from the model's own normalizer spec;
+    pieces the dictionary lacks are left out of the segmentation (fairseq would map them to <unk>)."""
+    from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers.models import Unigram
+    from transformers.convert_slow_tokenizer import import_protobuf
+
+    proto = import_protobuf().ModelProto()
+    proto.ParseFromString(model_path.read_bytes())
+    if proto.trainer_spec.model_type != 1:  # 1: unigram; 2: bpe, 3: word, 4: char
+        raise ValueError(
+            f"{model_path} is a SentencePiece model of type {proto.trainer_spec.model_type} (1 is unigram): only "
+            "unigram models (SentencePiece's default) are imported"
+        )
+    scores = {piece.piece: piece.score for piece in proto.pieces if piece.type == 1}  # 1: normal pieces
+    lowest = min(scores.values(), default=0.0) - 10.0
+    vocab = [(symbol, scores.get(symbol, lowest)) for symbol in symbols]
+    tokenizer = Tokenizer(Unigram(vocab, unk_id=symbols.index("<unk>"), byte_fallback=False))
+    spec = proto.normalizer_spec
+    steps = [normalizers.Precompiled(spec.precompiled_charsmap)] if spec.precompiled_charsmap else []
+    if spec.remove_extra_whitespaces:
+        steps += [normalizers.Replace(Regex(r"\A +| +\z"), ""), normalizers.Replace(Regex(" {2,}"), " ")]
+    tokenizer.normalizer = normalizers.Sequence(steps)
+    prepend = "always" if spec.add_dummy_prefix else "never"
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=prepend, split=True)
+    # fairseq's decoding: pieces joined, "▁" as spaces, the text stripped at both ends
+    tokenizer.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.Fuse(), decoders.Strip(content=" ", left=1, right=1)]
+    )
+    eos = symbols.index("</s>")
+    tokenizer.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", eos)])
+    tokenizer.add_special_tokens(list(SPECIALS))
+    return tokenizer
+
+
+def import_fairseq(
+    checkpoint: str | Path,
+    output_dir: str | Path,
+    *,
+    source_dictionary: str | Path | None = None,
+    target_dictionary: str | Path | None = None,
+    sentencepiece_model: str | Path | None = None,
+    source_lang: str | None = None,
+    target_lang: str | None = None,
+) -> Path:
+    """Writes the aayn folder of a fairseq Transformer checkpoint (model, config, generation config, tokenizer,
+    card), whole or not at all. Dictionaries and the subword model are found beside the checkpoint unless named."""
+    from transformers import PreTrainedTokenizerFast
+
+    from .data.tokenizer import save_tokenizer
+    from .hub import write_model_card
+
+    checkpoint, output_dir = Path(checkpoint), Path(output_dir)
+    check_new_folder(output_dir)
+    model, settings, source = fairseq_model(checkpoint)
+    config = model.config
+    source_lang = source_lang or settings.get("source_lang")
+    target_lang = target_lang or settings.get("target_lang")
+    folder = checkpoint.parent
+    if not (source_lang and target_lang) and not (source_dictionary and target_dictionary):
+        found = sorted(path.name for path in folder.glob("dict.*.txt"))
+        raise ValueError(
+            f"{checkpoint} does not name its languages (fairseq read them from its data folder): give --source_lang "
+            f"and --target_lang (beside it: {', '.join(found) or 'no dict.*.txt'})"
+        )
+    dictionaries = {
+        "source": Path(source_dictionary or folder / f"dict.{source_lang}.txt"),
+        "target": Path(target_dictionary or folder / f"dict.{target_lang}.txt"),
+    }
+    for side, path in dictionaries.items():
+        if not path.is_file():
+            raise FileNotFoundError(f"the {side} dictionary {path} does not exist (--{side}_dictionary names it)")
+    symbols = {side: read_dictionary(path) for side, path in dictionaries.items()}
+    for side, size in (("source", config.vocab_size), ("target", config.decoder_vocab_size)):
+        if len(symbols[side]) != size:
+            raise ValueError(
+                f"the {side} dictionary {dictionaries[side]} has {len(symbols[side])} symbols with fairseq's four "
+                f"specials, the checkpoint's embedding {size}: not this checkpoint's dictionary"
+            )
+    bpe = settings.get("bpe")
+    if symbols["source"] != symbols["target"]:
+        raise ValueError("separate source and target dictionaries: aayn imports joined dictionaries' tokenizers only")
+    spm_path = Path(sentencepiece_model or folder / "sentencepiece.bpe.model")
+    if bpe not in (None, "sentencepiece") or not spm_path.is_file():
+        raise ValueError(
+            f"bpe={bpe!r}: aayn imports fairseq's `--bpe sentencepiece` pipeline (its model at {spm_path}, or named by "
+            "--sentencepiece_model)"
+        )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=sentencepiece_tokenizer(spm_path, symbols["source"]),
+        bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
+        model_max_length=config.max_position_embeddings, model_input_names=["input_ids", "attention_mask"],
+    )  # fmt: skip
+    model.generation_config.num_beams = 5  # fairseq-generate's default beam
+    provenance = {
+        "format": "fairseq",
+        "fairseq_version": "0.10 to 0.12 (settings in cfg)" if source == "cfg.model" else "0.9 or earlier (args)",
+        "arch": settings.get("arch") or settings.get("_name"),
+        "settings_from": source,
+        "checkpoint": checkpoint.name,
+        "dictionaries": [path.name for path in dictionaries.values()],
+        "bpe": "sentencepiece",
+        "source_lang": source_lang,
+        "target_lang": target_lang,
+    }
+    model.config.imported_from = provenance
+    with staged_folder(output_dir) as staging:
+        model.save_pretrained(staging)
+        save_tokenizer(tokenizer, staging)
+        (staging / "sentencepiece.bpe.model").write_bytes(spm_path.read_bytes())
+        (staging / "imported_from.json").write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
+        training = (
+            f"Trained with fairseq ({provenance['fairseq_version']}, architecture `{provenance['arch']}`), imported "
+            f"by `aayn import fairseq` from `{checkpoint.name}` with the dictionaries "
+            f"{', '.join(f'`{name}`' for name in provenance['dictionaries'])} and the SentencePiece model "
+            f"`{spm_path.name}` (kept as `sentencepiece.bpe.model`); it translates as fairseq did."
+        )
+        write_model_card(
+            staging, model, source_lang=source_lang or "und", target_lang=target_lang or "und", dataset="unknown",
+            repo_id=output_dir.name, example="Hello world.", training=training,
+        )  # fmt: skip
+    logger.info(f"imported {checkpoint} ({provenance['arch']}) into {output_dir}")
+    return output_dir
