@@ -15,7 +15,14 @@ import torch
 import transformers
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from aayn.fairseq_import import _PickleModule, fairseq_config, fairseq_model, import_fairseq, read_checkpoint
+from aayn.fairseq_import import (
+    _PickleModule,
+    fairseq_config,
+    fairseq_model,
+    fairseq_weights,
+    import_fairseq,
+    read_checkpoint,
+)
 
 FIXTURES = Path(__file__).parent / "data" / "fairseq"
 
@@ -212,3 +219,12 @@ def test_the_imported_folder_exports_to_ctranslate2_and_decodes_as_fairseq(impor
         result = translator.translate_batch([source], beam_size=1, max_decoding_length=limit)[0]
         ids = tokenizer.convert_tokens_to_ids(result.hypotheses[0])
         assert ids == sentence["greedy"][0]["tokens"][:-1]  # CTranslate2 leaves eos out
+
+
+def test_a_missing_or_extra_weight_is_named():
+    settings, weights, _ = read_checkpoint(FIXTURES / "prenorm-moses-bpe" / "checkpoint.pt")
+    config = fairseq_config(settings, weights)
+    with pytest.raises(ValueError, match=r"has no decoder\.layers\.1\.fc2\.bias"):
+        fairseq_weights(config, {k: v for k, v in weights.items() if k != "decoder.layers.1.fc2.bias"})
+    with pytest.raises(ValueError, match=r"encoder\.layernorm_embedding\.weight has no place"):
+        fairseq_weights(config, {**weights, "encoder.layernorm_embedding.weight": torch.ones(32)})

@@ -125,6 +125,10 @@ def fairseq_config(settings: dict, weights: dict[str, torch.Tensor]) -> AaynConf
         raise ValueError(
             "no_decoder_final_norm=True: aayn's pre-norm decoder ends with its layer norm, as fairseq's does by default"
         )
+    for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "encoder.layers.0.fc1.weight",
+                 "decoder.layers.0.fc1.weight"):  # fmt: skip
+        if name not in weights:
+            raise ValueError(f"the checkpoint has no {name}: not the weights of fairseq's Transformer")
     d_model = weights["encoder.embed_tokens.weight"].shape[1]
     for name in ("decoder_embed_dim", "decoder_output_dim", "decoder_input_dim"):
         if settings.get(name, d_model) != d_model:
@@ -139,8 +143,8 @@ def fairseq_config(settings: dict, weights: dict[str, torch.Tensor]) -> AaynConf
         d_model=d_model,
         encoder_layers=layers["encoder"],
         decoder_layers=layers["decoder"],
-        encoder_attention_heads=settings["encoder_attention_heads"],
-        decoder_attention_heads=settings["decoder_attention_heads"],
+        encoder_attention_heads=settings.get("encoder_attention_heads", 8),  # fairseq's base_architecture's
+        decoder_attention_heads=settings.get("decoder_attention_heads", 8),
         encoder_ffn_dim=weights["encoder.layers.0.fc1.weight"].shape[0],
         decoder_ffn_dim=weights["decoder.layers.0.fc1.weight"].shape[0],
         dropout=settings.get("dropout", 0.1),
@@ -170,6 +174,8 @@ def fairseq_weights(config: AaynConfig, weights: dict[str, torch.Tensor]) -> dic
     ours, used = {}, set()
 
     def take(name: str) -> torch.Tensor:
+        if name not in weights:
+            raise ValueError(f"the checkpoint has no {name}: not the weights of fairseq's Transformer")
         used.add(name)
         return weights[name].float()
 
