@@ -104,7 +104,7 @@ def test_a_folder_imported_here_loads_on_the_other_line_without_aayn(imported):
         "import json, sys\n"
         "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer\n"
         "model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()\n"
-        "tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])\n"
+        "tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)\n"
         "assert 'aayn' not in sys.modules\n"
         "batch = tokenizer(json.loads(sys.argv[2]), return_tensors='pt', padding=True)\n"
         "out = model.generate(**batch, num_beams=1, max_new_tokens=200)\n"
@@ -228,3 +228,54 @@ def test_a_missing_or_extra_weight_is_named():
         fairseq_weights(config, {k: v for k, v in weights.items() if k != "decoder.layers.1.fc2.bias"})
     with pytest.raises(ValueError, match=r"encoder\.layernorm_embedding\.weight has no place"):
         fairseq_weights(config, {**weights, "encoder.layernorm_embedding.weight": torch.ones(32)})
+
+
+def test_the_imported_folder_serves_pipeline_translation_without_aayn(imported):
+    """`pipeline("translation")` in a fresh process that never imports aayn (the folder carries the code)."""
+    folder, record = imported
+    script = (
+        "import json, sys\n"
+        "from transformers import pipeline\n"
+        "translate = pipeline('translation', model=sys.argv[1], trust_remote_code=True)\n"
+        "out = translate(json.loads(sys.argv[2]), num_beams=1)\n"
+        "assert 'aayn' not in sys.modules\n"
+        "print(json.dumps([row['translation_text'] for row in out]))\n"
+    )
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(folder.parent / "modules-pipeline"))
+    texts = record["interactive"]["source_texts"][:6]
+    result = subprocess.run([sys.executable, "-c", script, str(folder), json.dumps(texts)], capture_output=True,
+                            text=True, env=env, cwd=folder.parent)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == record["interactive"]["greedy"][:6]
+
+
+def test_aayn_serve_answers_with_the_imported_folder_as_fairseq_did(imported):
+    import socket
+    import time
+    import urllib.request
+
+    folder, record = imported
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    command = [sys.executable, "-m", "aayn.cli", "serve", "--model", str(folder), "--port", str(port)]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    texts = record["interactive"]["source_texts"][:4]
+    body = json.dumps({"inputs": texts, "parameters": {"num_beams": 1}}).encode()
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None and time.monotonic() < deadline, "the server did not start"
+            try:
+                request = urllib.request.Request(f"http://127.0.0.1:{port}/translate", body,
+                                                 {"Content-Type": "application/json"})  # fmt: skip
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    answer = json.loads(response.read())
+                break
+            except OSError:
+                time.sleep(0.3)
+    finally:
+        server.terminate()
+        server.communicate(timeout=60)
+    assert [row["translation_text"] for row in answer] == record["interactive"]["greedy"][:4]
