@@ -120,7 +120,7 @@ def train(kind: str, work: Path, updates: int) -> Path:
 def record(kind: str, work: Path, checkpoint: Path, splits, subword_files: dict[str, str]) -> dict:
     """What fairseq gives on the test verses, from its own generator and scorer (full precision)."""
     import torch
-    from fairseq import checkpoint_utils, utils
+    from fairseq import checkpoint_utils
     from fairseq.models.transformer import TransformerModel
     from fairseq.sequence_generator import SequenceGenerator
     from fairseq.sequence_scorer import SequenceScorer
@@ -171,7 +171,6 @@ def record(kind: str, work: Path, checkpoint: Path, splits, subword_files: dict[
         "beam4": [hub.translate(text, beam=4, **LIMIT) for text in texts],
         "greedy": [hub.translate(text, beam=1, **LIMIT) for text in texts],
     }
-    del utils
     return result
 
 
