@@ -7,8 +7,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import yaml
 
@@ -122,3 +126,33 @@ class HubStandIn:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+TOKEN = "hf_TestTokenThatMustNeverBeWrittenToDisk"
+
+
+def run_against(hub: HubStandIn, tmp_path: Path, *command: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_XET="1")
+    env.pop("HF_HUB_OFFLINE", None)
+    env.pop("HF_TOKEN", None)
+    result = subprocess.run([sys.executable, *command], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+def card_metadata(readme: bytes) -> dict:
+    text = readme.decode()
+    assert text.startswith("---\n")
+    return yaml.safe_load(text.split("---\n")[1])
+
+
+PUSH_WITHOUT_AAYN = """
+import sys
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+path, repo, token = sys.argv[1:]
+model = AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
+model.push_to_hub(repo, token=token)
+tokenizer.push_to_hub(repo, token=token)
+assert "aayn" not in sys.modules
+"""

@@ -22,23 +22,10 @@ from aayn.fairseq_import import (
     fairseq_weights,
     import_fairseq,
     read_checkpoint,
+    subword_model,
 )
 
 FIXTURES = Path(__file__).parent / "data" / "fairseq"
-
-
-@pytest.fixture(scope="module")
-def imported(tmp_path_factory):
-    """The post-norm, joined-dictionary, SentencePiece fixture imported: (folder, fairseq's record)."""
-    folder = tmp_path_factory.mktemp("fairseq") / "postnorm-spm"
-    import_fairseq(FIXTURES / "postnorm-spm" / "checkpoint.pt", folder, source_lang="en", target_lang="fr")
-    record = json.loads((FIXTURES / "postnorm-spm" / "fairseq.json").read_text(encoding="utf-8"))
-    return folder, record
-
-
-def batch_of(tokenizer, record):
-    texts = record["interactive"]["source_texts"]
-    return tokenizer(texts, return_tensors="pt", padding=True)
 
 
 KINDS = ["postnorm-spm", "prenorm-moses-bpe"]  # post-norm, joined, all shared; pre-norm, separate, decoder's tied
@@ -46,6 +33,37 @@ KINDS = ["postnorm-spm", "prenorm-moses-bpe"]  # post-norm, joined, all shared; 
 
 def recorded(kind: str) -> dict:
     return json.loads((FIXTURES / kind / "fairseq.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def imports(tmp_path_factory):
+    """Each fixture imported once for the module: kind -> (folder, fairseq's record)."""
+    done = {}
+
+    def imported_kind(kind: str):
+        if kind not in done:
+            folder = tmp_path_factory.mktemp("fairseq") / kind
+            import_fairseq(FIXTURES / kind / "checkpoint.pt", folder, source_lang="en", target_lang="fr")
+            done[kind] = folder, recorded(kind)
+        return done[kind]
+
+    return imported_kind
+
+
+@pytest.fixture(params=KINDS)
+def imported(request, imports):
+    """Each fixture imported: SentencePiece with one joined dictionary; Moses + subword-nmt with separate ones."""
+    return imports(request.param)
+
+
+@pytest.fixture
+def imported_spm(imports):
+    return imports("postnorm-spm")
+
+
+def batch_of(tokenizer, record):
+    texts = record["interactive"]["source_texts"]
+    return tokenizer(texts, return_tensors="pt", padding=True)
 
 
 def padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,10 +99,14 @@ def test_reference_scores_equal_fairseq_s_within_1e_4(kind):
 
 
 def test_the_tokenizer_gives_the_ids_fairseq_fed_the_model(imported):
+    """Sources as fairseq-interactive encodes them; references (`text_target=`, the target's dictionary where the
+    sides have their own) as fairseq-preprocess binarized them."""
     folder, record = imported
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    texts = record["interactive"]["source_texts"]
+    texts, targets = record["interactive"]["source_texts"], record["interactive"]["target_texts"]
     assert [tokenizer(text)["input_ids"] for text in texts] == [s["source_ids"] for s in record["sentences"]]
+    assert tokenizer(text_target=targets)["input_ids"] == [s["reference_ids"] for s in record["sentences"]]
+    assert tokenizer(texts[:2])["input_ids"] == [s["source_ids"] for s in record["sentences"][:2]]  # back to source
 
 
 def test_detokenized_greedy_output_equals_fairseq_interactive_s(imported):
@@ -151,6 +173,23 @@ def test_what_aayn_s_model_lacks_is_refused_in_one_line_naming_it(setting, value
         fairseq_config({**SETTINGS, setting: value}, weights)
 
 
+def test_a_subword_pipeline_aayn_does_not_carry_is_refused_in_one_line(tmp_path):
+    moses = FIXTURES / "prenorm-moses-bpe"
+    assert subword_model({}, moses, None, None) == ("subword_nmt", moses / "bpe.codes")
+    assert subword_model({"bpe": "sentencepiece"}, FIXTURES / "postnorm-spm", None, None)[0] == "sentencepiece"
+    with pytest.raises(ValueError, match="bpe='fastbpe'"):
+        subword_model({"bpe": "fastbpe"}, moses, None, None)
+    with pytest.raises(ValueError, match="tokenizer='space'"):
+        subword_model({"bpe": "subword_nmt", "tokenizer": "space"}, moses, None, None)
+    with pytest.raises(ValueError, match="subword model was not found.*--bpe_codes"):
+        subword_model({}, tmp_path, None, None)
+    old = tmp_path / "codes-0.1"
+    old.write_text("t h\na n\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="not subword-nmt codes of version 0.2"):
+        import_fairseq(moses / "checkpoint.pt", tmp_path / "out", source_lang="en", target_lang="fr", bpe_codes=old)
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_refused_checkpoint_writes_nothing(tmp_path):
     path = FIXTURES / "postnorm-spm" / "checkpoint.pt"
     state = torch.load(path, weights_only=False, map_location="cpu", pickle_module=_PickleModule)
@@ -204,21 +243,75 @@ def test_aayn_translate_of_the_imported_folder_gives_fairseq_interactive_s_text(
 
 
 def test_the_imported_folder_exports_to_ctranslate2_and_decodes_as_fairseq(imported, tmp_path):
-    """The export writes the model's own sinusoids (fairseq's layout, counted from 2) as CTranslate2's table."""
-    ctranslate2 = pytest.importorskip("ctranslate2")
+    """The export writes the model's own sinusoids (fairseq's layout, counted from 2) as CTranslate2's table and
+    each side's dictionary as its vocabulary; the exported folder, text in and text out, gives fairseq's greedy
+    translations (one verse a call: fairseq's limit is each verse's)."""
+    pytest.importorskip("ctranslate2")
+    from aayn.ct2 import ExportedModel
     from aayn.export import export_model
 
     folder, record = imported
     export_model(folder, tmp_path / "ct2")
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
-    sentences = record["sentences"][:8]
-    sources = [tokenizer.convert_ids_to_tokens(s["source_ids"]) for s in sentences]
-    limits = [len(s["source_ids"]) + 49 for s in sentences]
-    for source, limit, sentence in zip(sources, limits, sentences):
-        result = translator.translate_batch([source], beam_size=1, max_decoding_length=limit)[0]
-        ids = tokenizer.convert_tokens_to_ids(result.hypotheses[0])
-        assert ids == sentence["greedy"][0]["tokens"][:-1]  # CTranslate2 leaves eos out
+    translator = ExportedModel(tmp_path / "ct2")
+    texts = record["interactive"]["source_texts"][:8]
+    got = [translator.nbest([text], num_beams=1)[0][0][1] for text in texts]
+    assert got == record["interactive"]["greedy"][:8]
+
+
+def test_aayn_score_gives_fairseq_s_reference_scores(imported, tmp_path, capsys):
+    """`aayn score --per_token` on the raw texts: each reference token's log-probability as fairseq's
+    `--score-reference` gave it (printed to 6 decimals), and their sum; fairseq's score is their mean."""
+    from aayn.cli import main as aayn
+
+    folder, record = imported
+    for name, key in (("src.txt", "source_texts"), ("tgt.txt", "target_texts")):
+        (tmp_path / name).write_text("\n".join(record["interactive"][key]) + "\n", encoding="utf-8")
+    command = ["score", "--model", str(folder), "--source", str(tmp_path / "src.txt"), "--target"]
+    assert aayn([*command, str(tmp_path / "tgt.txt"), "--per_token"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == len(record["sentences"])
+    for (log_prob, _, per_token), sentence in zip(rows, record["sentences"]):
+        tokens = torch.tensor([float(value) for value in per_token.split()])
+        torch.testing.assert_close(tokens, torch.tensor(sentence["reference_positional_scores"]), atol=1e-4, rtol=0)
+        assert abs(float(log_prob) / len(tokens) - sentence["reference_score"]) < 1e-4
+
+
+def test_aayn_train_fine_tunes_the_imported_folder(imported, tmp_path):
+    """`aayn train --model_name_or_path FOLDER` (the recipe repeats the fixture's shape): the imported tokenizer
+    and fairseq's configuration (sinusoids, ids) carry into the tuned folder, which loads and translates."""
+    from training_helpers import FAST, tiny_recipe, write_numbers_corpus, write_recipe
+
+    from aayn.training import parse_arguments, run
+
+    folder, _ = imported
+    corpus = write_numbers_corpus(tmp_path / "numbers")
+    recipe = tiny_recipe(corpus, tmp_path / "tuned", **FAST, model_name_or_path=str(folder))
+    metrics = run(*parse_arguments([write_recipe(tmp_path / "r.yaml", recipe).as_posix()]))
+    assert "test_bleu" in metrics
+    tuned = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "tuned")
+    start = AutoModelForSeq2SeqLM.from_pretrained(folder)
+    for key in ("position_encoding", "position_offset", "decoder_start_token_id", "vocab_size", "decoder_vocab_size"):
+        assert getattr(tuned.config, key) == getattr(start.config, key), key
+    assert not torch.equal(tuned.lm_head.weight, start.lm_head.weight)  # it trained
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tuned")
+    assert type(tokenizer) is type(AutoTokenizer.from_pretrained(folder))
+    assert tokenizer("Six one.")["input_ids"] == AutoTokenizer.from_pretrained(folder)("Six one.")["input_ids"]
+
+
+def test_push_to_hub_carries_a_card_saying_where_the_model_came_from(imported_spm, tmp_path):
+    """The imported folder pushed with plain transformers (no aayn) to a stand-in for the Hub: the card names
+    fairseq, the architecture and the dictionaries; the config keeps the provenance."""
+    from hub_standin import PUSH_WITHOUT_AAYN, TOKEN, HubStandIn, card_metadata, run_against
+
+    folder, _ = imported_spm
+    with HubStandIn() as hub:
+        run_against(hub, tmp_path, "-c", PUSH_WITHOUT_AAYN, str(folder), "you/from-fairseq", TOKEN)
+    uploaded = hub.repos["you/from-fairseq"]
+    card = uploaded["README.md"].decode()
+    assert "Trained with fairseq" in card and "`transformer`" in card and "`dict.en.txt`, `dict.fr.txt`" in card
+    assert card_metadata(uploaded["README.md"])["language"] == ["en", "fr"]
+    assert json.loads(uploaded["config.json"])["imported_from"]["arch"] == "transformer"
+    assert uploaded["model.safetensors"] == (folder / "model.safetensors").read_bytes()
 
 
 def test_a_missing_or_extra_weight_is_named():
@@ -249,12 +342,12 @@ def test_the_imported_folder_serves_pipeline_translation_without_aayn(imported):
     assert json.loads(result.stdout.strip().splitlines()[-1]) == record["interactive"]["greedy"][:6]
 
 
-def test_aayn_serve_answers_with_the_imported_folder_as_fairseq_did(imported):
+def test_aayn_serve_answers_with_the_imported_folder_as_fairseq_did(imported_spm):
     import socket
     import time
     import urllib.request
 
-    folder, record = imported
+    folder, record = imported_spm
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

@@ -1,32 +1,11 @@
 """Pushing to the Hub without a network: the real push_to_hub code of transformers and huggingface_hub talks to
 a stand-in for the Hub's HTTP API on this machine (tests/hub_standin.py); the tests read what was uploaded."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from hub_standin import HubStandIn
+from hub_standin import PUSH_WITHOUT_AAYN, TOKEN, HubStandIn, card_metadata, run_against
 from training_helpers import FOLDER_FILES, tiny_recipe, write_numbers_corpus, write_recipe
-
-TOKEN = "hf_TestTokenThatMustNeverBeWrittenToDisk"
-
-
-def run_against(hub: HubStandIn, tmp_path: Path, *command: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_XET="1")
-    env.pop("HF_HUB_OFFLINE", None)
-    env.pop("HF_TOKEN", None)
-    result = subprocess.run([sys.executable, *command], capture_output=True, text=True, env=env, timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return result
-
-
-def card_metadata(readme: bytes) -> dict:
-    text = readme.decode()
-    assert text.startswith("---\n")
-    return yaml.safe_load(text.split("---\n")[1])
 
 
 def files_holding(folder: Path, secret: bytes) -> list[Path]:
@@ -75,18 +54,6 @@ def test_the_hub_token_is_used_but_never_written(pushed_run):
     assert (output / "training_args.bin").is_file() and list(output.glob("checkpoint-*/training_args.bin"))
     for commit in hub.commits:
         assert not [path for path, content in commit["files"].items() if TOKEN.encode() in content], commit["message"]
-
-
-PUSH_WITHOUT_AAYN = """
-import sys
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-path, repo, token = sys.argv[1:]
-model = AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True)
-tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
-model.push_to_hub(repo, token=token)
-tokenizer.push_to_hub(repo, token=token)
-assert "aayn" not in sys.modules
-"""
 
 
 def test_model_and_tokenizer_push_to_hub_without_aayn(pushed_run, tmp_path):

@@ -51,12 +51,15 @@ __getattr__ = lazy_attributes(__name__, _CLASSES)
 
 def register() -> None:
     """Register model type "aayn" with transformers' Auto classes (safe to call again)."""
-    from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+    from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
     from .configuration_aayn import AaynConfig
     from .modeling_aayn import AaynForConditionalGeneration, AaynModel
+    from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer
 
     AutoConfig.register(AaynConfig.model_type, AaynConfig, exist_ok=True)
+    # an imported fairseq folder's Moses + BPE tokenizer, known by name (its folder's copy needs no trust here)
+    AutoTokenizer.register(AaynConfig, slow_tokenizer_class=FairseqMosesBPETokenizer, exist_ok=True)
     AutoModel.register(AaynConfig, AaynModel, exist_ok=True)
     AutoModelForSeq2SeqLM.register(AaynConfig, AaynForConditionalGeneration, exist_ok=True)
     AaynConfig.register_for_auto_class()
@@ -66,7 +69,17 @@ def register() -> None:
 
 # the files that travel with a checkpoint (each imports transformers): importing any of them first registers aayn
 # once it is whole
-_MODEL_FILES = ("configuration", "modeling", "pipeline", "generation", "search", "cache", "ops", "hub")
+_MODEL_FILES = (
+    "configuration",
+    "modeling",
+    "pipeline",
+    "generation",
+    "search",
+    "cache",
+    "ops",
+    "hub",
+    "tokenization_fairseq",
+)
 _MODEL_CODE = tuple(f"aayn.{name}_aayn" for name in _MODEL_FILES)
 
 

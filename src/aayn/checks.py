@@ -56,6 +56,16 @@ def check_local_name(name: str, option: str) -> None:
         raise FileNotFoundError(f"{option} {name}: no such folder")
 
 
+def tokenizer_files(folder: Path) -> list[str]:
+    """The JSON files of a saved tokenizer: aayn's tokenizer.json, or an imported fairseq folder's Moses + BPE
+    tokenizer (its config and its two dictionaries)."""
+    path = folder / "tokenizer_config.json"
+    if (folder / "tokenizer.json").exists() or not path.is_file() or json_fault(path):
+        return ["tokenizer.json"]
+    moses = json.loads(path.read_text(encoding="utf-8")).get("tokenizer_class") == "FairseqMosesBPETokenizer"
+    return ["tokenizer_config.json", "vocab-src.json", "vocab-tgt.json"] if moses else ["tokenizer.json"]
+
+
 def check_model_folder(
     folder: str | Path, option: str, *, config: bool = True, weights: bool = True, tokenizer: bool = True
 ) -> None:
@@ -66,7 +76,7 @@ def check_model_folder(
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         return
-    wanted = (["config.json"] if config else []) + (["tokenizer.json"] if tokenizer else [])
+    wanted = (["config.json"] if config else []) + (tokenizer_files(folder) if tokenizer else [])
     for name in wanted:
         path = folder / name
         if not path.is_file():

@@ -307,6 +307,7 @@ def import_model(args: argparse.Namespace) -> None:
         source_dictionary=args.source_dictionary,
         target_dictionary=args.target_dictionary,
         sentencepiece_model=args.sentencepiece_model,
+        bpe_codes=args.bpe_codes,
         source_lang=args.source_lang,
         target_lang=args.target_lang,
     )
@@ -519,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     importer.add_argument("--source_dictionary", help="default: dict.SOURCE_LANG.txt beside the checkpoint")
     importer.add_argument("--target_dictionary", help="default: dict.TARGET_LANG.txt beside the checkpoint")
     importer.add_argument("--sentencepiece_model", help="default: sentencepiece.bpe.model beside the checkpoint")
+    importer.add_argument("--bpe_codes", help="subword-nmt codes (after Moses); default: bpecodes beside it")
     importer.set_defaults(run=import_model)
     if argv[:1] in (["train"], ["preprocess"]):  # everything after it is the recipe's parser's, --help included
         run = train if argv[0] == "train" else preprocess

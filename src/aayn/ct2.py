@@ -46,6 +46,13 @@ class ExportedTokenizer:
     the ids and the text of `AutoTokenizer.from_pretrained(folder)` (a `PreTrainedTokenizerFast` over the same
     tokenizer.json, its eos appended by the file's post-processor)."""
 
+    def __new__(cls, folder: str | Path):
+        config_path = Path(folder).expanduser() / "tokenizer_config.json"
+        config = read_json(config_path) if config_path.is_file() else {}
+        if cls is ExportedTokenizer and config.get("tokenizer_class") == MosesBPEExportedTokenizer.CLASS:
+            return MosesBPEExportedTokenizer(folder)
+        return super().__new__(cls)
+
     def __init__(self, folder: str | Path):
         from tokenizers import Tokenizer
 
@@ -72,6 +79,28 @@ class ExportedTokenizer:
     def text(self, tokens: list[str]) -> str:
         decoder = self.backend.decoder
         return decoder.decode(tokens) if decoder is not None else " ".join(tokens)
+
+
+class MosesBPEExportedTokenizer:
+    """An imported fairseq folder's Moses + BPE tokenizer (Python, with transformers): the same three answers."""
+
+    CLASS = "FairseqMosesBPETokenizer"
+
+    def __init__(self, folder: str | Path):
+        from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer
+
+        self.tokenizer = FairseqMosesBPETokenizer.from_pretrained(str(Path(folder).expanduser()))
+        self.source_tokens = {index: token for token, index in self.tokenizer.get_vocab().items()}
+        self.model_max_length = self.tokenizer.model_max_length
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return [self.tokenizer(text)["input_ids"] for text in texts]
+
+    def tokens(self, ids: list[int]) -> list[str]:
+        return [self.source_tokens[i] for i in ids]
+
+    def text(self, tokens: list[str]) -> str:
+        return self.tokenizer.convert_tokens_to_string(tokens)
 
 
 def device_options(device: str, ctranslate2) -> dict:

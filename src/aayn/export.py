@@ -23,14 +23,16 @@ from .ct2 import import_ctranslate2
 from .data.tokenizer import save_tokenizer
 from .modeling_aayn import AaynForConditionalGeneration
 from .policy_aayn import EXTRA_TARGET_TOKENS
+from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer
 
 logger = logging.get_logger(__name__)
 
 FORMATS = ("ctranslate2",)
 
 
-def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):
-    """The CTranslate2 TransformerSpec holding `model`'s weights, with `tokens` (id order) as its vocabulary."""
+def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str], target_tokens: list[str] | None = None):
+    """The CTranslate2 TransformerSpec holding `model`'s weights, with `tokens` (id order) as its vocabulary (the
+    source's, with `target_tokens` the target's where the sides have their own)."""
     ctranslate2 = import_ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec
 
@@ -46,8 +48,10 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):
             "CTranslate2's Transformer has one head count: encoder_attention_heads and decoder_attention_heads "
             f"must be equal, got {config.encoder_attention_heads} and {config.decoder_attention_heads}"
         )
-    for side, size in (("vocab_size", config.vocab_size), ("decoder_vocab_size", config.decoder_vocab_size)):
-        if len(tokens) < size:
+    target_tokens = tokens if target_tokens is None else target_tokens
+    for side, size, known in (("vocab_size", config.vocab_size, tokens),
+                              ("decoder_vocab_size", config.decoder_vocab_size, target_tokens)):  # fmt: skip
+        if len(known) < size:
             logger.warning(f"the vocabulary has {len(tokens)} tokens for {side}={size}; padding it with made-up tokens")
     spec = transformer_spec.TransformerSpec.from_config(
         (config.encoder_layers, config.decoder_layers),
@@ -92,13 +96,13 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str]):
     stack(spec.encoder, "encoder")
     stack(spec.decoder, "decoder")
     spec.decoder.projection.weight = weights["lm_head.weight"]
-    vocabulary = lambda size: tokens[:size] + [f"<madeupword{i}>" for i in range(size - len(tokens))]
-    spec.register_source_vocabulary(vocabulary(config.vocab_size))
-    spec.register_target_vocabulary(vocabulary(config.decoder_vocab_size))
-    spec.config.bos_token = tokens[config.bos_token_id]
-    spec.config.eos_token = tokens[config.eos_token_id]
-    spec.config.unk_token = "<unk>" if "<unk>" in tokens else tokens[config.eos_token_id]
-    spec.config.decoder_start_token = tokens[config.decoder_start_token_id]
+    vocabulary = lambda known, size: known[:size] + [f"<madeupword{i}>" for i in range(size - len(known))]
+    spec.register_source_vocabulary(vocabulary(tokens, config.vocab_size))
+    spec.register_target_vocabulary(vocabulary(target_tokens, config.decoder_vocab_size))
+    spec.config.bos_token = target_tokens[config.bos_token_id]
+    spec.config.eos_token = target_tokens[config.eos_token_id]
+    spec.config.unk_token = "<unk>" if "<unk>" in target_tokens else target_tokens[config.eos_token_id]
+    spec.config.decoder_start_token = target_tokens[config.decoder_start_token_id]
     spec.config.layer_norm_epsilon = config.layer_norm_eps
     logger.info(f"CTranslate2 {ctranslate2.__version__} Transformer spec filled")
     return spec
@@ -110,12 +114,13 @@ def save_ctranslate2(
     output_dir: str | Path,
     quantization: str | None = None,
     tokenizer=None,
+    target_tokens: list[str] | None = None,
 ) -> Path:
     """Writes the CTranslate2 model (model.bin, vocabularies, config.json) and `tokenizer`, if given, into a new
     `output_dir`, whole or not at all."""
     output_dir = Path(output_dir)
     check_new_folder(output_dir)
-    spec = ctranslate2_spec(model, tokens)
+    spec = ctranslate2_spec(model, tokens, target_tokens)
     spec.validate()
     spec.optimize(quantization=quantization)
     with staged_folder(output_dir) as staging:
@@ -174,5 +179,10 @@ def export_model(
     check_new_folder(Path(output_dir))
     model = AaynForConditionalGeneration.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    return save_ctranslate2(model, tokens, output_dir, quantization=quantization, tokenizer=tokenizer)
+    tokens = target_tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    if isinstance(tokenizer, FairseqMosesBPETokenizer):  # an imported fairseq folder: each side its dictionary
+        by_id = lambda vocab: [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
+        tokens, target_tokens = by_id(tokenizer.get_vocab()), by_id(tokenizer.target_encoder)
+    return save_ctranslate2(
+        model, tokens, output_dir, quantization=quantization, tokenizer=tokenizer, target_tokens=target_tokens
+    )

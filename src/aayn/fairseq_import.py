@@ -5,9 +5,10 @@ import carries them as configuration: its sinusoids (`position_encoding="tensor2
 its padding id + 1, `position_offset`), its dictionary order (`<s> <pad> </s> <unk>` first: ids 0 to 3) and its
 decoder start token (`</s>`). The checkpoint is read without fairseq: the classes it pickled besides tensors and
 settings (its meters, its dataclasses) are read as stand-ins and never used. The folder carries a tokenizer
-that gives the ids fairseq's pipeline fed the model (a SentencePiece model of fairseq's `--bpe sentencepiece`,
-converted with the `tokenizers` pieces transformers' own SentencePiece converter uses). What aayn's model does not
-have is refused in one line naming the setting, before anything is written.
+that gives the ids fairseq's pipeline fed the model: for `--bpe sentencepiece` a tokenizer.json built with the
+`tokenizers` pieces transformers' own SentencePiece converter uses; for `--tokenizer moses --bpe subword_nmt`
+transformers' FSMT tokenizer as fairseq's pipeline runs it (`tokenization_fairseq_aayn`, each side its dictionary).
+What aayn's model does not have is refused in one line naming the setting, before anything is written.
 """
 
 from __future__ import annotations
@@ -287,6 +288,69 @@ def sentencepiece_tokenizer(model_path: Path, symbols: list[str]):
     return tokenizer
 
 
+SENTENCEPIECE_NAMES = ("sentencepiece.bpe.model", "spm.model", "sentencepiece.model")
+BPE_CODES_NAMES = ("bpecodes", "bpe.codes", "codes", "code")  # fairseq's published WMT models: bpecodes
+
+
+def moses_bpe_tokenizer(codes_path: Path, symbols: dict[str, list[str]], settings: dict, langs: list[str], work: Path):
+    """fairseq's `--tokenizer moses --bpe subword_nmt` pipeline as `FairseqMosesBPETokenizer`, its files (the
+    dictionaries in FSMT's layout, the codes as merges) written into `work`: the ids fairseq's pipeline gives."""
+    from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer
+
+    lines = codes_path.read_text(encoding="utf-8").splitlines()
+    if not lines or not lines[0].startswith("#version: 0.2"):
+        raise ValueError(
+            f"{codes_path} is not subword-nmt codes of version 0.2 (its first line: {lines[0] if lines else ''!r}); "
+            "aayn imports subword-nmt 0.2 codes (learn_bpe.py's since 2017)"
+        )
+    merges = {}  # subword-nmt applies a pair's first rank
+    for number, line in enumerate(lines[1:], 2):
+        pair = tuple(line.split(" ")[:2])
+        if len(pair) != 2:
+            raise ValueError(f"{codes_path}:{number} is not a BPE merge `LEFT RIGHT`: {line!r}")
+        merges.setdefault(pair, len(merges))
+    (work / "merges.txt").write_text("".join(f"{a} {b}\n" for a, b in merges), encoding="utf-8")
+    for side, name in (("source", "vocab-src.json"), ("target", "vocab-tgt.json")):
+        vocab = {}  # fairseq's "piece@@" continues a word: FSMT's "piece"; its "piece" ends one: "piece</w>"
+        for index, symbol in enumerate(symbols[side]):
+            token = symbol if index < len(SPECIALS) else symbol[:-2] if symbol.endswith("@@") else f"{symbol}</w>"
+            vocab.setdefault(token, index)
+        (work / name).write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    return FairseqMosesBPETokenizer(
+        langs=langs, src_vocab_file=str(work / "vocab-src.json"), tgt_vocab_file=str(work / "vocab-tgt.json"),
+        merges_file=str(work / "merges.txt"), eos_token="</s>", moses_escape=not settings.get("moses_no_escape", False),
+        moses_dash_splits=not settings.get("moses_no_dash_splits", False),
+    )  # fmt: skip
+
+
+def subword_model(settings: dict, folder: Path, sentencepiece_model, bpe_codes) -> tuple[str, Path]:
+    """Which of fairseq's pipelines the checkpoint was trained in (`sentencepiece`, or `subword_nmt` after
+    Moses) and its model's file: named by a flag, else found beside the checkpoint (a checkpoint trained on
+    prepared data records no `bpe`), or a ValueError naming what is missing or not handled."""
+    bpe, tokenizer = settings.get("bpe"), settings.get("tokenizer")
+    if bpe not in (None, "sentencepiece", "subword_nmt"):
+        raise ValueError(f"bpe={bpe!r}: aayn imports fairseq's sentencepiece and subword_nmt (after Moses) pipelines")
+    if tokenizer not in (None, "moses") and bpe != "sentencepiece":
+        raise ValueError(f"tokenizer={tokenizer!r}: aayn imports subword_nmt BPE after Moses tokenization only")
+    found = {
+        "sentencepiece": [Path(sentencepiece_model)] if sentencepiece_model else
+        [folder / name for name in SENTENCEPIECE_NAMES if (folder / name).is_file()],
+        "subword_nmt": [Path(bpe_codes)] if bpe_codes else
+        [folder / name for name in BPE_CODES_NAMES if (folder / name).is_file()],
+    }  # fmt: skip
+    kinds = [bpe] if bpe else [kind for kind in found if found[kind]]
+    if len(kinds) != 1 or not found[kinds[0]]:
+        raise ValueError(
+            f"the checkpoint's subword model was not found (bpe={bpe!r}): give --sentencepiece_model (fairseq's "
+            "--bpe sentencepiece) or --bpe_codes (subword-nmt codes after Moses)"
+            + (", not both" if len(kinds) > 1 else "")
+        )
+    path = found[kinds[0]][0]
+    if not path.is_file():
+        raise FileNotFoundError(f"the subword model {path} does not exist")
+    return kinds[0], path
+
+
 def import_fairseq(
     checkpoint: str | Path,
     output_dir: str | Path,
@@ -294,6 +358,7 @@ def import_fairseq(
     source_dictionary: str | Path | None = None,
     target_dictionary: str | Path | None = None,
     sentencepiece_model: str | Path | None = None,
+    bpe_codes: str | Path | None = None,
     source_lang: str | None = None,
     target_lang: str | None = None,
 ) -> Path:
@@ -311,7 +376,7 @@ def import_fairseq(
     source_lang = source_lang or settings.get("source_lang")
     target_lang = target_lang or settings.get("target_lang")
     folder = checkpoint.parent
-    if not (source_lang and target_lang) and not (source_dictionary and target_dictionary):
+    if not (source_lang and target_lang):
         found = sorted(path.name for path in folder.glob("dict.*.txt"))
         raise ValueError(
             f"{checkpoint} does not name its languages (fairseq read them from its data folder): give --source_lang "
@@ -331,20 +396,12 @@ def import_fairseq(
                 f"the {side} dictionary {dictionaries[side]} has {len(symbols[side])} symbols with fairseq's four "
                 f"specials, the checkpoint's embedding {size}: not this checkpoint's dictionary"
             )
-    bpe = settings.get("bpe")
-    if symbols["source"] != symbols["target"]:
-        raise ValueError("separate source and target dictionaries: aayn imports joined dictionaries' tokenizers only")
-    spm_path = Path(sentencepiece_model or folder / "sentencepiece.bpe.model")
-    if bpe not in (None, "sentencepiece") or not spm_path.is_file():
+    kind, subword_path = subword_model(settings, folder, sentencepiece_model, bpe_codes)
+    if kind == "sentencepiece" and symbols["source"] != symbols["target"]:
         raise ValueError(
-            f"bpe={bpe!r}: aayn imports fairseq's `--bpe sentencepiece` pipeline (its model at {spm_path}, or named by "
-            "--sentencepiece_model)"
+            "separate source and target dictionaries with --bpe sentencepiece: aayn imports SentencePiece "
+            "pipelines with one joined dictionary (fairseq-preprocess --joined-dictionary)"
         )
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=sentencepiece_tokenizer(spm_path, symbols["source"]),
-        bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
-        model_max_length=config.max_position_embeddings, model_input_names=["input_ids", "attention_mask"],
-    )  # fmt: skip
     model.generation_config.num_beams = 5  # fairseq-generate's default beam
     provenance = {
         "format": "fairseq",
@@ -353,24 +410,36 @@ def import_fairseq(
         "settings_from": source,
         "checkpoint": checkpoint.name,
         "dictionaries": [path.name for path in dictionaries.values()],
-        "bpe": "sentencepiece",
+        "bpe": kind,
+        "tokenizer": "moses" if kind == "subword_nmt" else None,
         "source_lang": source_lang,
         "target_lang": target_lang,
     }
     model.config.imported_from = provenance
     with staged_folder(output_dir) as staging:
         model.save_pretrained(staging)
+        if kind == "sentencepiece":
+            tokenizer = PreTrainedTokenizerFast(
+                tokenizer_object=sentencepiece_tokenizer(subword_path, symbols["source"]),
+                bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
+                model_max_length=config.max_position_embeddings, model_input_names=["input_ids", "attention_mask"],
+            )  # fmt: skip
+            (staging / "sentencepiece.bpe.model").write_bytes(subword_path.read_bytes())
+            pipeline = f"the SentencePiece model `{subword_path.name}` (kept as `sentencepiece.bpe.model`)"
+        else:
+            tokenizer = moses_bpe_tokenizer(subword_path, symbols, settings, [source_lang, target_lang], staging)
+            tokenizer.model_max_length = config.max_position_embeddings
+            pipeline = f"Moses tokenization and the subword-nmt codes `{subword_path.name}` (kept as `merges.txt`)"
         save_tokenizer(tokenizer, staging)
-        (staging / "sentencepiece.bpe.model").write_bytes(spm_path.read_bytes())
         (staging / "imported_from.json").write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
         training = (
             f"Trained with fairseq ({provenance['fairseq_version']}, architecture `{provenance['arch']}`), imported "
             f"by `aayn import fairseq` from `{checkpoint.name}` with the dictionaries "
-            f"{', '.join(f'`{name}`' for name in provenance['dictionaries'])} and the SentencePiece model "
-            f"`{spm_path.name}` (kept as `sentencepiece.bpe.model`); it translates as fairseq did."
+            f"{', '.join(f'`{name}`' for name in provenance['dictionaries'])} and {pipeline}; it translates as "
+            "fairseq did."
         )
         write_model_card(
-            staging, model, source_lang=source_lang or "und", target_lang=target_lang or "und", dataset="unknown",
+            staging, model, source_lang=source_lang, target_lang=target_lang, dataset="unknown",
             repo_id=output_dir.name, example="Hello world.", training=training,
         )  # fmt: skip
     logger.info(f"imported {checkpoint} ({provenance['arch']}) into {output_dir}")

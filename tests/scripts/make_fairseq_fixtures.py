@@ -89,7 +89,9 @@ def subwords(kind: str, work: Path, splits: dict[str, dict[str, list[str]]]) -> 
     for split, sides in splits.items():
         for lang, lines in sides.items():
             moses = MosesTokenizer(lang=lang)
-            tokenized[split, lang] = [moses.tokenize(line, return_str=True, escape=False) for line in lines]
+            # as fairseq's `--tokenizer moses` does by default (and the WMT recipes' tokenizer.perl -a)
+            tokenized[split, lang] = [moses.tokenize(line, return_str=True, aggressive_dash_splits=True, escape=True)
+                                      for line in lines]  # fmt: skip
     write_lines(work / "bpe-input.txt", tokenized["train", "en"] + tokenized["train", "fr"])
     run(sys.executable, "-m", "subword_nmt.learn_bpe", "-s", "600", "-i", str(work / "bpe-input.txt"),
         "-o", str(work / "bpe.codes"))  # fmt: skip
@@ -168,6 +170,7 @@ def record(kind: str, work: Path, checkpoint: Path, splits, subword_files: dict[
     texts = splits["test"]["en"]
     result["interactive"] = {  # one verse a call: in a batch fairseq's limit is the longest source's
         "source_texts": texts,
+        "target_texts": splits["test"]["fr"],  # the references, as text
         "beam4": [hub.translate(text, beam=4, **LIMIT) for text in texts],
         "greedy": [hub.translate(text, beam=1, **LIMIT) for text in texts],
     }

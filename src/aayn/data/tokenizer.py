@@ -110,8 +110,10 @@ def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: str | Path) -> No
     set (training's max length) would be saved in tokenizer.json and cut every later `Tokenizer.from_file` user's
     text: it is not part of the tokenizer, so it is cleared (transformers sets it again per call).
     """
-    tokenizer.backend_tokenizer.no_truncation()
-    tokenizer.backend_tokenizer.no_padding()
+    backend = getattr(tokenizer, "backend_tokenizer", None)  # none: a Python tokenizer (an imported Moses + BPE)
+    if backend is not None:
+        backend.no_truncation()
+        backend.no_padding()
     tokenizer.save_pretrained(folder)
     path = Path(folder) / "tokenizer_config.json"
     config = json.loads(path.read_text(encoding="utf-8"))
