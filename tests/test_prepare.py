@@ -154,7 +154,7 @@ def test_the_bpe_reads_a_seeded_sample_of_the_sentences(corpus, cache, caplog):
     plan = DataPlan(str(corpus), "en", "fr", vocab_size=300, input_sentence_size=100)
     with caplog.at_level("INFO", logger="aayn"):
         sampled = prepare_data(plan, SPLITS).tokenizer
-    assert "training the BPE on 50 of 242 pairs" in caplog.text and "on 100 sentences" in caplog.text
+    assert "training the vocabulary on 50 of 242 pairs" in caplog.text and "on 100 sentences" in caplog.text
     shutil.rmtree(cache)
     again = prepare_data(plan, SPLITS).tokenizer  # trained again: the same sample, the same merges
     assert again.backend_tokenizer.to_str() == sampled.backend_tokenizer.to_str()

@@ -89,3 +89,21 @@ __all__ = [
     "refuse_unknown",
     "tied_weights_keys",
 ]
+
+
+def sentencepiece_backend(model_file: str):
+    """A `tokenizers.Tokenizer` that segments as the SentencePiece model in `model_file` does (unigram or BPE), by
+    transformers' own converter: 5.x builds it from the model's settings (`build_tokenizer_from_spm_proto`; its
+    converter instance breaks on BPE models), 4.57 converts through a `SpmConverter`."""
+    from types import SimpleNamespace
+
+    from transformers.convert_slow_tokenizer import SpmConverter, import_protobuf
+
+    if not hasattr(SpmConverter, "build_tokenizer_from_spm_proto"):
+        return SpmConverter(SimpleNamespace(vocab_file=model_file, legacy=True, add_prefix_space=True)).converted()
+    proto = import_protobuf().ModelProto()
+    with open(model_file, "rb") as f:
+        proto.ParseFromString(f.read())
+    pieces = [(piece.piece, piece.score) for piece in proto.pieces]
+    vocab = pieces if proto.trainer_spec.model_type == 1 else {piece: i for i, (piece, _) in enumerate(pieces)}
+    return SpmConverter.build_tokenizer_from_spm_proto(proto, vocab)

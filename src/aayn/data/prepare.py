@@ -30,7 +30,7 @@ from transformers.utils import logging
 
 from .loading import load_translation_dataset, local_split_files
 from .preprocess import tokenize_dataset
-from .tokenizer import save_tokenizer, train_tokenizer
+from .tokenizer import save_tokenizer, train_sentencepiece, train_tokenizer
 
 logger = logging.get_logger(__name__)
 
@@ -52,7 +52,9 @@ class DataPlan:
     max_source_length: int = 256
     max_target_length: int = 256
     overlong: str = "drop"  # the training split's; validation and test are truncated, as evaluation needs them whole
-    vocab_size: int = 37000  # a new BPE's
+    vocab_size: int = 37000  # a new vocabulary's
+    tokenizer_type: str = "bpe"  # a new vocabulary's kind: byte-level BPE or SentencePiece (aayn.data.tokenizer)
+    sentencepiece_model_type: str = "unigram"
     input_sentence_size: int = 2_000_000  # sentences a new BPE reads (0: all)
     tokenizer_name: str | None = None  # a saved tokenizer instead of a new BPE
 
@@ -216,15 +218,23 @@ def _bpe(plan: DataPlan, identities: dict[str, str], raw, root: Path) -> PreTrai
         "vocab_size": plan.vocab_size,
         "input_sentence_size": plan.input_sentence_size,
     }
+    if plan.tokenizer_type != "bpe":  # (a byte-level BPE's key predates the choice)
+        parts["tokenizer_type"] = f"{plan.tokenizer_type} {plan.sentencepiece_model_type}"
     folder = root / f"bpe-{name}-{text_digest(parts)[:16]}"
     if not (folder / RECORD).is_file():
         _say_what_changed(root, f"bpe-{name}-", parts)
-        tokenizer = train_tokenizer(
+        train, options = (
+            (train_tokenizer, {})
+            if plan.tokenizer_type == "bpe"
+            else (train_sentencepiece, {"model_type": plan.sentencepiece_model_type})
+        )
+        tokenizer = train(
             raw()["train"],
             source_lang=plan.source_lang,
             target_lang=plan.target_lang,
             vocab_size=plan.vocab_size,
             input_sentence_size=plan.input_sentence_size,
+            **options,
         )
         with _staging(folder) as staging:
             save_tokenizer(tokenizer, staging)
@@ -247,6 +257,8 @@ def _describe(key: str, old, new) -> str:
         return "the training data"
     if key == "tokenizer":
         return "the tokenizer"
+    if key == "tokenizer_type":
+        return f"tokenizer_type {old or 'bpe'} -> {new or 'bpe'}"
     return f"{key} {old} -> {new}"
 
 
@@ -257,7 +269,8 @@ def _say_what_changed(root: Path, prefix: str, parts: dict) -> None:
     earlier = []
     for path in root.glob(f"{prefix}*/{RECORD}"):
         old = json.loads(path.read_text(encoding="utf-8"))["parts"]
-        changes = [_describe(key, old.get(key), value) for key, value in parts.items() if old.get(key) != value]
+        keys = list(parts) + [key for key in old if key not in parts]
+        changes = [_describe(key, old.get(key), parts.get(key)) for key in keys if old.get(key) != parts.get(key)]
         earlier.append((len(changes), -path.stat().st_mtime, changes, path.parent.name))
     if not earlier:
         logger.info(f"preparing {kind} for {prefix[prefix.index('-') + 1 : -1]}: nothing prepared yet")

@@ -1,8 +1,12 @@
-"""§5.1: one BPE vocabulary shared by source and target, trained with the `tokenizers` library."""
+"""§5.1: one vocabulary shared by source and target: a byte-level BPE trained with the `tokenizers` library (the
+default), or a SentencePiece model (unigram or BPE) trained with the `sentencepiece` library, the tokenizer of
+Marian / OPUS-MT, Argos Translate and NLLB. Either is saved as a `tokenizer.json` that transformers loads alone."""
 
 from __future__ import annotations
 
+import io
 import json
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +21,10 @@ from .loading import translation_languages
 
 logger = logging.get_logger(__name__)
 
+TOKENIZER_TYPES = ("bpe", "sentencepiece")  # byte-level BPE (tokenizers), SentencePiece (sentencepiece)
+SENTENCEPIECE_TYPES = ("unigram", "bpe")
+SENTENCEPIECE_FILE = "sentencepiece.model"  # saved beside tokenizer.json (Argos Translate packages need it)
+
 # The ids AaynConfig expects (pad_token_id=0, bos_token_id=1 = decoder_start_token_id, eos_token_id=2); unk follows.
 SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 
@@ -30,6 +38,28 @@ def _sentences(
         stats["sentences"] += len(texts)
         stats["characters"] += sum(map(len, texts))
         yield texts
+
+
+def check_languages(dataset: Dataset | IterableDataset, source_lang: str, target_lang: str) -> None:
+    for lang in (source_lang, target_lang):
+        if lang not in (languages := translation_languages(dataset)):
+            raise ValueError(f"{lang!r} is not a language of the corpus; its languages: {', '.join(languages)}")
+
+
+def training_sample(dataset: Dataset | IterableDataset, input_sentence_size: int, seed: int):
+    """The pairs a new vocabulary reads: both sides of a seeded random sample of `input_sentence_size / 2` pairs
+    (0: all), the same for either kind of tokenizer."""
+    if input_sentence_size and isinstance(dataset, Dataset) and 2 * len(dataset) > input_sentence_size:
+        pairs = max(1, input_sentence_size // 2)
+        chosen = np.sort(np.random.default_rng(seed).choice(len(dataset), size=pairs, replace=False))
+        logger.info(
+            f"training the vocabulary on {pairs:,} of {len(dataset):,} pairs "
+            f"(input_sentence_size={input_sentence_size:,})"
+        )
+        return dataset.select(chosen)
+    if input_sentence_size and isinstance(dataset, IterableDataset):  # a stream's length is unknown: a buffered draw
+        return dataset.shuffle(seed=seed, buffer_size=10_000).take(max(1, input_sentence_size // 2))
+    return dataset
 
 
 def train_tokenizer(
@@ -55,9 +85,7 @@ def train_tokenizer(
         raise ValueError(f"input_sentence_size must be >= 0 (0: every sentence), got {input_sentence_size}")
     if vocab_size < 300:
         raise ValueError(f"vocab_size={vocab_size} is too small for byte-level BPE (256 bytes + special tokens)")
-    for lang in (source_lang, target_lang):
-        if lang not in (languages := translation_languages(dataset)):
-            raise ValueError(f"{lang!r} is not a language of the corpus; its languages: {', '.join(languages)}")
+    check_languages(dataset, source_lang, target_lang)
     tokenizer = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"]))
     tokenizer.normalizer = normalizers.NFKC()
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -69,15 +97,7 @@ def train_tokenizer(
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=show_progress,
     )
-    if input_sentence_size and isinstance(dataset, Dataset) and 2 * len(dataset) > input_sentence_size:
-        pairs = max(1, input_sentence_size // 2)
-        chosen = np.sort(np.random.default_rng(seed).choice(len(dataset), size=pairs, replace=False))
-        logger.info(
-            f"training the BPE on {pairs:,} of {len(dataset):,} pairs (input_sentence_size={input_sentence_size:,})"
-        )
-        dataset = dataset.select(chosen)
-    elif input_sentence_size and isinstance(dataset, IterableDataset):  # a stream's length is unknown: a buffered draw
-        dataset = dataset.shuffle(seed=seed, buffer_size=10_000).take(max(1, input_sentence_size // 2))
+    dataset = training_sample(dataset, input_sentence_size, seed)
     stats = {"sentences": 0, "characters": 0}
     start = time.perf_counter()
     length = 2 * len(dataset) if isinstance(dataset, Dataset) else None
@@ -102,6 +122,92 @@ def train_tokenizer(
     )
 
 
+def train_sentencepiece(
+    dataset: Dataset | IterableDataset,
+    *,
+    source_lang: str,
+    target_lang: str,
+    vocab_size: int = 37000,
+    model_type: str = "unigram",
+    model_max_length: int = 1024,
+    batch_size: int = 1000,
+    input_sentence_size: int = 0,
+    seed: int = 0,
+) -> PreTrainedTokenizerFast:
+    """Train one shared SentencePiece model (`unigram` or `bpe`) on both sides of the same sample a BPE reads, with
+    aayn's special ids (`<pad>` 0, `<s>` 1, `</s>` 2, `<unk>` 3) and every character of the sample covered; wrapped
+    for transformers by transformers' own SentencePiece converter, `</s>` appended as the BPE's is. The model's
+    bytes travel with the tokenizer (`sentencepiece_model`) and are saved beside it as `sentencepiece.model`."""
+    try:
+        import sentencepiece
+    except ImportError as error:
+        from .. import MissingExtra
+
+        raise MissingExtra("tokenizer_type: sentencepiece needs pip install 'aayn[sentencepiece]'") from error
+    if model_type not in SENTENCEPIECE_TYPES:
+        raise ValueError(f"sentencepiece_model_type={model_type!r}; allowed: {', '.join(SENTENCEPIECE_TYPES)}")
+    if input_sentence_size < 0:
+        raise ValueError(f"input_sentence_size must be >= 0 (0: every sentence), got {input_sentence_size}")
+    from .prepare import available_cores  # (prepare imports this module)
+
+    check_languages(dataset, source_lang, target_lang)
+    stats = {"sentences": 0, "characters": 0}
+    batches = _sentences(
+        training_sample(dataset, input_sentence_size, seed), (source_lang, target_lang), batch_size, stats
+    )
+    model = io.BytesIO()
+    start = time.perf_counter()
+    try:
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=(text for batch in batches for text in batch if text.strip()),
+            model_writer=model, model_type=model_type, vocab_size=vocab_size, character_coverage=1.0,
+            pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="<pad>", bos_piece="<s>", eos_piece="</s>",
+            unk_piece="<unk>", input_sentence_size=0, num_threads=available_cores(), minloglevel=2,
+        )  # fmt: skip
+    except RuntimeError as error:  # "Vocabulary size too high (37000). Please set it to a value <= 1234."
+        raise ValueError(f"vocab_size={vocab_size}: SentencePiece says {error}") from None
+    seconds = time.perf_counter() - start
+    logger.info(
+        f"trained a {vocab_size:,}-piece SentencePiece {model_type} model on {stats['sentences']:,} sentences "
+        f"({stats['characters'] / 1e6:.1f}M characters) in {seconds:.1f}s"
+    )
+    return sentencepiece_tokenizer(model.getvalue(), model_max_length)
+
+
+def sentencepiece_tokenizer(model: bytes, model_max_length: int = 1024) -> PreTrainedTokenizerFast:
+    """A SentencePiece model (aayn's special ids) as transformers' fast tokenizer, `</s>` appended."""
+    from ..compat_aayn import sentencepiece_backend
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, SENTENCEPIECE_FILE)
+        path.write_bytes(model)
+        backend = sentencepiece_backend(str(path))
+    specials = list(SPECIAL_TOKENS.values())
+    if [backend.id_to_token(i) for i in range(len(specials))] != ["<pad>", "<s>", "</s>", "<unk>"]:
+        raise ValueError("the SentencePiece model does not have aayn's special pieces <pad> <s> </s> <unk> as ids 0-3")
+    backend.add_special_tokens(specials)
+    eos = SPECIAL_TOKENS["eos_token"]
+    backend.post_processor = processors.TemplateProcessing(
+        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, backend.token_to_id(eos))]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, model_max_length=model_max_length,
+        model_input_names=["input_ids", "attention_mask"], **SPECIAL_TOKENS,
+    )  # fmt: skip
+    tokenizer.sentencepiece_model = model
+    return tokenizer
+
+
+def sentencepiece_model_of(tokenizer) -> bytes | None:
+    """The SentencePiece model a tokenizer was made from: trained in this process, or saved beside the tokenizer
+    in the local folder it was loaded from; None for a byte-level BPE."""
+    model = getattr(tokenizer, "sentencepiece_model", None)
+    if model is None:
+        path = Path(str(getattr(tokenizer, "name_or_path", "") or "."), SENTENCEPIECE_FILE)
+        model = path.read_bytes() if path.is_file() else None
+    return model
+
+
 def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: str | Path) -> None:
     """`save_pretrained`, made for users of either transformers line and of plain `tokenizers`.
 
@@ -115,6 +221,9 @@ def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: str | Path) -> No
         backend.no_truncation()
         backend.no_padding()
     tokenizer.save_pretrained(folder)
+    model = sentencepiece_model_of(tokenizer)
+    if model is not None:
+        Path(folder, SENTENCEPIECE_FILE).write_bytes(model)
     path = Path(folder) / "tokenizer_config.json"
     config = json.loads(path.read_text(encoding="utf-8"))
     if config.get("tokenizer_class") == "TokenizersBackend":

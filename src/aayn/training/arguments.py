@@ -33,8 +33,13 @@ class ModelArguments:
     tokenizer_name: str | None = field(
         default=None, metadata={"help": "a saved tokenizer; default: the model's, or a new BPE"}
     )
-    vocab_size: int = field(
-        default=37000, metadata={"help": "size of the shared BPE vocabulary trained for a new model"}
+    vocab_size: int = field(default=37000, metadata={"help": "size of the shared vocabulary trained for a new model"})
+    tokenizer_type: str = field(
+        default="bpe",
+        metadata={"help": "a new vocabulary's kind: bpe (byte-level, the tokenizers library) or sentencepiece"},
+    )
+    sentencepiece_model_type: str = field(
+        default="unigram", metadata={"help": "with tokenizer_type sentencepiece: unigram or bpe"}
     )
     d_model: int = field(default=512, metadata={"help": "model width (base 512, big 1024)"})
     encoder_layers: int = field(default=6)
@@ -55,6 +60,13 @@ class ModelArguments:
     )
     # the keys the recipe or a flag set (not a key itself): fine-tuning applies only those (`parse_arguments`)
     given: frozenset = field(default=frozenset(), init=False, repr=False)
+
+    def __post_init__(self):
+        from ..data.tokenizer import SENTENCEPIECE_TYPES, TOKENIZER_TYPES
+
+        for name, allowed in (("tokenizer_type", TOKENIZER_TYPES), ("sentencepiece_model_type", SENTENCEPIECE_TYPES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}={getattr(self, name)!r}; allowed: {', '.join(allowed)}")
 
 
 @dataclass

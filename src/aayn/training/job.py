@@ -64,6 +64,8 @@ def data_plan(model_args: ModelArguments, data_args: DataTrainingArguments, args
         max_target_length=data_args.max_target_length,
         overlong=data_args.overlong,
         vocab_size=model_args.vocab_size,
+        tokenizer_type=model_args.tokenizer_type,
+        sentencepiece_model_type=model_args.sentencepiece_model_type,
         input_sentence_size=data_args.input_sentence_size,
         tokenizer_name=model_args.tokenizer_name,
     )
@@ -180,6 +182,9 @@ def fine_tuning_overrides(model_args: ModelArguments, config) -> dict:
             f"vocab_size {model_args.vocab_size} sizes a new model's BPE; the model in {model_args.model_name_or_path} "
             f"keeps its {config.vocab_size}-token vocabulary"
         )
+    for key in ("tokenizer_type", "sentencepiece_model_type"):
+        if key in given:
+            logger.warning(f"{key} chooses a new model's vocabulary; the model keeps its own tokenizer")
     for key, names in SHAPE_KEYS.items():
         value = getattr(model_args, key)
         if key not in given:
