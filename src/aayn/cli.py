@@ -290,10 +290,22 @@ def bench(args: argparse.Namespace) -> None:
 
 
 def export(args: argparse.Namespace) -> None:
-    """Convert a saved model for another inference engine (CTranslate2)."""
+    """Convert a saved model for another inference engine (CTranslate2, ONNX Runtime, Argos Translate)."""
     from .export import export_model
 
-    output = export_model(args.model, args.output_dir, format=args.format, quantization=args.quantization)
+    if (args.format == "argos") != bool(args.output) or (args.format != "argos") != bool(args.output_dir):
+        wanted = "--output FILE.argosmodel" if args.format == "argos" else "--output_dir DIR"
+        raise ValueError(f"--format {args.format} writes {wanted} (and not the other)")
+    package = {
+        key: getattr(args, key)
+        for key in ("source_lang", "target_lang", "source_name", "target_name", "package_version")
+        if getattr(args, key) is not None
+    }
+    if package and args.format != "argos":
+        raise ValueError(f"--{next(iter(package))} describes an Argos Translate package (--format argos)")
+    output = export_model(
+        args.model, args.output or args.output_dir, format=args.format, quantization=args.quantization, **package
+    )
     print(f"{args.format} model written to {output}")
 
 
@@ -502,13 +514,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     bencher.set_defaults(run=bench)
     exporter = commands.add_parser("export", help=export.__doc__)
-    exporter.add_argument("--format", required=True, choices=["ctranslate2"])
+    exporter.add_argument("--format", required=True, choices=["ctranslate2", "onnx", "argos"])
     exporter.add_argument("--model", required=True, help="saved model folder (weights, config, tokenizer)")
-    exporter.add_argument("--output_dir", required=True, help="new folder for the exported model")
+    exporter.add_argument("--output_dir", help="new folder for the exported model (ctranslate2, onnx)")
+    exporter.add_argument("--output", help="new .argosmodel file (argos)")
+    for key, text in (("source_lang", "default: the model card's"), ("target_lang", "default: the model card's"),
+                      ("source_name", "default: the language's English name"), ("target_name", "the same"),
+                      ("package_version", "default: 1.0")):  # fmt: skip
+        exporter.add_argument(f"--{key}", help=f"argos: {text}")
     exporter.add_argument(
         "--quantization",
         choices=["int8", "int8_float32", "int16", "float16", "bfloat16"],
-        help="CTranslate2 weight type (default: float32, outputs equal to PyTorch's)",
+        help="weight type (default: float32, outputs equal to PyTorch's); onnx: int8 (dynamic quantization)",
     )
     exporter.set_defaults(run=export)
     importer = commands.add_parser("import", help=import_model.__doc__)

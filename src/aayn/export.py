@@ -27,7 +27,7 @@ from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer
 
 logger = logging.get_logger(__name__)
 
-FORMATS = ("ctranslate2",)
+FORMATS = ("ctranslate2", "onnx", "argos")
 
 
 def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str], target_tokens: list[str] | None = None):
@@ -115,12 +115,15 @@ def save_ctranslate2(
     quantization: str | None = None,
     tokenizer=None,
     target_tokens: list[str] | None = None,
+    source_eos: bool = False,
 ) -> Path:
     """Writes the CTranslate2 model (model.bin, vocabularies, config.json) and `tokenizer`, if given, into a new
-    `output_dir`, whole or not at all."""
+    `output_dir`, whole or not at all. `source_eos`: CTranslate2 appends `</s>` to each source itself (for callers
+    whose tokenizer does not, as Argos Translate's)."""
     output_dir = Path(output_dir)
     check_new_folder(output_dir)
     spec = ctranslate2_spec(model, tokens, target_tokens)
+    spec.config.add_source_eos = source_eos
     spec.validate()
     spec.optimize(quantization=quantization)
     with staged_folder(output_dir) as staging:
@@ -161,10 +164,16 @@ def staged_folder(output_dir: Path):
 
 
 def export_model(
-    model_dir: str | Path, output_dir: str | Path, format: str = "ctranslate2", quantization: str | None = None
+    model_dir: str | Path,
+    output_dir: str | Path,
+    format: str = "ctranslate2",
+    quantization: str | None = None,
+    **package,
 ) -> Path:
     """A saved aayn folder (weights + tokenizer) as a CTranslate2 model folder, with the tokenizer copied beside it
-    so the exported folder tokenizes by itself (`AutoTokenizer.from_pretrained(output_dir)`)."""
+    so the exported folder tokenizes by itself (`AutoTokenizer.from_pretrained(output_dir)`); with `format` "onnx"
+    ONNX graphs (aayn.onnx_export), with "argos" an Argos Translate package file (aayn.argos_export: `package`
+    holds its languages and version)."""
     from transformers import AutoTokenizer
 
     if format not in FORMATS:
@@ -177,6 +186,14 @@ def export_model(
         raise ValueError(f"--model {model_dir} holds a {model_type!r} model, not an aayn one: only aayn models export")
     check_model_folder(model_dir, "--model")
     check_new_folder(Path(output_dir))
+    if format == "onnx":
+        from .onnx_export import save_onnx
+
+        return save_onnx(model_dir, output_dir, quantization=quantization)
+    if format == "argos":
+        from .argos_export import save_argos
+
+        return save_argos(model_dir, output_dir, quantization=quantization, **package)
     model = AaynForConditionalGeneration.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tokens = target_tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))

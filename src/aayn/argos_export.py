@@ -1,0 +1,104 @@
+"""`aayn export --format argos`: a model as an Argos Translate package (`.argosmodel`), which LibreTranslate serves.
+
+A package is a zip of one folder: `metadata.json` (language codes and names, `package_version`), `model/` (a
+CTranslate2 model: aayn's CTranslate2 export, with the source's `</s>` appended by CTranslate2 itself, as aayn's
+tokenizer appends it and Argos's does not), `sentencepiece.model` (Argos tokenizes with it, pieces as tokens) and
+the model card as `README.md`. Only a model with a SentencePiece tokenizer (`tokenizer_type: sentencepiece`) can
+be packaged: Argos has no byte-level BPE. The zip is written beside its final name and renamed into place.
+
+Argos Translate decodes with CTranslate2: beam 4 (`ARGOS_BEAM_SIZE`), `length_penalty=0.2` (CTranslate2's
+log P / |Y|^0.2), unknown pieces replaced by the source's, at most 256 tokens; it splits text into sentences
+first (MiniSBD or stanza models) and joins the translations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+LANGUAGE_NAMES = {
+    "ar": "Arabic", "de": "German", "en": "English", "es": "Spanish", "fa": "Persian", "fr": "French",
+    "it": "Italian", "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
+    "ro": "Romanian", "ru": "Russian", "tl": "Tagalog", "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
+}  # fmt: skip
+ARGOS_SEARCH = {"num_beams": 4, "length_penalty": 0.2}  # what Argos Translate 1.11 passes CTranslate2
+
+
+def package_metadata(model_dir: Path, source_lang, target_lang, source_name, target_name, version: str) -> dict:
+    """metadata.json: the languages from the flags, else the model card's; names from the flags, else the table."""
+    from .hub import card_metadata
+
+    card = card_metadata(model_dir) or {}
+    source_lang, target_lang = source_lang or card.get("source_lang"), target_lang or card.get("target_lang")
+    if not (source_lang and target_lang):
+        raise ValueError(
+            f"--model {model_dir} names no languages in its card: give --source_lang and --target_lang (ISO 639)"
+        )
+    return {
+        "package_version": version,
+        "argos_version": "1.9",
+        "from_code": source_lang,
+        "from_name": source_name or LANGUAGE_NAMES.get(source_lang, source_lang),
+        "to_code": target_lang,
+        "to_name": target_name or LANGUAGE_NAMES.get(target_lang, target_lang),
+        "type": "translate",
+        "links": [],
+    }
+
+
+def save_argos(
+    model_dir: str | Path,
+    output: str | Path,
+    *,
+    source_lang: str | None = None,
+    target_lang: str | None = None,
+    source_name: str | None = None,
+    target_name: str | None = None,
+    package_version: str = "1.0",
+    quantization: str | None = None,
+) -> Path:
+    """The Argos Translate package of the saved aayn folder `model_dir`, written to `output` whole or not at all."""
+    from transformers import AutoTokenizer
+
+    from .data.tokenizer import SENTENCEPIECE_FILE, sentencepiece_model_of
+    from .export import save_ctranslate2
+    from .modeling_aayn import AaynForConditionalGeneration
+
+    model_dir, output = Path(model_dir), Path(output)
+    if output.suffix != ".argosmodel":
+        raise ValueError(f"--output {output}: an Argos Translate package is a .argosmodel file")
+    if output.exists():
+        raise FileExistsError(f"--output {output} exists; give a new file")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    spm_model = sentencepiece_model_of(tokenizer)
+    if spm_model is None:
+        raise ValueError(
+            f"--model {model_dir} has a byte-level BPE tokenizer and Argos Translate tokenizes with SentencePiece: "
+            "train the model with `tokenizer_type: sentencepiece` (pip install 'aayn[sentencepiece]') to package it"
+        )
+    metadata = package_metadata(model_dir, source_lang, target_lang, source_name, target_name, package_version)
+    name = f"translate-{metadata['from_code']}_{metadata['to_code']}-{package_version.replace('.', '_')}"
+    model = AaynForConditionalGeneration.from_pretrained(model_dir).eval()
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{output.name}-", dir=output.parent) as parts:
+        package = Path(parts) / name
+        save_ctranslate2(model, tokens, package / "model", quantization=quantization, source_eos=True)
+        (package / SENTENCEPIECE_FILE).write_bytes(spm_model)
+        (package / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+        if (model_dir / "README.md").is_file():
+            (package / "README.md").write_bytes((model_dir / "README.md").read_bytes())
+        archive_path = Path(parts) / "package.zip"
+        with zipfile.ZipFile(archive_path, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(package.rglob("*")):
+                archive.write(path, path.relative_to(parts).as_posix())
+        os.replace(archive_path, output)  # the same folder's file system: whole or not at all
+    logger.info(f"Argos Translate package {name} written to {output}")
+    return output

@@ -1,0 +1,120 @@
+"""`aayn export --format argos`: an Argos Translate package of a model trained with a SentencePiece tokenizer,
+installed and run by Argos Translate itself (in a venv of its own: it pulls spaCy, stanza and MiniSBD, which the
+test extra does not hold), translating as aayn's own CTranslate2 export does with Argos's search settings."""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
+
+from aayn.cli import main as aayn
+
+pytest.importorskip("ctranslate2")
+pytest.importorskip("sentencepiece")
+
+VERSES = ["Six one eight.", "Two.", "Zero nine nine five three four.", "Seven seven.", "Three four five six."]
+ARGOS = "argostranslate==1.11.0"
+
+
+@pytest.fixture(scope="module")
+def spm_run(tmp_path_factory):
+    """A tiny model trained with a SentencePiece unigram tokenizer until it ends its sentences."""
+    root = tmp_path_factory.mktemp("argos")
+    corpus = write_numbers_corpus(root / "numbers")
+    recipe = tiny_recipe(corpus, root / "run", tokenizer_type="sentencepiece", vocab_size=48, max_steps=150,
+                         eval_strategy="no", generation_num_beams=1, max_predict_samples=4, num_examples_to_print=0,
+                         save_strategy="no", warmup_steps=30)  # fmt: skip
+    assert aayn(["train", str(write_recipe(root / "r.yaml", recipe))]) == 0
+    return root / "run"
+
+
+@pytest.fixture(scope="module")
+def package(spm_run):
+    path = spm_run.parent / "en_fr.argosmodel"
+    assert aayn(["export", "--format", "argos", "--model", str(spm_run), "--output", str(path)]) == 0
+    return path
+
+
+def test_the_package_is_what_argos_installs(spm_run, package):
+    with zipfile.ZipFile(package) as archive:
+        names = archive.namelist()
+        root = names[0].split("/")[0]
+        assert root == "translate-en_fr-1_0" and all(name.startswith(f"{root}/") for name in names)
+        metadata = json.loads(archive.read(f"{root}/metadata.json"))
+        model_config = json.loads(archive.read(f"{root}/model/config.json"))
+        assert archive.read(f"{root}/sentencepiece.model") == (spm_run / "sentencepiece.model").read_bytes()
+        assert {f"{root}/model/model.bin", f"{root}/README.md"} <= set(names)
+    assert metadata | {"package_version": "1.0", "from_code": "en", "to_code": "fr"} == metadata
+    assert (metadata["from_name"], metadata["to_name"]) == ("English", "French")
+    assert model_config["add_source_eos"] is True  # Argos's tokenizer gives pieces without </s>
+    assert not [path.name for path in package.parent.iterdir() if path.name.startswith(".en_fr")]
+
+
+def test_a_byte_level_model_is_refused_saying_how_to_train_one_that_exports(tmp_path, capsys):
+    corpus = write_numbers_corpus(tmp_path / "numbers")
+    recipe = tiny_recipe(corpus, tmp_path / "bpe", max_steps=2, eval_strategy="no", do_predict=False)
+    assert aayn(["train", str(write_recipe(tmp_path / "r.yaml", recipe))]) == 0
+    capsys.readouterr()
+    output = tmp_path / "x.argosmodel"
+    assert aayn(["export", "--format", "argos", "--model", str(tmp_path / "bpe"), "--output", str(output)]) == 2
+    assert "tokenizer_type: sentencepiece" in capsys.readouterr().err
+    assert not output.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".x.argosmodel")]
+    assert aayn(["export", "--format", "argos", "--model", str(tmp_path / "bpe"), "--output_dir", "x"]) == 2
+    assert "--format argos writes --output FILE.argosmodel" in capsys.readouterr().err
+
+
+def aayn_ct2_translations(spm_run, tmp_path, **search) -> list[str]:
+    from aayn.ct2 import ExportedModel
+
+    assert aayn(["export", "--format", "ctranslate2", "--model", str(spm_run), "--output_dir", str(tmp_path / "ct2")])
+    return [hypotheses[0][1] for hypotheses in ExportedModel(tmp_path / "ct2").nbest(VERSES, **search)]
+
+
+@pytest.fixture(scope="module")
+def argos_python(tmp_path_factory):
+    """A venv with Argos Translate (and torch 2.13.0 first, for stanza), made once per test venv."""
+    venv = Path(sys.prefix) / "argos-venv"
+    python = venv / "bin" / "python"
+    if not (venv / "ready").is_file():
+        if not os.environ.get("CI") and not os.environ.get("AAYN_ARGOS_TESTS"):
+            pytest.skip("Argos Translate's venv is made only in CI or with AAYN_ARGOS_TESTS=1 (a few minutes)")
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        for spec in ("torch==2.13.0", ARGOS):
+            done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", spec], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr[-3000:]
+        (venv / "ready").write_text(ARGOS + "\n")
+    return python
+
+
+ARGOS_SCRIPT = """
+import json, os, sys
+import argostranslate.package, argostranslate.sbd, argostranslate.translate
+# MiniSBD, Argos's sentence splitter, downloads its model at first use: offline, each verse is one sentence
+argostranslate.sbd.MiniSBDSentencizer.split_sentences = lambda self, text: [text]
+argostranslate.package.install_from_path(sys.argv[1])
+print(json.dumps([argostranslate.translate.translate(text, "en", "fr") for text in json.loads(sys.argv[2])]))
+"""
+
+
+@pytest.mark.parametrize("beams", [4, 1])
+def test_argos_translate_installs_the_package_and_translates_as_aayn(spm_run, package, argos_python, tmp_path, beams):
+    """Argos's own search: CTranslate2, beam 4 (or `ARGOS_BEAM_SIZE`), length_penalty 0.2, unknowns replaced;
+    aayn's CTranslate2 export with the same settings gives the same text, and greedy equals aayn's torch model."""
+    env = dict(os.environ, ARGOS_PACKAGES_DIR=str(tmp_path / "packages"), XDG_DATA_HOME=str(tmp_path / "data"),
+               XDG_CACHE_HOME=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "config"),
+               ARGOS_BEAM_SIZE=str(beams), HF_HUB_OFFLINE="1")  # fmt: skip
+    done = subprocess.run([str(argos_python), "-c", ARGOS_SCRIPT, str(package), json.dumps(VERSES)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    argos = json.loads(done.stdout.splitlines()[-1])
+    assert argos == aayn_ct2_translations(spm_run, tmp_path, num_beams=beams, length_penalty=0.2)
+    if beams == 1:
+        from aayn.translator import open_translator
+
+        torch_greedy = open_translator([str(spm_run)]).translate(VERSES, num_beams=1)
+        assert argos == torch_greedy

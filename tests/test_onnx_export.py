@@ -1,0 +1,129 @@
+"""`aayn export --format onnx`: the encoder and the decoder with its key/value cache as ONNX graphs, run by ONNX
+Runtime, checked against the torch model they came from: logits within 1e-4 in float32, greedy outputs token for
+token on real verses (a model trained by fairseq on Bible verses and imported, tests/data/fairseq), a model of
+the paper's default shape, and the refusals."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from aayn import AaynConfig, AaynForConditionalGeneration
+from aayn.cli import main as aayn
+from aayn.export import export_model
+from aayn.fairseq_import import import_fairseq
+
+onnxruntime = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+from aayn.onnx_export import FILES, OnnxModel, cache_names, export_graphs  # noqa: E402
+
+FAIRSEQ = Path(__file__).parent / "data" / "fairseq" / "postnorm-spm"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A model trained on Bible verses (fairseq's, imported) and its ONNX export: (folder, export, verses)."""
+    root = tmp_path_factory.mktemp("onnx")
+    import_fairseq(FAIRSEQ / "checkpoint.pt", root / "model", source_lang="en", target_lang="fr")
+    assert aayn(["export", "--format", "onnx", "--model", str(root / "model"), "--output_dir", str(root / "onnx")]) == 0
+    record = json.loads((FAIRSEQ / "fairseq.json").read_text(encoding="utf-8"))
+    return root / "model", root / "onnx", record["interactive"]["source_texts"]
+
+
+def torch_model(folder):
+    return AaynForConditionalGeneration.from_pretrained(folder).eval()
+
+
+def batch(folder, texts):
+    encoded = AutoTokenizer.from_pretrained(folder)(texts, return_tensors="np", padding=True)
+    return encoded["input_ids"].astype(np.int64), encoded["attention_mask"].astype(np.int64)
+
+
+def test_the_folder_holds_the_graphs_and_what_translating_needs(trained):
+    _, exported, _ = trained
+    names = {path.name for path in exported.iterdir()}
+    assert set(FILES) | {"config.json", "generation_config.json", "tokenizer.json", "onnx_export.json"} <= names
+    assert json.loads((exported / "onnx_export.json").read_text())["opset"] == 18
+    assert not [name for name in names if name.startswith(".")]
+
+
+def test_both_decoder_graphs_give_the_torch_model_s_logits_within_1e_4(trained):
+    folder, exported, verses = trained
+    model, runtime = torch_model(folder), OnnxModel(exported)
+    ids, mask = batch(folder, verses[:6])  # padded: rows of different lengths
+    hidden = runtime.encode(ids, mask)
+    source, attention = torch.from_numpy(ids), torch.from_numpy(mask)
+    with torch.no_grad():
+        expected = model.get_encoder()(input_ids=source, attention_mask=attention).last_hidden_state
+    real = mask.astype(bool)
+    np.testing.assert_allclose(hidden[real], expected.numpy()[real], atol=1e-4, rtol=0)
+    prefix = np.array([[2, 37, 9, 120]] * len(ids), dtype=np.int64)  # decoder start, then three target tokens
+    first = runtime.first.run(None, {"input_ids": prefix[:, :3], "encoder_attention_mask": mask,
+                                     "encoder_hidden_states": hidden})  # fmt: skip
+    feed = {"input_ids": prefix[:, 3:], "encoder_attention_mask": mask}
+    feed.update(zip(cache_names(model.config.decoder_layers, "past_key_values"), first[1:]))
+    later = runtime.later.run(None, feed)
+    with torch.no_grad():
+        logits = model(input_ids=source, attention_mask=attention, decoder_input_ids=torch.from_numpy(prefix)).logits
+    np.testing.assert_allclose(first[0], logits[:, :3].numpy(), atol=1e-4, rtol=0)
+    np.testing.assert_allclose(later[0], logits[:, 3:].numpy(), atol=1e-4, rtol=0)
+
+
+def test_greedy_outputs_equal_the_torch_model_s_token_for_token(trained):
+    folder, exported, verses = trained
+    model, runtime = torch_model(folder), OnnxModel(exported)
+    for start in range(0, len(verses), 8):
+        ids, mask = batch(folder, verses[start : start + 8])
+        ours = runtime.greedy(ids, mask)
+        expected = model.generate(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), num_beams=1)
+        assert ours.tolist() == expected.tolist()
+    texts = runtime.translate(verses)
+    assert texts == torch_translations(model, folder, verses)
+
+
+def torch_translations(model, folder, verses):
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    out = [model.generate(**tokenizer([verse], return_tensors="pt"), num_beams=1)[0] for verse in verses]
+    return [text.strip() for text in tokenizer.batch_decode(out, skip_special_tokens=True)]
+
+
+def test_int8_quantization_shrinks_the_graphs_and_still_translates(trained, tmp_path):
+    folder, exported, verses = trained
+    export_model(folder, tmp_path / "int8", format="onnx", quantization="int8")
+    for name in FILES:
+        assert (tmp_path / "int8" / name).stat().st_size < (exported / name).stat().st_size
+    texts = OnnxModel(tmp_path / "int8").translate(verses[:4])
+    assert len(texts) == 4 and all(texts)
+
+
+def test_a_model_of_the_paper_s_default_shape_exports(tmp_path):
+    """37,000 shared tokens, 6 + 6 layers, d_model 512, 8 heads, ffn 2048 (random weights): logits within 1e-4."""
+    torch.manual_seed(0)
+    model = AaynForConditionalGeneration(AaynConfig()).eval()
+    model.config._attn_implementation = "eager"
+    (tmp_path / "onnx").mkdir()
+    export_graphs(model, tmp_path / "onnx")
+    runtime_encoder = onnxruntime.InferenceSession(str(tmp_path / "onnx" / FILES[0]))
+    first = onnxruntime.InferenceSession(str(tmp_path / "onnx" / FILES[1]))
+    ids = np.array([[5, 900, 36999, 2], [17, 2, 0, 0]], dtype=np.int64)
+    mask = (ids != 0).astype(np.int64)
+    hidden = runtime_encoder.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+    start = np.full((2, 1), model.config.decoder_start_token_id, dtype=np.int64)
+    logits = first.run(None, {"input_ids": start, "encoder_attention_mask": mask, "encoder_hidden_states": hidden})[0]
+    with torch.no_grad():
+        expected = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                         decoder_input_ids=torch.from_numpy(start)).logits  # fmt: skip
+    np.testing.assert_allclose(logits, expected.numpy(), atol=1e-4, rtol=0)
+
+
+def test_what_cannot_be_exported_is_refused_in_one_line(trained, tmp_path, capsys):
+    folder, _, _ = trained
+    command = ["export", "--format", "onnx", "--model", str(folder), "--output_dir", str(tmp_path / "out")]
+    assert aayn([*command, "--quantization", "float16"]) == 2
+    assert "ONNX export quantizes to int8" in capsys.readouterr().err
+    assert aayn(["export", "--format", "onnx", "--model", str(tmp_path), "--output_dir", str(tmp_path / "o")]) == 2
+    assert "no config.json" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "o").exists()
