@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import ONCE_ACROSS_LINES
 from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
 
 from aayn.cli import main as aayn
@@ -26,9 +27,9 @@ def spm_run(tmp_path_factory):
     """A tiny model trained with a SentencePiece unigram tokenizer until it ends its sentences."""
     root = tmp_path_factory.mktemp("argos")
     corpus = write_numbers_corpus(root / "numbers")
-    recipe = tiny_recipe(corpus, root / "run", tokenizer_type="sentencepiece", vocab_size=48, max_steps=150,
+    recipe = tiny_recipe(corpus, root / "run", tokenizer_type="sentencepiece", vocab_size=48, max_steps=400,
                          eval_strategy="no", generation_num_beams=1, max_predict_samples=4, num_examples_to_print=0,
-                         save_strategy="no", warmup_steps=30)  # fmt: skip
+                         save_strategy="no", warmup_steps=30, generation_max_length=200)  # fmt: skip
     assert aayn(["train", str(write_recipe(root / "r.yaml", recipe))]) == 0
     return root / "run"
 
@@ -71,7 +72,8 @@ def test_a_byte_level_model_is_refused_saying_how_to_train_one_that_exports(tmp_
 def aayn_ct2_translations(spm_run, tmp_path, **search) -> list[str]:
     from aayn.ct2 import ExportedModel
 
-    assert aayn(["export", "--format", "ctranslate2", "--model", str(spm_run), "--output_dir", str(tmp_path / "ct2")])
+    command = ["export", "--format", "ctranslate2", "--model", str(spm_run), "--output_dir", str(tmp_path / "ct2")]
+    assert aayn(command) == 0
     return [hypotheses[0][1] for hypotheses in ExportedModel(tmp_path / "ct2").nbest(VERSES, **search)]
 
 
@@ -85,7 +87,8 @@ def argos_python(tmp_path_factory):
             pytest.skip("Argos Translate's venv is made only in CI or with AAYN_ARGOS_TESTS=1 (a few minutes)")
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
         for spec in ("torch==2.13.0", ARGOS):
-            done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", spec], capture_output=True, text=True)
+            command = [str(python), "-m", "pip", "install", "--quiet", spec]
+            done = subprocess.run(command, capture_output=True, text=True)
             assert done.returncode == 0, done.stderr[-3000:]
         (venv / "ready").write_text(ARGOS + "\n")
     return python
@@ -101,6 +104,7 @@ print(json.dumps([argostranslate.translate.translate(text, "en", "fr") for text 
 """
 
 
+@ONCE_ACROSS_LINES  # Argos Translate's own venv: the package it installs does not depend on the line
 @pytest.mark.parametrize("beams", [4, 1])
 def test_argos_translate_installs_the_package_and_translates_as_aayn(spm_run, package, argos_python, tmp_path, beams):
     """Argos's own search: CTranslate2, beam 4 (or `ARGOS_BEAM_SIZE`), length_penalty 0.2, unknowns replaced;

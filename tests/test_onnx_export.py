@@ -18,7 +18,7 @@ from aayn.fairseq_import import import_fairseq
 
 onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
-from aayn.onnx_export import FILES, OnnxModel, cache_names, export_graphs  # noqa: E402
+from aayn.onnx_export import FILES, OnnxModel, cache_names, export_graphs
 
 FAIRSEQ = Path(__file__).parent / "data" / "fairseq" / "postnorm-spm"
 
