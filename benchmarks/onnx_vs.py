@@ -3,11 +3,12 @@ ctranslate2`) and ONNX Runtime float32 / int8 (`aayn export --format onnx`), sid
 weights on disk, seconds per round (median of the rounds, the arms alternating), and how many outputs equal
 torch's.
 
-    python benchmarks/onnx_vs.py --model runs/demo-bible-en-fr [--verses 256] [--rounds 3] [--json out.json]
+    python benchmarks/onnx_vs.py --model runs/demo-bible-en-fr [--verses 256] [--rounds 3] [--num_beams 1]
 
-Greedy: the ONNX folder's own loop (`aayn.onnx_export.OnnxModel`) has no beam search. Each engine uses the
-process's cores (torch's threads, CTranslate2's and ONNX Runtime's intra-op threads at their defaults); batches
-are `aayn translate`'s (similar lengths, 4096 padded tokens).
+Greedy by default; with --num_beams k, torch and ONNX Runtime run §6.1's search (alpha 0.6) and CTranslate2 its own
+beam search (log P / |Y|^0.6, so its outputs may differ). Each engine uses the process's cores (torch's threads,
+CTranslate2's and ONNX Runtime's intra-op threads at their defaults); batches are `aayn translate`'s (similar
+lengths, 4096 padded tokens).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="a saved aayn folder (the demo job's)")
     parser.add_argument("--verses", type=int, default=256, help="the first N verses of the Bible test split")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--num_beams", type=int, default=1)
     parser.add_argument("--json", help="also write the report here")
     args = parser.parse_args()
 
@@ -55,7 +57,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, (engine, _) in arms.items():
             start = time.perf_counter()
-            texts = engine.translate(verses) if isinstance(engine, OnnxModel) else engine.translate(verses, num_beams=1)
+            texts = engine.translate(verses, num_beams=args.num_beams, length_penalty=0.6)
             times[name].append(time.perf_counter() - start)
             outputs[name] = texts
     reference = outputs["torch float32 (aayn)"]
@@ -65,7 +67,8 @@ def main() -> None:
         rows.append({"engine": name, "weights_mb": round(size_mb(files), 1), "seconds": times[name],
                      "median_s": round(statistics.median(times[name]), 2), "equal_to_torch": same})  # fmt: skip
     torch_median = rows[0]["median_s"]
-    print(f"{len(verses)} test verses, greedy, {args.rounds} rounds alternating; model {args.model}")
+    search = "greedy" if args.num_beams == 1 else f"beam {args.num_beams}, alpha 0.6"
+    print(f"{len(verses)} test verses, {search}, {args.rounds} rounds alternating; model {args.model}")
     print("| engine | weights (MB) | median s | speed vs torch | outputs equal to torch's |")
     print("| --- | --- | --- | --- | --- |")
     for row in rows:
@@ -73,7 +76,8 @@ def main() -> None:
         print(f"| {row['engine']} | {row['weights_mb']} | {row['median_s']} | {speed:.2f}x | "
               f"{row['equal_to_torch']}/{len(verses)} |")  # fmt: skip
     if args.json:
-        Path(args.json).write_text(json.dumps({"verses": len(verses), "rows": rows}, indent=2) + "\n")
+        report = {"verses": len(verses), "num_beams": args.num_beams, "rows": rows}
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -253,7 +253,7 @@ def test_export_errors(saved, tmp_path, monkeypatch, capsys):
     error = export_fails(capsys, "--model", str(tmp_path / "marian"), "--output_dir", str(tmp_path / "m"))
     assert "holds a 'marian' model, not an aayn one" in error and not (tmp_path / "m").exists()
     with pytest.raises(SystemExit):
-        aayn(["export", "--format", "onnx", "--model", str(folder), "--output_dir", str(tmp_path / "x")])
+        aayn(["export", "--format", "openvino", "--model", str(folder), "--output_dir", str(tmp_path / "x")])
     with pytest.raises(ValueError, match="activation_function"):
         save_ctranslate2(AaynForConditionalGeneration(tiny_config(activation_function="tanh")), TOKENS, tmp_path / "t")
     monkeypatch.setitem(sys.modules, "ctranslate2", None)

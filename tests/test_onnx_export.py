@@ -84,6 +84,20 @@ def test_greedy_outputs_equal_the_torch_model_s_token_for_token(trained):
     assert texts == torch_translations(model, folder, verses)
 
 
+def test_beam_search_equals_the_paper_search_of_the_torch_model(trained):
+    """`OnnxModel.beam` against `generate()`'s §6.1 search (beam 4, alpha 0.6, the per-sentence limit) on real
+    verses, padded batches of 8: the same best hypotheses, token for token."""
+    folder, exported, verses = trained
+    model, runtime = torch_model(folder), OnnxModel(exported)
+    for start in range(0, len(verses), 8):
+        ids, mask = batch(folder, verses[start : start + 8])
+        ours = runtime.beam(ids, mask, num_beams=4, alpha=0.6)
+        expected = model.generate(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), num_beams=4,
+                                  length_penalty=0.6)  # fmt: skip
+        pad = model.config.pad_token_id
+        assert ours == [[token for token in row if token != pad] for row in expected.tolist()]
+
+
 def torch_translations(model, folder, verses):
     tokenizer = AutoTokenizer.from_pretrained(folder)
     out = [model.generate(**tokenizer([verse], return_tensors="pt"), num_beams=1)[0] for verse in verses]

@@ -6,7 +6,7 @@ input_ids, encoder_attention_mask, encoder_hidden_states -> logits and every lay
 `present.N.decoder.key` ... `present.N.encoder.value`) and `decoder_with_past_model.onnx` (later steps: one token a
 row and `past_key_values.N.*` -> logits and the grown self-attention keys and values), batch and lengths dynamic,
 with the config, generation config and tokenizer beside them. optimum-onnx needs transformers < 4.58, so this
-module's own `OnnxModel` runs the graphs with `onnxruntime` sessions (greedy search, the paper's length limit).
+module's own `OnnxModel` runs the graphs with `onnxruntime` sessions (greedy search and §6.1's beam search).
 The graphs are exported with torch's exporter from the model's own modules (eager attention), over a stand-in for
 the transformers cache that holds plain tensors: the same code that `generate()` runs. Needs `aayn[onnx]`.
 """
@@ -22,7 +22,7 @@ from torch import nn
 from transformers.utils import logging
 
 from . import MissingExtra
-from .policy_aayn import paper_length_limit
+from .policy_aayn import gnmt_length_penalty, paper_length_limit
 
 logger = logging.get_logger(__name__)
 
@@ -189,8 +189,9 @@ def save_onnx(model_dir: str | Path, output_dir: str | Path, quantization: str |
 
 
 class OnnxModel:
-    """An exported folder's three graphs in ONNX Runtime sessions: logits of a first or later decoder step, and
-    greedy search with aayn's length limit (§6.1: the source's length + 50 tokens, eos counted)."""
+    """An exported folder's three graphs in ONNX Runtime sessions: greedy search and §6.1's beam search with
+    aayn's rules (the source's length + 50 tokens, eos counted; GNMT's length penalty; fairseq's candidate rule),
+    in numpy around the sessions."""
 
     def __init__(self, folder: str | Path, threads: int | None = None):
         onnxruntime = import_onnxruntime()
@@ -209,55 +210,125 @@ class OnnxModel:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         self.layers, self.start = config["decoder_layers"], config["decoder_start_token_id"]
         self.eos, self.pad = config["eos_token_id"], config["pad_token_id"]
+        path = folder / "generation_config.json"
+        self.generation = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
     def encode(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         return self.encoder.run(None, {"input_ids": input_ids, "attention_mask": attention_mask})[0]
 
+    def _decoding(self, input_ids: np.ndarray, attention_mask: np.ndarray, copies: int):
+        """The first step's logits for `copies` rows a sentence, and a function giving the next step's logits from
+        each row's next token and the rows (of the previous step) it continues."""
+        hidden = self.encode(input_ids, attention_mask)
+        mask = np.repeat(attention_mask, copies, 0)
+        start = np.full((mask.shape[0], 1), self.start, dtype=np.int64)
+        feed = {
+            "input_ids": start,
+            "encoder_attention_mask": mask,
+            "encoder_hidden_states": np.repeat(hidden, copies, 0),
+        }
+        outputs = self.first.run(None, feed)
+        cross = [outputs[1 + 4 * i + 2 : 1 + 4 * i + 4] for i in range(self.layers)]
+        past = [outputs[1 + 4 * i : 1 + 4 * i + 2] for i in range(self.layers)]
+
+        def step(words: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+            nonlocal past
+            feed = {"input_ids": words[:, None].astype(np.int64), "encoder_attention_mask": mask}
+            for i in range(self.layers):
+                key, value = (tensor if rows is None else tensor[rows] for tensor in past[i])
+                feed[f"past_key_values.{i}.decoder.key"], feed[f"past_key_values.{i}.decoder.value"] = key, value
+                feed[f"past_key_values.{i}.encoder.key"], feed[f"past_key_values.{i}.encoder.value"] = cross[i]
+            outputs = self.later.run(None, feed)
+            past = [outputs[1 + 2 * i : 3 + 2 * i] for i in range(self.layers)]
+            return outputs[0][:, -1]
+
+        return outputs[0][:, -1], step
+
     def greedy(self, input_ids: np.ndarray, attention_mask: np.ndarray, max_new_tokens: int | None = None):
         """(B, 1 + steps) token ids, the decoder start first, padding after each row's eos."""
         input_ids, attention_mask = input_ids.astype(np.int64), attention_mask.astype(np.int64)
-        rows = input_ids.shape[0]
         limits = paper_length_limit(attention_mask.sum(1))  # each row's
         limits = limits if max_new_tokens is None else np.minimum(limits, max_new_tokens)
-        hidden = self.encode(input_ids, attention_mask)
-        tokens = np.full((rows, 1), self.start, dtype=np.int64)
-        outputs = self.first.run(
-            None, {"input_ids": tokens, "encoder_attention_mask": attention_mask, "encoder_hidden_states": hidden}
-        )
-        cross = [outputs[1 + 4 * i + 2 : 1 + 4 * i + 4] for i in range(self.layers)]
-        past = [outputs[1 + 4 * i : 1 + 4 * i + 2] for i in range(self.layers)]
-        done = np.zeros(rows, dtype=bool)
-        for step in range(int(limits.max())):
-            chosen = np.where(step < limits - 1, outputs[0][:, -1].argmax(-1), self.eos)  # eos at a row's limit
+        logits, step = self._decoding(input_ids, attention_mask, 1)
+        tokens = np.full((input_ids.shape[0], 1), self.start, dtype=np.int64)
+        done = np.zeros(input_ids.shape[0], dtype=bool)
+        for position in range(int(limits.max())):
+            chosen = np.where(position < limits - 1, logits.argmax(-1), self.eos)  # eos at a row's limit
             chosen = np.where(done, self.pad, chosen)
             tokens = np.concatenate([tokens, chosen[:, None]], axis=1)
             done |= chosen == self.eos
             if done.all():
                 break
-            feed = {"input_ids": chosen[:, None], "encoder_attention_mask": attention_mask}
-            for i in range(self.layers):
-                feed[f"past_key_values.{i}.decoder.key"], feed[f"past_key_values.{i}.decoder.value"] = past[i]
-                feed[f"past_key_values.{i}.encoder.key"], feed[f"past_key_values.{i}.encoder.value"] = cross[i]
-            outputs = self.later.run(None, feed)
-            past = [outputs[1 + 2 * i : 3 + 2 * i] for i in range(self.layers)]
+            logits = step(chosen, None)
         return tokens
 
-    def translate(self, texts: list[str], batch_tokens: int = 4096) -> list[str]:
-        """Greedy translations of `texts`, in input order, batched as `aayn translate` batches (similar lengths,
-        `batch_tokens` padded tokens a batch), with the folder's tokenizer; a blank line gives an empty one."""
+    def beam(self, input_ids: np.ndarray, attention_mask: np.ndarray, num_beams: int = 4, alpha: float = 0.6):
+        """§6.1's beam search as aayn's `paper_search` runs it: per step the 2k best candidates by log P, those
+        ending in eos among the first k finish (scored log P / ((5 + |Y|) / 6)^alpha), the best k others live on;
+        pad never, eos forced at a sentence's limit; a sentence stops once no live beam can beat its best finished
+        hypothesis (alpha >= 0). Per row, the best hypothesis's ids: the decoder start first, eos last."""
+        n, k = input_ids.shape[0], num_beams
+        input_ids, attention_mask = input_ids.astype(np.int64), attention_mask.astype(np.int64)
+        limits = paper_length_limit(attention_mask.sum(1))
+        logits, step = self._decoding(input_ids, attention_mask, k)
+        history = np.full((n * k, 1), self.start, dtype=np.int64)
+        scores = np.full((n, k), -np.inf, dtype=np.float32)
+        scores[:, 0] = 0.0  # one live beam at the start
+        best, found, done = np.full(n, -np.inf), [[self.start, self.eos] for _ in range(n)], np.zeros(n, dtype=bool)
+        for length in range(1, int(limits.max()) + 1):
+            shifted = logits.astype(np.float32) - logits.max(-1, keepdims=True)
+            log_probs = (shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))).reshape(n, k, -1)
+            if self.pad != self.eos:
+                log_probs[:, :, self.pad] = -np.inf
+            at_limit = length >= limits
+            log_probs[at_limit] = np.where(np.arange(log_probs.shape[-1]) == self.eos, log_probs[at_limit], -np.inf)
+            candidates = (scores[:, :, None] + log_probs).reshape(n, -1)
+            order = np.argsort(-candidates, axis=1, kind="stable")[:, : 2 * k]
+            values, (parents, words) = np.take_along_axis(candidates, order, 1), np.divmod(order, log_probs.shape[-1])
+            scores = np.full((n, k), -np.inf, dtype=np.float32)
+            chosen, next_words = np.zeros((n, k), dtype=np.int64), np.full((n, k), self.pad, dtype=np.int64)
+            for i in np.flatnonzero(~done):
+                live = 0
+                for j in range(2 * k):
+                    if values[i, j] == -np.inf:
+                        break
+                    if words[i, j] == self.eos:
+                        normalized = values[i, j] / gnmt_length_penalty(length, alpha)
+                        if j < k and normalized > best[i]:
+                            best[i], found[i] = normalized, [*history[i * k + parents[i, j]].tolist(), self.eos]
+                    elif live < k:
+                        scores[i, live], chosen[i, live], next_words[i, live] = values[i, j], parents[i, j], words[i, j]
+                        live += 1
+                bound = scores[i].max() / gnmt_length_penalty(limits[i], alpha) if alpha >= 0 else np.inf
+                done[i] = live == 0 or best[i] >= bound
+            if done.all():
+                break
+            rows = (np.arange(n)[:, None] * k + chosen).reshape(-1)
+            history = np.concatenate([history[rows], next_words.reshape(-1, 1)], axis=1)
+            logits = step(next_words.reshape(-1), rows)
+        return found
+
+    def translate(self, texts: list[str], batch_tokens: int = 4096, num_beams: int | None = None,
+                  length_penalty: float | None = None) -> list[str]:  # fmt: skip
+        """Translations of `texts`, in input order, batched as `aayn translate` batches (similar lengths,
+        `batch_tokens` padded tokens a batch), with the folder's tokenizer; beam size and alpha those of the
+        folder's generation config unless given (1 beam: greedy); a blank line gives an empty one."""
         from transformers import AutoTokenizer
 
         from .data.token_batches import decoding_batches, encode_sources
 
         if not hasattr(self, "tokenizer"):
             self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
+        beams = num_beams or self.generation.get("num_beams", 1)
+        alpha = self.generation.get("length_penalty", 1.0) if length_penalty is None else length_penalty
         outputs = [""] * len(texts)
         encode = lambda batch: self.tokenizer(batch)["input_ids"]
         todo, encoded = encode_sources(encode, texts, self.tokenizer.model_max_length)
         for batch in decoding_batches([len(ids) for ids in encoded], batch_tokens) if todo else []:
             width = max(len(encoded[j]) for j in batch)
             ids = np.array([encoded[j] + [self.pad] * (width - len(encoded[j])) for j in batch], dtype=np.int64)
-            tokens = self.greedy(ids, (ids != self.pad).astype(np.int64))
+            mask = (ids != self.pad).astype(np.int64)
+            tokens = self.greedy(ids, mask) if beams == 1 else self.beam(ids, mask, beams, alpha)
             for j, row in zip(batch, self.tokenizer.batch_decode(tokens, skip_special_tokens=True)):
                 outputs[todo[j]] = row.strip()
         return outputs
