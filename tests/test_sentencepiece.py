@@ -73,8 +73,8 @@ def cache(tmp_path, monkeypatch):
 
 def test_a_run_carries_the_model_and_reruns_find_its_data(tmp_path, cache, caplog, capsys):
     """`aayn preprocess` then `aayn train` with `tokenizer_type: sentencepiece`: the run's folder (and each
-    checkpoint) carries sentencepiece.model beside tokenizer.json; a rerun and `--tokenizer_name` with the run's
-    folder prepare nothing; switching the kind says so in one line."""
+    checkpoint) carries sentencepiece.model beside tokenizer.json; `--tokenizer_name` with the run's folder and a
+    resume prepare nothing; switching the kind says so in one line."""
     corpus = write_numbers_corpus(tmp_path / "numbers")
     recipe = tiny_recipe(corpus, tmp_path / "a", **FAST, tokenizer_type="sentencepiece", vocab_size=40)
     path = str(write_recipe(tmp_path / "r.yaml", recipe))
@@ -85,13 +85,19 @@ def test_a_run_carries_the_model_and_reruns_find_its_data(tmp_path, cache, caplo
         caplog.clear()
         assert main(["train", path]) == 0
         assert main(["train", path, "--output_dir", str(tmp_path / "b"), "--tokenizer_name", str(tmp_path / "a")]) == 0
-        assert "preparing" not in caplog.text and caplog.text.count(f"prepared data: {folder} ") == 2
+        assert main(["train", path, "--resume_from_checkpoint", "true", "--max_steps", "6"]) == 0
+        assert "preparing" not in caplog.text and caplog.text.count(f"prepared data: {folder} ") == 3
         caplog.clear()
         switched = ["--tokenizer_type", "bpe", "--vocab_size", "300", "--output_dir", str(tmp_path / "c")]
         assert main(["preprocess", path, *switched]) == 0
     assert "tokenizer_type sentencepiece unigram -> bpe" in caplog.text
     model = (tmp_path / "a" / SENTENCEPIECE_FILE).read_bytes()
-    for saved in (tmp_path / "a" / "checkpoint-4", tmp_path / "b", tmp_path / "a" / "tokenizer"):
+    for saved in (
+        tmp_path / "a" / "checkpoint-4",
+        tmp_path / "a" / "checkpoint-6",
+        tmp_path / "b",
+        tmp_path / "a" / "tokenizer",
+    ):
         assert (saved / SENTENCEPIECE_FILE).read_bytes() == model, saved
     processor = sentencepiece.SentencePieceProcessor(model_proto=model)
     script = (
