@@ -61,8 +61,8 @@ def test_bad_settings_are_named(bible):
     train, _ = bible
     with pytest.raises(ValueError, match="sentencepiece_model_type='word'"):
         train_sentencepiece(train, source_lang="en", target_lang="fr", model_type="word")
-    with pytest.raises(ValueError, match=r"vocab_size=900000: SentencePiece says .*Vocabulary size too high"):
-        train_sentencepiece(train.select(range(50)), source_lang="en", target_lang="fr", vocab_size=900000)
+    small = train_sentencepiece(train.select(range(50)), source_lang="en", target_lang="fr", vocab_size=5000)
+    assert 100 < len(small) < 5000  # as a BPE: fewer pieces where the sample has fewer (said in a warning)
 
 
 @pytest.fixture

@@ -163,12 +163,18 @@ def train_sentencepiece(
             model_writer=model, model_type=model_type, vocab_size=vocab_size, character_coverage=1.0,
             pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="<pad>", bos_piece="<s>", eos_piece="</s>",
             unk_piece="<unk>", input_sentence_size=0, num_threads=available_cores(), minloglevel=2,
+            hard_vocab_limit=False,  # as a BPE: at most vocab_size pieces, fewer where the sample has fewer
         )  # fmt: skip
-    except RuntimeError as error:  # "Vocabulary size too high (37000). Please set it to a value <= 1234."
+    except RuntimeError as error:  # a vocab_size it cannot make (below the characters it must cover, say)
         raise ValueError(f"vocab_size={vocab_size}: SentencePiece says {error}") from None
     seconds = time.perf_counter() - start
+    pieces = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue()).get_piece_size()
+    if pieces < vocab_size:
+        logger.warning(
+            f"the sample gave a SentencePiece model of {pieces:,} pieces, fewer than vocab_size={vocab_size:,}"
+        )
     logger.info(
-        f"trained a {vocab_size:,}-piece SentencePiece {model_type} model on {stats['sentences']:,} sentences "
+        f"trained a {pieces:,}-piece SentencePiece {model_type} model on {stats['sentences']:,} sentences "
         f"({stats['characters'] / 1e6:.1f}M characters) in {seconds:.1f}s"
     )
     return sentencepiece_tokenizer(model.getvalue(), model_max_length)
