@@ -38,7 +38,7 @@ def main() -> None:
     from aayn.data import load_translation_dataset
     from aayn.export import export_model
     from aayn.onnx_export import FILES, OnnxModel
-    from aayn.translator import open_translator
+    from aayn.opening import open_translator
 
     test = load_translation_dataset("bible", source_lang="en", target_lang="fr", splits={"test": "test"})["test"]
     verses = [row["en"] for row in test["translation"][: args.verses]]

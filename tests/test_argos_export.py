@@ -118,7 +118,7 @@ def test_argos_translate_installs_the_package_and_translates_as_aayn(spm_run, pa
     argos = json.loads(done.stdout.splitlines()[-1])
     assert argos == aayn_ct2_translations(spm_run, tmp_path, num_beams=beams, length_penalty=0.2)
     if beams == 1:
-        from aayn.translator import open_translator
+        from aayn.opening import open_translator
 
         torch_greedy = open_translator([str(spm_run)]).translate(VERSES, num_beams=1)
         assert argos == torch_greedy

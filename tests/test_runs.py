@@ -331,19 +331,6 @@ def test_average_names_a_cut_file_and_a_missing_tokenizer(finished, tmp_path, ca
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
-def test_long_inputs_warn_once(saved, caplog):
-    from aayn.translate import translate_texts
-
-    _, model, tokenizer = saved
-    long_text = " ".join(["Six one eight."] * 40)  # far over the tokenizer's 32 and the model's 64 positions
-    with caplog.at_level("WARNING"):
-        translate_texts(model, tokenizer, [long_text, long_text, "Two."], max_new_tokens=70, num_beams=1)
-    truncated = [r for r in caplog.records if "longer than" in r.getMessage()]  # ours only, not one per input
-    positions = [r for r in caplog.records if "exceeds max_position_embeddings" in r.getMessage()]
-    assert len(truncated) == 1 and "2 input(s)" in truncated[0].getMessage()
-    assert len(positions) == 1
-
-
 def test_a_bare_train_or_an_invalid_choice_is_one_line(corpus, tmp_path, capsys):
     """Issue 33 point 9: not the whole help (140 lines of Trainer options): one line with the usage, exit 2; a
     bare `aayn train` answers before torch is imported."""

@@ -75,7 +75,7 @@ class Server:
 @pytest.fixture(scope="module")
 def alone(saved):
     """Each sentence translated alone through the translator `aayn translate` uses, with the options tested."""
-    from aayn.translator import open_translator
+    from aayn.opening import open_translator
 
     translator = open_translator([str(saved[0])])
     return {
@@ -437,7 +437,7 @@ def test_threads_reach_each_engine(saved, tmp_path, monkeypatch):
     import torch
 
     from aayn.export import export_model
-    from aayn.translator import open_translator
+    from aayn.opening import open_translator
 
     ctranslate2 = pytest.importorskip("ctranslate2")
     exported = export_model(saved[0], tmp_path / "ct2")

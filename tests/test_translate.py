@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from aayn.cli import main as aayn
-from aayn.translate import translate_texts
+from aayn.translate import TorchTranslator
 
 LINES = ["Six one eight.", "", "Two.", "Zero nine nine five three two one.", "   ", "Seven."]
 
@@ -27,11 +27,9 @@ def one_by_one(model, tokenizer, texts, **generate):
 def test_token_batches_keep_order_and_equal_one_by_one_decoding(saved):
     _, model, tokenizer = saved
     expected = one_by_one(model, tokenizer, LINES, max_new_tokens=8, num_beams=2)
+    translator = TorchTranslator([model], tokenizer)
     for batch_tokens in (8, 30, 4096):  # from one sentence per batch to all in one
-        assert (
-            translate_texts(model, tokenizer, LINES, batch_tokens=batch_tokens, max_new_tokens=8, num_beams=2)
-            == expected
-        )
+        assert translator.translate(LINES, batch_tokens=batch_tokens, max_new_tokens=8, num_beams=2) == expected
 
 
 def test_standard_input_line_by_line(saved, monkeypatch, capsys):
@@ -112,7 +110,7 @@ def test_errors(saved, tmp_path, monkeypatch, capsys):
 def test_one_line_out_per_line_in_even_when_a_translation_holds_a_newline(saved, monkeypatch, capsys):
     path, _, _ = saved
     monkeypatch.setattr(
-        "aayn.translate.nbest_translations", lambda model, tokenizer, texts, n, **kw: [[(0.0, "a\nb")]] * len(texts)
+        "aayn.translate.TorchTranslator.nbest", lambda self, texts, n, **kw: [[(0.0, "a\nb")]] * len(texts)
     )
     assert aayn(["translate", "--model", str(path), "One.", "Two."]) == 0
     assert capsys.readouterr().out.splitlines() == ["a b", "a b"]
@@ -208,12 +206,12 @@ def test_a_progress_bar_shows_where_asked_once_the_work_takes_a_second(saved, mo
     _, model, tokenizer = saved
     generate = model.generate
     monkeypatch.setattr(model, "generate", lambda *a, **kw: time.sleep(0.4) or generate(*a, **kw))
-    texts = translate_texts(model, tokenizer, LINES, batch_tokens=8, max_new_tokens=4, progress=progress)
+    texts = TorchTranslator([model], tokenizer).translate(LINES, batch_tokens=8, max_new_tokens=4, progress=progress)
     assert len(texts) == len(LINES)
     error = capsys.readouterr().err
     assert ("translating test" in error and "sentences" in error) == (progress is not None), error
     monkeypatch.undo()  # a call of milliseconds
-    translate_texts(model, tokenizer, LINES[:1], max_new_tokens=4, progress="quick")
+    TorchTranslator([model], tokenizer).translate(LINES[:1], max_new_tokens=4, progress="quick")
     assert "quick" not in capsys.readouterr().err
 
 
@@ -231,7 +229,7 @@ def test_translating_and_scoring_warn_nothing_about_padding(saved):
     handler.emit = records.append  # transformers' loggers do not propagate past "transformers"
     logging.getLogger("transformers").addHandler(handler)
     try:
-        translate_texts(model, tokenizer, LINES, max_new_tokens=4)
+        TorchTranslator([model], tokenizer).translate(LINES, max_new_tokens=4)
         score_texts(model, tokenizer, ["One."], ["Un."])
     finally:
         logging.getLogger("transformers").removeHandler(handler)
@@ -246,3 +244,14 @@ def test_translating_imports_no_dataset_library():
     code += "print(sorted(m for m in ('datasets', 'pandas', 'pyarrow', 'evaluate') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.stdout.strip() == "[]", result.stderr[-2000:]
+
+
+def test_long_inputs_warn_once(saved, caplog):
+    _, model, tokenizer = saved
+    long_text = " ".join(["Six one eight."] * 40)  # far over the tokenizer's 32 and the model's 64 positions
+    with caplog.at_level("WARNING"):
+        TorchTranslator([model], tokenizer).translate([long_text, long_text, "Two."], max_new_tokens=70, num_beams=1)
+    truncated = [r for r in caplog.records if "longer than" in r.getMessage()]  # ours only, not one per input
+    positions = [r for r in caplog.records if "exceeds max_position_embeddings" in r.getMessage()]
+    assert len(truncated) == 1 and "2 input(s)" in truncated[0].getMessage()
+    assert len(positions) == 1

@@ -70,13 +70,13 @@ def evaluate(args: argparse.Namespace) -> None:
     import json
 
     from .checks import check_device, check_direction
-    from .training.evaluation import evaluate_model
-    from .translator import model_location
+    from .evaluation import evaluate_model
+    from .opening import locate_model
 
     check_device(args.device)
     if len(args.model) != 1:
         raise ValueError(f"aayn evaluate scores one model; got {len(args.model)} --model (ensembles: aayn translate)")
-    location = model_location(args.model[0])
+    location = locate_model(args.model[0]).location
     check_direction(location, args.source_lang, args.target_lang, insist=args.any_direction)
     scores = evaluate_model(
         location,
@@ -142,8 +142,7 @@ def input_batches(stream, buffer_size: int | None):
 def translate(args: argparse.Namespace) -> None:
     """Translate the given sentences, or standard input as its lines arrive, to standard output (one line per
     line, flushed after each batch)."""
-    from .ct2 import is_ctranslate2_folder
-    from .translator import open_translator
+    from .opening import open_translator
 
     if (args.nbest or args.prefix) and args.show_attention:
         raise ValueError("--show-attention draws one plain translation: no --nbest or --prefix with it")
@@ -161,9 +160,8 @@ def translate(args: argparse.Namespace) -> None:
             raise ValueError(f"--show-attention draws one sentence; got {len(lines)} lines")
     generate = generate_options(args)
     needs = ("prefixes",) * bool(args.prefix) + ("attention",) * bool(args.show_attention)
-    if not any(is_ctranslate2_folder(name) for name in args.model):  # CTranslate2 folders need no torch
-        prepare_transformers(progress_bars=args.verbose)
-    translator = open_translator(args.model, args.device, needs)
+    setup = functools.partial(prepare_transformers, progress_bars=args.verbose)  # not for a CTranslate2 folder
+    translator = open_translator(args.model, args.device, needs, setup=setup)
     if args.show_attention:
         text = translator.plot_cross_attention(lines[0], args.show_attention, per_head=args.per_head, **generate)
         print(text)
@@ -201,14 +199,21 @@ def nbest_line(index: int, rank: int, score: float, text: str, form: str | None)
 def score(args: argparse.Namespace) -> None:
     """Score given translations: per line pair, log P(target | source) (eos included) and the length-normalized
     score the paper's search ranks by, tab-separated, in input order (--per_token: each target token's too)."""
-    from .translator import open_translator
+    from .opening import open_translator
+    from .scoring import score_texts
 
     sources, targets = (read_lines(path, flag) for path, flag in ((args.source, "--source"), (args.target, "--target")))
     if len(sources) != len(targets):
         raise ValueError(f"--source {args.source} has {len(sources)} lines, --target {args.target} {len(targets)}")
     translator = open_translator([args.model], args.device, needs=("scores",))
-    scores = translator.score(
-        sources, targets, length_penalty=args.length_penalty, per_token=args.per_token, batch_tokens=args.batch_tokens
+    scores = score_texts(
+        translator.model,
+        translator.tokenizer,
+        sources,
+        targets,
+        length_penalty=args.length_penalty,
+        per_token=args.per_token,
+        batch_tokens=args.batch_tokens,
     )
     for pair in scores:
         columns = [f"{pair.log_prob:.6f}", f"{pair.score:.6f}"]
@@ -246,21 +251,16 @@ def serve(args: argparse.Namespace) -> None:
         import uvicorn  # noqa: F401
     except ImportError as error:
         raise MissingExtra("aayn serve needs starlette and uvicorn: pip install 'aayn[serve]'") from error
-    from .ct2 import is_ctranslate2_folder
+    from .opening import open_translator
     from .serve import ServeSettings, start_workers
     from .serve import serve as run_server
-    from .translator import open_translator
 
     if args.max_wait_ms < 0:
         raise ValueError(f"--max_wait_ms must be >= 0, got {args.max_wait_ms}")
     # CTranslate2 folders need no torch, nor does the server itself where worker processes hold the model
-    setup = None
-    if not any(is_ctranslate2_folder(name) for name in args.model):
-        setup = functools.partial(prepare_transformers, progress_bars=args.verbose)
+    setup = functools.partial(prepare_transformers, progress_bars=args.verbose)
     if args.workers == 1:
-        if setup is not None:
-            setup()
-        translators = open_translator(args.model, args.device, threads=args.threads)
+        translators = open_translator(args.model, args.device, threads=args.threads, setup=setup)
     else:  # processes of their own, sharing the cores unless told otherwise
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         threads = args.threads or max(1, cores // args.workers)

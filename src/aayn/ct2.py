@@ -128,7 +128,7 @@ def max_decoding_length(longest_source: int, max_new_tokens: int | None = None) 
 
 class ExportedModel(Translator):
     """A CTranslate2 model folder (`aayn export`: tokenizer and generation config beside the model), loaded once
-    onto `device` ("cpu", "cuda", "cuda:N"), translating as `aayn.translate.nbest_translations` does: the same
+    onto `device` ("cpu", "cuda", "cuda:N"), translating as `aayn.translate.TorchTranslator.nbest` does: the same
     batches and the same limit, §6.1's source length + 50 (for a batch: its longest source's); the beam size and
     alpha of the exported generation config unless given. CTranslate2 ranks finished hypotheses by
     log P / |Y|^alpha, not by GNMT's penalty, so beam outputs may differ from aayn's; greedy ones are equal."""

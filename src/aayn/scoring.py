@@ -10,9 +10,8 @@ import torch
 from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .data.token_batches import decoding_batches
+from .data.token_batches import decoding_batches, padded
 from .policy_aayn import gnmt_length_penalty
-from .translate import padded
 
 
 @dataclass

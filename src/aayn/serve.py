@@ -328,11 +328,9 @@ def _worker(connection, names: list[str], device: str, threads: int, setup) -> N
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        from .translator import open_translator
+        from .opening import open_translator
 
-        if setup is not None:
-            setup()
-        translator = open_translator(names, device, threads=threads)
+        translator = open_translator(names, device, threads=threads, setup=setup)
         connection.send(("ready", describe(translator, names)))
     except Exception as error:  # noqa: BLE001  said to the server, which names it and exits
         connection.send(("error", one_line(error)))

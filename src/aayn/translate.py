@@ -1,4 +1,5 @@
-"""Translating many sentences fast (batched by tokens, sorted by length) and drawing cross-attention."""
+"""Saved aayn models as a `Translator`: many sentences fast (batched by tokens, sorted by length) with the paper's
+search, target prefixes, ensembles, and drawing cross-attention."""
 
 from __future__ import annotations
 
@@ -8,94 +9,123 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .data.token_batches import decoding_batches, encode_sources
-from .translator import progress_bar
+from .data.token_batches import decoding_batches, encode_sources, padded
+from .translator import ABILITIES, Translator, progress_bar
 
 
-@torch.inference_mode()
-def translate_texts(
-    model: PreTrainedModel | list[PreTrainedModel],
-    tokenizer: PreTrainedTokenizerBase,
-    texts: list[str],
-    *,
-    batch_tokens: int = 4096,
-    max_source_length: int | None = None,
-    prefixes: list[str] | None = None,
-    progress: str | None = None,
-    **generate,
-) -> list[str]:
-    """Translations in input order. Sentences of similar length are batched up to `batch_tokens` padded source
-    tokens (the training batch sampler, unshuffled); empty or blank lines translate to empty lines. `prefixes`,
-    `progress`: see `nbest_translations`."""
-    best = nbest_translations(
-        model, tokenizer, texts, 1, batch_tokens=batch_tokens, max_source_length=max_source_length,
-        prefixes=prefixes, progress=progress, **generate,
-    )  # fmt: skip
-    return [hypotheses[0][1] for hypotheses in best]
+class TorchTranslator(Translator):
+    """Saved aayn models (one, or an ensemble sharing its tokenizer) on a torch device: the paper's search
+    (`generate`, `generate_ensemble`), with target prefixes; one model also scores pairs (`aayn.scoring`) and draws
+    attention."""
 
+    def __init__(self, models: list[PreTrainedModel], tokenizer: PreTrainedTokenizerBase):
+        self.models, self.tokenizer = list(models), tokenizer
+        self.model = self.models[0]
+        self.abilities = frozenset(ABILITIES if len(self.models) == 1 else ("prefixes",))
 
-@torch.inference_mode()
-def nbest_translations(
-    model: PreTrainedModel | list[PreTrainedModel],
-    tokenizer: PreTrainedTokenizerBase,
-    texts: list[str],
-    nbest: int,
-    *,
-    batch_tokens: int = 4096,
-    max_source_length: int | None = None,
-    prefixes: list[str] | None = None,
-    progress: str | None = None,
-    **generate,
-) -> list[list[tuple[float, str]]]:
-    """Per input, in input order, the `nbest` best hypotheses as (score, text), ranked as the search ranks them
-    (the paper's search: log P / GNMT's lp; at least `nbest` beams). An empty or blank line gives one empty
-    hypothesis with score 0. `prefixes` (one per input, "" for none) are target prefixes each translation
-    continues from (included in the text and the score). `model` may be a list: an ensemble
-    (`generate_ensemble`; the models share the tokenizer). `progress`: a description for a progress bar over the
-    sentences on stderr, shown once the work has taken a second."""
-    models = list(model) if isinstance(model, (list, tuple)) else [model]
-    model = models[0]
-    if len(models) > 1:
-        from .generation_aayn import generate_ensemble
+    @torch.inference_mode()
+    def nbest(
+        self,
+        texts: list[str],
+        nbest: int = 1,
+        *,
+        batch_tokens: int = 4096,
+        max_source_length: int | None = None,
+        prefixes: list[str] | None = None,
+        progress: str | None = None,
+        **generate,
+    ) -> list[list[tuple[float, str]]]:
+        """Per input, in input order, the `nbest` best hypotheses as (score, text), ranked as the search ranks them
+        (the paper's search: log P / GNMT's lp; at least `nbest` beams). Sentences of similar length are batched
+        up to `batch_tokens` padded source tokens (the training batch sampler, unshuffled). An empty or blank line
+        gives one empty hypothesis with score 0. `prefixes` (one per input, "" for none) are target prefixes each
+        translation continues from (included in the text and the score). `progress`: a description for a progress
+        bar over the sentences on stderr, shown once the work has taken a second."""
+        model, tokenizer = self.model, self.tokenizer
+        if len(self.models) > 1:
+            from .generation_aayn import generate_ensemble
 
-        def decode(**inputs):
-            return generate_ensemble(models, **inputs)
-    else:
-        decode = model.generate
-    if prefixes is not None and len(prefixes) != len(texts):
-        raise ValueError(f"{len(prefixes)} prefixes for {len(texts)} inputs: one prefix (or an empty line) per input")
-    limit = max_source_length or min(tokenizer.model_max_length, model.config.max_position_embeddings)
-    outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
-    todo, encoded = encode_sources(lambda rows: tokenizer(rows, verbose=False)["input_ids"], texts, limit)
-    if not todo:
-        return outputs
-    if nbest > 1:
-        beams = generate.get("num_beams") or model.generation_config.num_beams or 1
-        generate = {**generate, "num_beams": max(beams, nbest), "num_return_sequences": nbest}
-    bar = progress_bar(len(todo), progress)
-    for batch in decoding_batches([len(ids) for ids in encoded], batch_tokens):
-        inputs = padded(tokenizer, [encoded[j] for j in batch]).to(model.device)
-        if prefixes is not None:
-            inputs.update(prefix_inputs(model, tokenizer, [prefixes[todo[j]] for j in batch]))
-        out = decode(**inputs, **generate, return_dict_in_generate=True)
-        texts_out = [text.strip() for text in tokenizer.batch_decode(out.sequences, skip_special_tokens=True)]
-        scores = out.sequences_scores.tolist() if getattr(out, "sequences_scores", None) is not None else None
-        for row, j in enumerate(batch):
-            rows = range(row * nbest, (row + 1) * nbest)
-            outputs[todo[j]] = [(scores[r] if scores else math.nan, texts_out[r]) for r in rows]
+            def decode(**inputs):
+                return generate_ensemble(self.models, **inputs)
+        else:
+            decode = model.generate
+        if prefixes is not None and len(prefixes) != len(texts):
+            message = f"{len(prefixes)} prefixes for {len(texts)} inputs: one prefix (or an empty line) per input"
+            raise ValueError(message)
+        limit = max_source_length or min(tokenizer.model_max_length, model.config.max_position_embeddings)
+        outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
+        todo, encoded = encode_sources(lambda rows: tokenizer(rows, verbose=False)["input_ids"], texts, limit)
+        if not todo:
+            return outputs
+        if nbest > 1:
+            beams = generate.get("num_beams") or model.generation_config.num_beams or 1
+            generate = {**generate, "num_beams": max(beams, nbest), "num_return_sequences": nbest}
+        bar = progress_bar(len(todo), progress)
+        for batch in decoding_batches([len(ids) for ids in encoded], batch_tokens):
+            inputs = padded(tokenizer, [encoded[j] for j in batch]).to(model.device)
+            if prefixes is not None:
+                inputs.update(prefix_inputs(model, tokenizer, [prefixes[todo[j]] for j in batch]))
+            out = decode(**inputs, **generate, return_dict_in_generate=True)
+            texts_out = [text.strip() for text in tokenizer.batch_decode(out.sequences, skip_special_tokens=True)]
+            scores = out.sequences_scores.tolist() if getattr(out, "sequences_scores", None) is not None else None
+            for row, j in enumerate(batch):
+                rows = range(row * nbest, (row + 1) * nbest)
+                outputs[todo[j]] = [(scores[r] if scores else math.nan, texts_out[r]) for r in rows]
+            if bar is not None:
+                bar.update(len(batch))
         if bar is not None:
-            bar.update(len(batch))
-    if bar is not None:
-        bar.close()
-    return outputs
+            bar.close()
+        return outputs
 
+    @torch.inference_mode()
+    def plot_cross_attention(
+        self,
+        text: str,
+        path: str | Path,
+        *,
+        per_head: bool = False,
+        **generate,
+    ) -> str:
+        """Translate `text`, then draw the last decoder layer's cross-attention (target rows, source columns) to a PNG,
+        averaged over heads or one panel per head. Returns the translation (one model only)."""
+        model, tokenizer = self.model, self.tokenizer
+        import matplotlib
 
-def padded(tokenizer: PreTrainedTokenizerBase, rows: list[list[int]]):
-    """`tokenizer.pad` of token-id rows into tensors, without the warning transformers 4.57 gives a fast tokenizer
-    for it (its own collators pad the same way)."""
-    from transformers.data.data_collator import pad_without_fast_tokenizer_warning
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
-    return pad_without_fast_tokenizer_warning(tokenizer, {"input_ids": rows}, return_tensors="pt")
+        inputs = tokenizer([text], return_tensors="pt").to(model.device)
+        output = model.generate(**inputs, **generate)[0]
+        outputs = model(**inputs, decoder_input_ids=output[None, :-1], output_attentions=True)
+        weights = outputs.cross_attentions[-1][0].float().cpu()  # heads x target x source
+        source = token_labels(tokenizer, inputs["input_ids"][0].tolist())
+        target = token_labels(tokenizer, output[1:].tolist())
+        panels = (
+            [(f"head {h + 1}", weights[h]) for h in range(weights.shape[0])]
+            if per_head
+            else [("mean of heads", weights.mean(0))]
+        )
+        columns = min(len(panels), 4)
+        rows = -(-len(panels) // columns)
+        scale = 0.35
+        figure, axes = plt.subplots(
+            rows,
+            columns,
+            squeeze=False,
+            figsize=(max(4, columns * (2 + scale * len(source))), max(3, rows * (1.5 + scale * len(target)))),
+        )
+        for axis, (title, matrix) in zip(axes.flat, panels):
+            axis.imshow(matrix.numpy(), cmap="viridis", aspect="auto", vmin=0)
+            axis.set_xticks(range(len(source)), source, rotation=90, fontsize=8)
+            axis.set_yticks(range(len(target)), target, fontsize=8)
+            axis.set_title(title, fontsize=9)
+        for axis in list(axes.flat)[len(panels) :]:
+            axis.axis("off")
+        figure.suptitle("cross-attention of the last decoder layer", fontsize=10)
+        figure.tight_layout()
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        return tokenizer.decode(output, skip_special_tokens=True).strip()
 
 
 def prefix_inputs(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prefixes: list[str]) -> dict:
@@ -134,54 +164,3 @@ def check_same_tokenizer(tokenizers: list, names: list[str]) -> None:
                 raise ValueError(
                     f"--model {name} has {special}={theirs!r}, --model {names[0]} {mine!r}: an ensemble shares one"
                 )
-
-
-@torch.inference_mode()
-def plot_cross_attention(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    text: str,
-    path: str | Path,
-    *,
-    per_head: bool = False,
-    **generate,
-) -> str:
-    """Translate `text`, then draw the last decoder layer's cross-attention (target rows, source columns) to a PNG,
-    averaged over heads or one panel per head. Returns the translation."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    inputs = tokenizer([text], return_tensors="pt").to(model.device)
-    output = model.generate(**inputs, **generate)[0]
-    outputs = model(**inputs, decoder_input_ids=output[None, :-1], output_attentions=True)
-    weights = outputs.cross_attentions[-1][0].float().cpu()  # heads x target x source
-    source = token_labels(tokenizer, inputs["input_ids"][0].tolist())
-    target = token_labels(tokenizer, output[1:].tolist())
-    panels = (
-        [(f"head {h + 1}", weights[h]) for h in range(weights.shape[0])]
-        if per_head
-        else [("mean of heads", weights.mean(0))]
-    )
-    columns = min(len(panels), 4)
-    rows = -(-len(panels) // columns)
-    scale = 0.35
-    figure, axes = plt.subplots(
-        rows,
-        columns,
-        squeeze=False,
-        figsize=(max(4, columns * (2 + scale * len(source))), max(3, rows * (1.5 + scale * len(target)))),
-    )
-    for axis, (title, matrix) in zip(axes.flat, panels):
-        axis.imshow(matrix.numpy(), cmap="viridis", aspect="auto", vmin=0)
-        axis.set_xticks(range(len(source)), source, rotation=90, fontsize=8)
-        axis.set_yticks(range(len(target)), target, fontsize=8)
-        axis.set_title(title, fontsize=9)
-    for axis in list(axes.flat)[len(panels) :]:
-        axis.axis("off")
-    figure.suptitle("cross-attention of the last decoder layer", fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return tokenizer.decode(output, skip_special_tokens=True).strip()

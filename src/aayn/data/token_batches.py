@@ -63,3 +63,11 @@ def encode_sources(
         logger.warning(f"{len(long)} input(s) longer than {limit} tokens truncated (numbers {long[:10]}...)")
         encoded = [ids if len(ids) <= limit else ids[: limit - 1] + ids[-1:] for ids in encoded]
     return todo, encoded
+
+
+def padded(tokenizer, rows: list[list[int]]):
+    """`tokenizer.pad` of token-id rows into torch tensors (for the torch model's batches), without the warning
+    transformers 4.57 gives a fast tokenizer for it (its own collators pad the same way)."""
+    from transformers.data.data_collator import pad_without_fast_tokenizer_warning
+
+    return pad_without_fast_tokenizer_warning(tokenizer, {"input_ids": rows}, return_tensors="pt")

@@ -7,11 +7,11 @@ from pathlib import Path
 import evaluate
 from transformers.utils import logging
 
-from ..data import load_translation_dataset
-from ..paper_bleu import paper_bleu_scores
-from ..translator import open_translator
-from .output import write_text_atomically
-from .trainer import METRICS_MODULE
+from .data import load_translation_dataset
+from .opening import open_translator
+from .paper_bleu import paper_bleu_scores
+from .training.output import write_text_atomically
+from .training.trainer import METRICS_MODULE
 
 logger = logging.get_logger(__name__)
 
