@@ -107,6 +107,10 @@ def test_the_tokenizer_gives_the_ids_fairseq_fed_the_model(imported):
     assert [tokenizer(text)["input_ids"] for text in texts] == [s["source_ids"] for s in record["sentences"]]
     assert tokenizer(text_target=targets)["input_ids"] == [s["reference_ids"] for s in record["sentences"]]
     assert tokenizer(texts[:2])["input_ids"] == [s["source_ids"] for s in record["sentences"][:2]]  # back to source
+    # the folder's kind, as the torch-free CTranslate2 path and the folder checks tell it by the saved class name
+    from aayn.checks import is_moses_bpe_folder
+
+    assert is_moses_bpe_folder(Path(folder)) == (type(tokenizer).__name__ == "FairseqMosesBPETokenizer")
 
 
 def test_detokenized_greedy_output_equals_fairseq_interactive_s(imported):

@@ -56,14 +56,25 @@ def check_local_name(name: str, option: str) -> None:
         raise FileNotFoundError(f"{option} {name}: no such folder")
 
 
+# the class name an imported fairseq folder's tokenizer_config.json gives its Moses + BPE tokenizer
+# (`aayn.tokenization_fairseq_aayn.FairseqMosesBPETokenizer`; that module imports transformers, this name does not)
+MOSES_BPE_TOKENIZER = "FairseqMosesBPETokenizer"
+
+
+def is_moses_bpe_folder(folder: Path) -> bool:
+    """Whether `folder`'s tokenizer is an imported fairseq folder's Moses + BPE one (no tokenizer.json)."""
+    path = folder / "tokenizer_config.json"
+    if (folder / "tokenizer.json").exists() or not path.is_file() or json_fault(path):
+        return False
+    return json.loads(path.read_text(encoding="utf-8")).get("tokenizer_class") == MOSES_BPE_TOKENIZER
+
+
 def tokenizer_files(folder: Path) -> list[str]:
     """The JSON files of a saved tokenizer: aayn's tokenizer.json, or an imported fairseq folder's Moses + BPE
     tokenizer (its config and its two dictionaries)."""
-    path = folder / "tokenizer_config.json"
-    if (folder / "tokenizer.json").exists() or not path.is_file() or json_fault(path):
-        return ["tokenizer.json"]
-    moses = json.loads(path.read_text(encoding="utf-8")).get("tokenizer_class") == "FairseqMosesBPETokenizer"
-    return ["tokenizer_config.json", "vocab-src.json", "vocab-tgt.json"] if moses else ["tokenizer.json"]
+    if is_moses_bpe_folder(folder):
+        return ["tokenizer_config.json", "vocab-src.json", "vocab-tgt.json"]
+    return ["tokenizer.json"]
 
 
 def check_model_folder(

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from . import MissingExtra
-from .checks import json_fault
+from .checks import is_moses_bpe_folder, json_fault
 from .data.token_batches import decoding_batches, encode_sources
 from .policy_aayn import paper_length_limit
 from .translator import Translator, progress_bar
@@ -41,17 +41,17 @@ def read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-class ExportedTokenizer:
-    """What translating needs of the tokenizer `aayn export` copies beside the model, read with `tokenizers` alone:
-    the ids and the text of `AutoTokenizer.from_pretrained(folder)` (a `PreTrainedTokenizerFast` over the same
-    tokenizer.json, its eos appended by the file's post-processor)."""
+def exported_tokenizer(folder: str | Path):
+    """The tokenizer `aayn export` copied beside the model: `ExportedTokenizer`, or an imported fairseq folder's
+    `MosesBPEExportedTokenizer`. Either answers `encode`, `tokens`, `text` and `model_max_length`."""
+    folder = Path(folder).expanduser()
+    return MosesBPEExportedTokenizer(folder) if is_moses_bpe_folder(folder) else ExportedTokenizer(folder)
 
-    def __new__(cls, folder: str | Path):
-        config_path = Path(folder).expanduser() / "tokenizer_config.json"
-        config = read_json(config_path) if config_path.is_file() else {}
-        if cls is ExportedTokenizer and config.get("tokenizer_class") == MosesBPEExportedTokenizer.CLASS:
-            return MosesBPEExportedTokenizer(folder)
-        return super().__new__(cls)
+
+class ExportedTokenizer:
+    """What translating needs of aayn's tokenizer.json, read with `tokenizers` alone: the ids and the text of
+    `AutoTokenizer.from_pretrained(folder)` (a `PreTrainedTokenizerFast` over the same tokenizer.json, its eos
+    appended by the file's post-processor)."""
 
     def __init__(self, folder: str | Path):
         from tokenizers import Tokenizer
@@ -82,9 +82,7 @@ class ExportedTokenizer:
 
 
 class MosesBPEExportedTokenizer:
-    """An imported fairseq folder's Moses + BPE tokenizer (Python, with transformers): the same three answers."""
-
-    CLASS = "FairseqMosesBPETokenizer"
+    """An imported fairseq folder's Moses + BPE tokenizer (Python, with transformers): the same answers."""
 
     def __init__(self, folder: str | Path):
         from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer
@@ -138,7 +136,7 @@ class ExportedModel(Translator):
         ctranslate2 = import_ctranslate2()
         self.folder = folder = Path(folder).expanduser()
         options = {**device_options(device, ctranslate2), **engine}
-        self.tokenizer = ExportedTokenizer(folder)
+        self.tokenizer = exported_tokenizer(folder)
         path = folder / "generation_config.json"
         # GenerationConfig.save_pretrained writes only what differs from its defaults (1 beam, alpha 1.0)
         self.generation = read_json(path) if path.is_file() else {"num_beams": 4, "length_penalty": 0.6}

@@ -40,12 +40,13 @@ def import_onnxruntime():
 
 class _Layers:
     """The keys and values of one attention kind per layer, as the decoder's attention modules use a transformers
-    cache (`update`, `layers[i].keys`): past tensors in, present tensors out."""
+    cache: `update` (self-attention: past tensors in, present tensors out) and `layers[i].keys` (cross-attention:
+    the encoder's keys and values as the first step gave them)."""
 
-    def __init__(self, past: list[tuple[torch.Tensor, torch.Tensor]] | None, count: int):
+    def __init__(self, past: list[tuple[torch.Tensor, torch.Tensor]] | None, count: int, layers=()):
         self.present: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * count
         self.past = past
-        self.layers = [_Layer(*kv) for kv in past] if past else []
+        self.layers = [_Layer(*kv) for kv in layers]
 
     def update(self, key: torch.Tensor, value: torch.Tensor, index: int):
         if self.past is not None:  # self-attention: the step's keys and values after the past ones
@@ -65,9 +66,7 @@ class _TensorCache:
 
     def __init__(self, count: int, self_past=None, cross_past=None):
         self.self_attention_cache = _Layers(self_past, count)
-        self.cross_attention_cache = _Layers(None, count)
-        if cross_past is not None:  # later steps: the encoder's keys and values as the first step gave them
-            self.cross_attention_cache.layers = [_Layer(*kv) for kv in cross_past]
+        self.cross_attention_cache = _Layers(None, count, cross_past or ())  # later steps: the first step's
         self.is_updated = {i: cross_past is not None for i in range(count)}
         self.past_length = self_past[0][0].shape[2] if self_past else 0
 
