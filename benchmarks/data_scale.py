@@ -178,7 +178,7 @@ def main() -> None:
     if options.child:
         child(*options.child)
         return
-    from aayn.data.prepare import available_cores  # imports torch: after a child has started its own clock
+    from aayn.checks import available_cores
 
     results = []
     for pairs in options.pairs:

@@ -123,10 +123,10 @@ def level(url: str, texts: list[str], expected: dict, clients: int, seconds: flo
 
 
 def main() -> None:
-    from aayn.cli import DEMO_RUN
+    from aayn.bench.common import demo_run_model
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=DEMO_RUN if Path(DEMO_RUN, "config.json").is_file() else None)
+    parser.add_argument("--model", default=demo_run_model())
     parser.add_argument("--sentences", type=int, default=256)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--seconds", type=float, default=120)

@@ -152,7 +152,9 @@ def test_attention_agreement_compares_each_implementation_with_eager_and_catches
         return output * 1.01, weights
 
     monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS, "sdpa", off_by_one_percent)
-    monkeypatch.setattr("aayn.bench.attention_implementations", lambda device: ["eager", "sdpa", "flash_attention_2"])
+    monkeypatch.setattr(
+        "aayn.bench.base_shape.attention_implementations", lambda device: ["eager", "sdpa", "flash_attention_2"]
+    )
     rows = attention_agreement(config, batch, "cpu", None, tolerance=1e-4)
     assert rows[1]["ok"] is False and rows[1]["gradient_difference"] > 1e-3
     assert rows[2]["implementation"] == "flash_attention_2" and "Flash" in rows[2]["unavailable"]
@@ -168,10 +170,10 @@ def test_the_report_of_run_bench_prints_every_part(saved, monkeypatch, capsys):
     monkeypatch.setattr(
         "aayn.bench.decoding.train_demo_model", lambda steps: (model, tokenizer, ["Six one eight.", "Two."] * 4)
     )
-    monkeypatch.setattr("aayn.bench.train_in_own_process", lambda *args: ([0.5, 0.4, 0.6], 100.0))
+    monkeypatch.setattr("aayn.bench.base_shape.train_in_own_process", lambda *args: ([0.5, 0.4, 0.6], 100.0))
     tiny_shape = dict(vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
                       decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)  # fmt: skip
-    monkeypatch.setattr("aayn.bench.DEMO_SHAPE", tiny_shape)
+    monkeypatch.setattr("aayn.bench.base_shape.DEMO_SHAPE", tiny_shape)
     report = run_bench(quick=True, config=tiny_config(vocab_size=64))
     print_table(report)
     out = capsys.readouterr().out

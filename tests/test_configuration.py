@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from aayn import AaynConfig, AaynForConditionalGeneration
 
@@ -18,16 +19,18 @@ def test_base_model_has_the_papers_parameter_count():
     assert 60e6 <= n <= 66e6, n  # Table 3: 65M
 
 
-def test_big_model_is_reachable_by_arguments():
-    config = AaynConfig(
-        d_model=1024,
-        encoder_ffn_dim=4096,
-        decoder_ffn_dim=4096,
-        encoder_attention_heads=16,
-        decoder_attention_heads=16,
-        dropout=0.3,
-    )
-    assert config.d_model // config.encoder_attention_heads == 64
+def test_big_model_has_the_papers_parameter_count():
+    """Table 3's big model (d_model 1024, d_ff 4096, 16 heads of d_k 64): 213M parameters. Built on the meta device
+    (no memory), as `aayn train` counts a model before allocating it."""
+    from aayn.checks import parameter_count
+
+    config = AaynConfig(d_model=1024, encoder_ffn_dim=4096, decoder_ffn_dim=4096, encoder_attention_heads=16,
+                        decoder_attention_heads=16, dropout=0.3)  # fmt: skip
+    with torch.device("meta"):
+        model = AaynForConditionalGeneration(config)
+    assert model.model.encoder.layers[0].self_attn.head_dim == 64
+    n = parameter_count(config)
+    assert 208e6 <= n <= 216e6, n  # Table 3: 213M
 
 
 def test_round_trip_through_json(tmp_path):

@@ -4,9 +4,15 @@ that is missing, empty or damaged is named), devices, and whether a model can fi
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 TRAINING_BYTES_PER_PARAMETER = 16  # float32 weights, gradients and Adam's two moments
+
+
+def available_cores() -> int:
+    """The cores this process may run on (a container's or taskset's share, not the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def safetensors_fault(path: Path) -> str | None:
@@ -155,24 +161,15 @@ def check_device(device: str) -> None:
 
 
 def parameter_count(config) -> int:
-    """The number of parameters an AaynConfig makes, counted from its shape (a model that cannot be allocated
-    cannot be counted by building it)."""
-    d = config.d_model
-    norm = 2 * d
-    attention = 4 * d * d + 4 * d
+    """The number of parameters an AaynConfig makes (tied matrices once), counted on the model built on torch's
+    meta device: the architecture's own modules, no memory (a model too big to allocate is counted too)."""
+    import torch
 
-    def feed_forward(width: int) -> int:
-        return 2 * d * width + width + d
+    from .modeling_aayn import AaynForConditionalGeneration
 
-    encoder = config.encoder_layers * (attention + feed_forward(config.encoder_ffn_dim) + 2 * norm)
-    decoder = config.decoder_layers * (2 * attention + feed_forward(config.decoder_ffn_dim) + 3 * norm)
-    stacks = encoder + decoder + (2 * norm if config.norm_first else 0)
-    if config.share_encoder_decoder_embeddings:
-        embeddings = config.vocab_size * d
-    else:
-        embeddings = (config.vocab_size + config.decoder_vocab_size) * d
-    projection = 0 if config.tie_word_embeddings else config.decoder_vocab_size * d
-    return stacks + embeddings + projection
+    with torch.device("meta"):
+        model = AaynForConditionalGeneration(config)
+    return sum(parameter.numel() for parameter in model.parameters())
 
 
 def available_memory(device: str) -> int | None:

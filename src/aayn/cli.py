@@ -6,11 +6,12 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from . import MissingExtra, _register_later, register
-
-DEMO_RUN = "runs/demo-bible-en-fr"  # where recipes/demo.yaml saves its model; aayn bench times decoding with it
+from .data.token_batches import DECODING_BATCH_TOKENS
 
 
 def copy_task(args: argparse.Namespace) -> None:
@@ -251,6 +252,7 @@ def serve(args: argparse.Namespace) -> None:
         import uvicorn  # noqa: F401
     except ImportError as error:
         raise MissingExtra("aayn serve needs starlette and uvicorn: pip install 'aayn[serve]'") from error
+    from .checks import available_cores
     from .opening import open_translator
     from .serve import ServeSettings, start_workers
     from .serve import serve as run_server
@@ -262,8 +264,7 @@ def serve(args: argparse.Namespace) -> None:
     if args.workers == 1:
         translators = open_translator(args.model, args.device, threads=args.threads, setup=setup)
     else:  # processes of their own, sharing the cores unless told otherwise
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        threads = args.threads or max(1, cores // args.workers)
+        threads = args.threads or max(1, available_cores() // args.workers)
         translators = start_workers(args.model, args.device, args.workers, threads, setup)
     settings = ServeSettings(
         batch_tokens=args.batch_tokens,
@@ -278,11 +279,13 @@ def serve(args: argparse.Namespace) -> None:
 def bench(args: argparse.Namespace) -> None:
     """Measure AAYN against MarianMTModel at the paper's base shapes (train, greedy, beam rows; MFU)."""
     from .bench import print_table, run_bench, write_json
+    from .bench.common import demo_run_model
     from .checks import check_device
 
     check_device(args.device)
+    decoding_model = args.decoding_model or demo_run_model()
     report = run_bench(
-        quick=args.quick, device=args.device, dtype=args.dtype, wmt=args.wmt, decoding_model=args.decoding_model
+        quick=args.quick, device=args.device, dtype=args.dtype, wmt=args.wmt, decoding_model=decoding_model
     )
     if args.json:  # first: a long run's numbers survive whatever happens while printing them
         write_json(report, args.json)
@@ -384,174 +387,250 @@ def report_user_errors(command: str, work, debug: bool) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    _register_later()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv
-    verbose = "--verbose" in argv
-    argv = [arg for arg in argv if arg not in ("--debug", "--verbose")]
-    epilog = "--debug anywhere: tracebacks for errors; --verbose: model loading's progress bars"
-    parser = argparse.ArgumentParser(prog="aayn", description=__doc__, epilog=epilog)
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("copy-task", help=copy_task.__doc__)
-    demo.add_argument("--output_dir", default="runs/copy-task", help="where to save the trained model")
-    demo.add_argument("--steps", type=int, default=400, help="training steps (default: 400)")
-    demo.add_argument("--seed", type=int, default=0)
-    demo.set_defaults(run=copy_task)
-    trainer = commands.add_parser("train", help=train.__doc__, add_help=False)
-    trainer.add_argument("recipe_and_flags", nargs=argparse.REMAINDER, help="RECIPE.yaml [--key value ...]")
-    trainer.set_defaults(run=train)
-    preparer = commands.add_parser("preprocess", help=preprocess.__doc__, add_help=False)
-    preparer.add_argument("recipe_and_flags", nargs=argparse.REMAINDER, help="RECIPE.yaml [--key value ...]")
-    preparer.set_defaults(run=preprocess)
-    averager = commands.add_parser("average", help=average.__doc__)
-    averager.add_argument("--output_dir", required=True, help="new folder for the averaged model")
-    averager.add_argument("checkpoints", nargs="+", help="checkpoint folders (model.safetensors + config.json)")
-    averager.set_defaults(run=average)
-    decoding = argparse.ArgumentParser(add_help=False)  # what evaluate and translate share
-    decoding.add_argument(
+class Positive(argparse.Action):
+    """An int option that must be positive, refused as `--NAME must be a positive integer, got N`."""
+
+    def __call__(self, parser, namespace, value, option_string=None) -> None:
+        if value <= 0:
+            parser.error(f"{option_string} must be a positive integer, got {value}")
+        setattr(namespace, self.dest, value)
+
+
+def copy_task_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output_dir", default="runs/copy-task", help="where to save the trained model")
+    parser.add_argument("--steps", type=int, default=400, action=Positive, help="training steps (default: 400)")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def recipe_arguments(parser: argparse.ArgumentParser) -> None:
+    """train, preprocess: everything after the command is the recipe parser's (`--help` included)."""
+    parser.add_argument("recipe_and_flags", nargs=argparse.REMAINDER, help="RECIPE.yaml [--key value ...]")
+
+
+def average_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output_dir", required=True, help="new folder for the averaged model")
+    parser.add_argument("checkpoints", nargs="+", help="checkpoint folders (model.safetensors + config.json)")
+
+
+def decoding_arguments(parser: argparse.ArgumentParser) -> None:
+    """What evaluate and translate share."""
+    parser.add_argument(
         "--model",
         required=True,
         action="append",
         help="saved model folder or Hub id (translate: repeat for an ensemble)",
     )
-    decoding.add_argument("--num_beams", type=positive_int, help="default: the model's generation config")
-    decoding.add_argument("--length_penalty", type=float, help="alpha of the length penalty; choose it on validation")
-    decoding.add_argument("--max_new_tokens", type=positive_int)
-    decoding.add_argument("--batch_tokens", type=positive_int, default=4096, help="padded source tokens per batch")
-    decoding.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps, ...")
-    scorer = commands.add_parser("evaluate", help=evaluate.__doc__, parents=[decoding])
-    scorer.add_argument("--dataset_name", required=True, help='Hub id, local folder, or "bible"')
-    scorer.add_argument("--dataset_config_name")
-    scorer.add_argument("--source_lang", required=True)
-    scorer.add_argument("--target_lang", required=True)
-    scorer.add_argument("--split", default="test", help="split expression, slicing allowed (default: test)")
-    scorer.add_argument("--max_samples", type=positive_int)
-    scorer.add_argument("--output", metavar="FILE", help="also write the translations there, one line per sentence")
-    scorer.add_argument(
+    parser.add_argument("--num_beams", type=positive_int, help="default: the model's generation config")
+    parser.add_argument("--length_penalty", type=float, help="alpha of the length penalty; choose it on validation")
+    parser.add_argument("--max_new_tokens", type=positive_int)
+    batch_tokens_argument(parser, "padded source tokens per batch")
+    device_argument(parser)
+
+
+def batch_tokens_argument(parser: argparse.ArgumentParser, text: str) -> None:
+    parser.add_argument("--batch_tokens", type=positive_int, default=DECODING_BATCH_TOKENS, help=text)
+
+
+def device_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps, ...")
+
+
+def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
+    decoding_arguments(parser)
+    parser.add_argument("--dataset_name", required=True, help='Hub id, local folder, or "bible"')
+    parser.add_argument("--dataset_config_name")
+    parser.add_argument("--source_lang", required=True)
+    parser.add_argument("--target_lang", required=True)
+    parser.add_argument("--split", default="test", help="split expression, slicing allowed (default: test)")
+    parser.add_argument("--max_samples", type=positive_int)
+    parser.add_argument("--output", metavar="FILE", help="also write the translations there, one line per sentence")
+    parser.add_argument(
         "--any_direction", action="store_true", help="score a model whose card names another direction (a warning)"
     )
-    scorer.set_defaults(run=evaluate)
-    translator = commands.add_parser("translate", help=translate.__doc__, parents=[decoding])
-    translator.add_argument("text", nargs="*", help="sentences to translate; none: read standard input")
-    translator.add_argument(
+
+
+def translate_arguments(parser: argparse.ArgumentParser) -> None:
+    decoding_arguments(parser)
+    parser.add_argument("text", nargs="*", help="sentences to translate; none: read standard input")
+    parser.add_argument(
         "--buffer_size",
         type=positive_int,
-        help="at most this many lines of standard input per batch (default: every line there is to read; a "
-        "terminal's or a slow pipe's lines are answered as they arrive either way)",
+        help="at most this many lines of standard input per batch (default: every line there is to "
+        "read; a terminal's or a slow pipe's lines are answered as they arrive either way)",
     )
-    translator.add_argument(
+    parser.add_argument(
         "--show-attention",
         dest="show_attention",
         metavar="FILE.png",
         help="draw the last layer's cross-attention for a single sentence",
     )
-    translator.add_argument(
+    parser.add_argument(
         "--per-head", dest="per_head", action="store_true", help="with --show-attention: one panel per head"
     )
-    translator.add_argument(
+    parser.add_argument(
         "--nbest", type=positive_int, help="the N best hypotheses of every input, ranked as the search ranks them"
     )
-    translator.add_argument(
+    parser.add_argument(
         "--format",
         choices=["tsv", "jsonl"],
         help="with --nbest: tsv (INDEX<TAB>SCORE<TAB>TEXT per hypothesis, the default) or jsonl",
     )
-    translator.add_argument(
+    parser.add_argument(
         "--prefix", metavar="FILE", help="target prefixes, one per input line (empty lines for none), to continue from"
     )
-    translator.set_defaults(run=translate)
-    server = commands.add_parser("serve", help=serve.__doc__)
-    server.add_argument("--model", required=True, action="append", help="saved model folder, Hub id or CTranslate2 "
-                        "export (repeat for an ensemble)")  # fmt: skip
-    server.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps, ...")
-    server.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: this machine only)")
-    server.add_argument("--port", type=int, default=8000)
-    server.add_argument("--batch_tokens", type=positive_int, default=4096, help="padded source tokens per batch")
-    server.add_argument("--max_wait_ms", type=float, default=10.0, help="how long a sentence waits for others")
-    server.add_argument("--max_queue", type=positive_int, default=1024, help="sentences waiting; beyond: 503")
-    server.add_argument("--max_sentences", type=positive_int, default=64, help="inputs per request; beyond: 413")
-    server.add_argument("--max_chars", type=positive_int, default=2000, help="characters per input; beyond: 413")
-    server.add_argument(
+
+
+def serve_arguments(parser: argparse.ArgumentParser) -> None:
+    from .serve import ServeSettings  # the server's defaults are the flags'
+
+    defaults = ServeSettings()
+    parser.add_argument(
+        "--model",
+        required=True,
+        action="append",
+        help="saved model folder, Hub id or CTranslate2 export (repeat for an ensemble)",
+    )
+    device_argument(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: this machine only)")
+    parser.add_argument("--port", type=int, default=8000)
+    batch_tokens_argument(parser, "padded source tokens per batch")
+    parser.add_argument(
+        "--max_wait_ms", type=float, default=defaults.max_wait_ms, help="how long a sentence waits for others"
+    )
+    parser.add_argument(
+        "--max_queue", type=positive_int, default=defaults.max_queue, help="sentences waiting; beyond: 503"
+    )
+    parser.add_argument(
+        "--max_sentences", type=positive_int, default=defaults.max_sentences, help="inputs per request; beyond: 413"
+    )
+    parser.add_argument(
+        "--max_chars", type=positive_int, default=defaults.max_chars, help="characters per input; beyond: 413"
+    )
+    parser.add_argument(
         "--threads",
         type=positive_int,
-        help="CPU threads a model call uses (default: all cores, shared out among --workers); with a CTranslate2 "
-        "export, 1 can answer small batches several times faster (docs/measurements.md)",
+        help="CPU threads a model call uses (default: all cores, shared out among --workers); with a "
+        "CTranslate2 export, 1 can answer small batches several times faster "
+        "(docs/measurements.md)",
     )
-    server.add_argument(
+    parser.add_argument(
         "--workers",
         type=positive_int,
         default=1,
-        help="processes holding the model, decoding batches side by side (default 1: a thread of the server); on "
-        "a few cores, 2 serve a few dozen clients faster (docs/measurements.md)",
+        help="processes holding the model, decoding batches side by side (default 1: a thread of "
+        "the server); on a few cores, 2 serve a few dozen clients faster "
+        "(docs/measurements.md)",
     )
-    server.set_defaults(run=serve)
-    scoring = commands.add_parser("score", help=score.__doc__)
-    scoring.add_argument("--model", required=True, help="saved model folder or Hub id")
-    scoring.add_argument("--source", required=True, help="source sentences, one per line (- for standard input)")
-    scoring.add_argument("--target", required=True, help="their translations, one per line, aligned with --source")
-    scoring.add_argument("--length_penalty", type=float, help="alpha of the score's normalization (default: model's)")
-    scoring.add_argument("--per_token", action="store_true", help="a third column: each target token's log P")
-    scoring.add_argument("--batch_tokens", type=positive_int, default=4096, help="padded tokens per batch")
-    scoring.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps, ...")
-    scoring.set_defaults(run=score)
-    bencher = commands.add_parser("bench", help=bench.__doc__)
-    bencher.add_argument("--quick", action="store_true", help="fewer repeats and smaller batches (~3 min on 2 cores)")
-    bencher.add_argument("--json", metavar="PATH", help="also write the report as JSON")
-    bencher.add_argument("--device", default="cpu")
-    bencher.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    bencher.add_argument(
+
+
+def score_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="saved model folder or Hub id")
+    parser.add_argument("--source", required=True, help="source sentences, one per line (- for standard input)")
+    parser.add_argument("--target", required=True, help="their translations, one per line, aligned with --source")
+    parser.add_argument("--length_penalty", type=float, help="alpha of the score's normalization (default: model's)")
+    parser.add_argument("--per_token", action="store_true", help="a third column: each target token's log P")
+    batch_tokens_argument(parser, "padded tokens per batch")
+    device_argument(parser)
+
+
+def bench_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and smaller batches (~3 min on 2 cores)")
+    parser.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument(
         "--wmt",
         default=os.environ.get("AAYN_WMT14_MINI"),
-        help="a folder laid out like the Hub's wmt/wmt14 (de-en test split) for newstest2014 sentence lengths; "
-        "default: $AAYN_WMT14_MINI, else a built-in sample of them",
+        help="a folder laid out like the Hub's wmt/wmt14 (de-en test split) for newstest2014 sentence "
+        "lengths; default: $AAYN_WMT14_MINI, else a built-in sample of them",
     )
-    bencher.add_argument(
+    parser.add_argument(
         "--decoding_model",
-        default=DEMO_RUN if Path(DEMO_RUN, "config.json").is_file() else None,
         help="a saved English -> X aayn model for the default-decoding rows; default: the demo job's "
-        f"({DEMO_RUN}) if it is there, else a model trained in the bench for a few hundred steps",
+        "(recipes/demo.yaml's output_dir) if it is there, else a model trained in the bench for a few "
+        "hundred steps",
     )
-    bencher.set_defaults(run=bench)
-    exporter = commands.add_parser("export", help=export.__doc__)
-    exporter.add_argument("--format", required=True, choices=["ctranslate2", "onnx", "argos"])
-    exporter.add_argument("--model", required=True, help="saved model folder (weights, config, tokenizer)")
-    exporter.add_argument("--output_dir", help="new folder for the exported model (ctranslate2, onnx)")
-    exporter.add_argument("--output", help="new .argosmodel file (argos)")
+
+
+def export_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", required=True, choices=["ctranslate2", "onnx", "argos"])
+    parser.add_argument("--model", required=True, help="saved model folder (weights, config, tokenizer)")
+    parser.add_argument("--output_dir", help="new folder for the exported model (ctranslate2, onnx)")
+    parser.add_argument("--output", help="new .argosmodel file (argos)")
     for key, text in (("source_lang", "default: the model card's"), ("target_lang", "default: the model card's"),
                       ("source_name", "default: the language's English name"), ("target_name", "the same"),
                       ("package_version", "default: 1.0")):  # fmt: skip
-        exporter.add_argument(f"--{key}", help=f"argos: {text}")
-    exporter.add_argument(
+        parser.add_argument(f"--{key}", help=f"argos: {text}")
+    parser.add_argument(
         "--quantization",
         choices=["int8", "int8_float32", "int16", "float16", "bfloat16"],
         help="weight type (default: float32, outputs equal to PyTorch's); onnx: int8 (dynamic quantization)",
     )
-    exporter.set_defaults(run=export)
-    importer = commands.add_parser("import", help=import_model.__doc__)
-    importer.add_argument("format", choices=["fairseq"])
-    importer.add_argument("checkpoint", help="fairseq checkpoint (.pt) of a Transformer, fairseq 0.9 to 0.12")
-    importer.add_argument("--output_dir", required=True, help="new folder for the aayn model")
-    importer.add_argument("--source_lang", help="default: the checkpoint's")
-    importer.add_argument("--target_lang", help="default: the checkpoint's")
-    importer.add_argument("--source_dictionary", help="default: dict.SOURCE_LANG.txt beside the checkpoint")
-    importer.add_argument("--target_dictionary", help="default: dict.TARGET_LANG.txt beside the checkpoint")
-    importer.add_argument("--sentencepiece_model", help="default: sentencepiece.bpe.model beside the checkpoint")
-    importer.add_argument("--bpe_codes", help="subword-nmt codes (after Moses); default: bpecodes beside it")
-    importer.set_defaults(run=import_model)
-    if argv[:1] in (["train"], ["preprocess"]):  # everything after it is the recipe's parser's, --help included
-        run = train if argv[0] == "train" else preprocess
-        args = argparse.Namespace(command=argv[0], recipe_and_flags=argv[1:], run=run)
+
+
+def import_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("format", choices=["fairseq"])
+    parser.add_argument("checkpoint", help="fairseq checkpoint (.pt) of a Transformer, fairseq 0.9 to 0.12")
+    parser.add_argument("--output_dir", required=True, help="new folder for the aayn model")
+    parser.add_argument("--source_lang", help="default: the checkpoint's")
+    parser.add_argument("--target_lang", help="default: the checkpoint's")
+    parser.add_argument("--source_dictionary", help="default: dict.SOURCE_LANG.txt beside the checkpoint")
+    parser.add_argument("--target_dictionary", help="default: dict.TARGET_LANG.txt beside the checkpoint")
+    parser.add_argument("--sentencepiece_model", help="default: sentencepiece.bpe.model beside the checkpoint")
+    parser.add_argument("--bpe_codes", help="subword-nmt codes (after Moses); default: bpecodes beside it")
+
+
+class Command(NamedTuple):
+    """One subcommand: its handler, the function adding its arguments, and when transformers is set up for it
+    ("quiet": before it runs, without model loading's progress bars unless --verbose; "bars": before it runs, with
+    them; "itself": the handler does it, once it knows it needs it: a recipe parsed, a folder not CTranslate2's)."""
+
+    run: Callable[[argparse.Namespace], None]
+    arguments: Callable[[argparse.ArgumentParser], None]
+    transformers: str
+
+
+COMMANDS = {
+    "copy-task": Command(copy_task, copy_task_arguments, "bars"),
+    "train": Command(train, recipe_arguments, "itself"),
+    "preprocess": Command(preprocess, recipe_arguments, "itself"),
+    "average": Command(average, average_arguments, "bars"),
+    "evaluate": Command(evaluate, evaluate_arguments, "quiet"),
+    "translate": Command(translate, translate_arguments, "itself"),
+    "serve": Command(serve, serve_arguments, "itself"),
+    "score": Command(score, score_arguments, "quiet"),
+    "bench": Command(bench, bench_arguments, "bars"),
+    "export": Command(export, export_arguments, "quiet"),
+    "import": Command(import_model, import_arguments, "quiet"),
+}
+RECIPE_COMMANDS = ("train", "preprocess")  # all after them is the recipe parser's: no argparse of their own
+
+
+def command_line_parser() -> argparse.ArgumentParser:
+    epilog = "--debug anywhere: tracebacks for errors; --verbose: model loading's progress bars"
+    parser = argparse.ArgumentParser(prog="aayn", description=__doc__, epilog=epilog)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(name, help=command.run.__doc__, add_help=name not in RECIPE_COMMANDS)
+        command.arguments(sub)
+        sub.set_defaults(run=command.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    _register_later()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug, verbose = "--debug" in argv, "--verbose" in argv
+    argv = [arg for arg in argv if arg not in ("--debug", "--verbose")]
+    if argv[:1] and argv[0] in RECIPE_COMMANDS:
+        args = argparse.Namespace(command=argv[0], recipe_and_flags=argv[1:], run=COMMANDS[argv[0]].run)
     else:
-        args = parser.parse_args(argv)
-    if args.command == "copy-task" and args.steps <= 0:
-        parser.error(f"--steps must be a positive integer, got {args.steps}")
+        args = command_line_parser().parse_args(argv)
     setup_logging()
     args.verbose = verbose
-    # train, preprocess: once the recipe is parsed; translate, serve: not for a CT2 folder (nor in serve's server
-    # process where worker processes hold the model)
-    if args.command not in ("train", "preprocess", "translate", "serve"):
-        prepare_transformers(progress_bars=verbose or args.command in ("copy-task", "average", "bench"))
+    setup = COMMANDS[args.command].transformers
+    if setup != "itself":
+        prepare_transformers(progress_bars=verbose or setup == "bars")
     return report_user_errors(args.command, lambda: args.run(args), debug)
 
 

@@ -1,10 +1,12 @@
 """Configuration of the "Attention Is All You Need" encoder-decoder (Vaswani et al., 2017).
 
-This file travels with saved checkpoints as Hub remote code: it imports only transformers.
+This file travels with saved checkpoints as Hub remote code: it imports only transformers and policy_aayn.
 """
 
 from transformers import PretrainedConfig  # the 4.57 name; 5.x keeps it as an alias of PreTrainedConfig
 from transformers.activations import ACT2FN
+
+from .policy_aayn import BASE_D_MODEL, BASE_FFN_DIM, BASE_HEADS, BASE_LAYERS, BASE_VOCAB_SIZE
 
 TRANSLATION_PIPELINE = {
     "impl": "pipeline_aayn.AaynTranslationPipeline",
@@ -74,15 +76,15 @@ class AaynConfig(PretrainedConfig):
 
     def __init__(
         self,
-        vocab_size: int = 37000,
+        vocab_size: int = BASE_VOCAB_SIZE,
         decoder_vocab_size: int | None = None,
-        d_model: int = 512,
-        encoder_layers: int = 6,
-        decoder_layers: int = 6,
-        encoder_attention_heads: int = 8,
-        decoder_attention_heads: int = 8,
-        encoder_ffn_dim: int = 2048,
-        decoder_ffn_dim: int = 2048,
+        d_model: int = BASE_D_MODEL,
+        encoder_layers: int = BASE_LAYERS,
+        decoder_layers: int = BASE_LAYERS,
+        encoder_attention_heads: int = BASE_HEADS,
+        decoder_attention_heads: int = BASE_HEADS,
+        encoder_ffn_dim: int = BASE_FFN_DIM,
+        decoder_ffn_dim: int = BASE_FFN_DIM,
         dropout: float = 0.1,
         attention_dropout: float = 0.0,
         activation_dropout: float = 0.0,

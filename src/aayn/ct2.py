@@ -13,8 +13,8 @@ from pathlib import Path
 
 from . import MissingExtra
 from .checks import is_moses_bpe_folder, json_fault
-from .data.token_batches import decoding_batches, encode_sources
-from .policy_aayn import paper_length_limit
+from .data.token_batches import DECODING_BATCH_TOKENS, decoding_batches, encode_sources
+from .policy_aayn import beams_for, length_penalty_in_force, paper_length_limit
 from .translator import Translator, progress_bar
 
 NO_LIMIT = int(1e30)  # transformers' model_max_length when a tokenizer sets none (VERY_LARGE_INTEGER)
@@ -139,7 +139,7 @@ class ExportedModel(Translator):
         self.tokenizer = exported_tokenizer(folder)
         path = folder / "generation_config.json"
         # GenerationConfig.save_pretrained writes only what differs from its defaults (1 beam, alpha 1.0)
-        self.generation = read_json(path) if path.is_file() else {"num_beams": 4, "length_penalty": 0.6}
+        self.generation = read_json(path) if path.is_file() else {}
         try:
             self.translator = ctranslate2.Translator(str(folder), **options)
         except (RuntimeError, ValueError) as error:  # a damaged model.bin, a model from a newer CTranslate2
@@ -150,7 +150,7 @@ class ExportedModel(Translator):
         texts: list[str],
         nbest: int = 1,
         *,
-        batch_tokens: int = 4096,
+        batch_tokens: int = DECODING_BATCH_TOKENS,
         num_beams: int | None = None,
         length_penalty: float | None = None,
         max_new_tokens: int | None = None,
@@ -161,8 +161,8 @@ class ExportedModel(Translator):
         one empty hypothesis with score 0. `progress`: a progress bar's description (see `aayn.translator`)."""
         if prefixes is not None:
             raise ValueError(f"--model {self.folder} is a CTranslate2 model: it translates without --prefix")
-        beams = max(num_beams or self.generation.get("num_beams") or 1, nbest)
-        alpha = length_penalty if length_penalty is not None else self.generation.get("length_penalty", 1.0)
+        beams = beams_for(num_beams or self.generation.get("num_beams"), nbest)
+        alpha = length_penalty_in_force(length_penalty, self.generation.get("length_penalty"))
         outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
         todo, encoded = encode_sources(self.tokenizer.encode, texts, self.tokenizer.model_max_length)
         bar = progress_bar(len(todo), progress)

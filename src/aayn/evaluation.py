@@ -8,9 +8,10 @@ import evaluate
 from transformers.utils import logging
 
 from .data import load_translation_dataset
+from .data.token_batches import DECODING_BATCH_TOKENS
+from .folders import write_text_atomically
 from .opening import open_translator
 from .paper_bleu import paper_bleu_scores
-from .training.output import write_text_atomically
 from .training.trainer import METRICS_MODULE
 
 logger = logging.get_logger(__name__)
@@ -25,7 +26,7 @@ def evaluate_model(
     dataset_config_name: str | None = None,
     split: str = "test",
     max_samples: int | None = None,
-    batch_tokens: int = 4096,
+    batch_tokens: int = DECODING_BATCH_TOKENS,
     device: str = "cpu",
     output: str | None = None,
     **generate,

@@ -10,9 +10,6 @@ interleaved), and the vocabulary is the tokenizer's, token for token. Needs `pip
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -21,8 +18,9 @@ from transformers.utils import logging
 from .checks import check_model_folder
 from .ct2 import import_ctranslate2
 from .data.tokenizer import save_tokenizer
+from .folders import check_new_folder, staged_folder
 from .modeling_aayn import AaynForConditionalGeneration
-from .policy_aayn import EXTRA_TARGET_TOKENS
+from .policy_aayn import EXTRA_TARGET_TOKENS, source_limit
 from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer
 
 logger = logging.get_logger(__name__)
@@ -139,28 +137,8 @@ def limit_sources(path: Path, max_position_embeddings: int) -> None:
     """The exported tokenizer's model_max_length: the source limit aayn's translation applies (the smaller of
     the tokenizer's and the model's), which `aayn.ct2` reads from there."""
     config = json.loads(path.read_text(encoding="utf-8"))
-    config["model_max_length"] = min(config.get("model_max_length") or max_position_embeddings, max_position_embeddings)
+    config["model_max_length"] = source_limit(config.get("model_max_length"), max_position_embeddings)
     path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def check_new_folder(output_dir: Path) -> None:
-    if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
-        raise FileExistsError(f"--output_dir {output_dir} exists and is not empty; give a new folder")
-
-
-@contextmanager
-def staged_folder(output_dir: Path):
-    """A temporary folder beside `output_dir`, renamed into place when the block ends without error: a failure
-    or a full disk leaves nothing at `output_dir`."""
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}-", dir=output_dir.parent))
-    try:
-        yield staging
-        if output_dir.exists():
-            output_dir.rmdir()  # empty, as checked
-        staging.rename(output_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def export_model(

@@ -22,7 +22,7 @@ import torch
 from transformers.utils import logging
 
 from .configuration_aayn import AaynConfig
-from .export import check_new_folder, staged_folder
+from .folders import check_new_folder, staged_folder
 
 logger = logging.get_logger(__name__)
 

@@ -19,7 +19,7 @@ from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
 from transformers.utils import logging
 
 from .ops_aayn import cpu_decoding_layout
-from .policy_aayn import paper_length_limit
+from .policy_aayn import length_penalty_in_force, paper_length_limit, returned_fault
 from .search_aayn import SearchSettings, paper_search
 
 logger = logging.get_logger(__name__)
@@ -90,12 +90,12 @@ def search_settings(model, config: GenerationConfig, given: dict, synced_gpus: b
             value = value[0]
         tokens[name] = _whole(name, value, 0)
     beams = _whole("num_beams", 1 if config.num_beams is None else config.num_beams, 1)
-    alpha = 1.0 if config.length_penalty is None else config.length_penalty
+    alpha = length_penalty_in_force(None, config.length_penalty)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
         raise ValueError(f"`length_penalty` must be a finite number, got {alpha!r}")
     returned = _whole("num_return_sequences", config.num_return_sequences or 1, 1)  # None: 4.57's default
-    if returned > beams:
-        raise ValueError(f"num_return_sequences={returned} cannot exceed num_beams={beams}")
+    if returned_fault(returned, beams):
+        raise ValueError(returned_fault(returned, beams))
     min_step = max(
         _whole("min_length", given.get("min_length", 0), 0),
         _whole("min_new_tokens", given.get("min_new_tokens", 0), 0) + 1,

@@ -48,7 +48,7 @@ from .ops_aayn import (
     plain_linear,
 )
 from .pipeline_aayn import AaynTranslationPipeline  # noqa: F401  (relative imports travel with the remote code)
-from .policy_aayn import paper_length_limit  # noqa: F401
+from .policy_aayn import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS, paper_length_limit  # noqa: F401
 from .resize_aayn import AaynResizing
 from .search_aayn import paper_search  # noqa: F401
 
@@ -565,8 +565,8 @@ class AaynForConditionalGeneration(AaynDecodingMixin, AaynResizing, AaynPreTrain
         self._decoding_matrix: list[torch.Tensor | None] | None = None  # see _output_logits
         self.post_init()
         # §6.1's beam size and alpha are the defaults of new models (generation_config.json keeps them)
-        self.generation_config.num_beams = 4
-        self.generation_config.length_penalty = 0.6
+        self.generation_config.num_beams = PAPER_NUM_BEAMS
+        self.generation_config.length_penalty = PAPER_LENGTH_PENALTY
 
     def ties(self) -> dict[str, str]:
         return tied_parameters(self.config, lm_head=True)

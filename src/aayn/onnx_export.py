@@ -22,7 +22,15 @@ from torch import nn
 from transformers.utils import logging
 
 from . import MissingExtra
-from .policy_aayn import gnmt_length_penalty, paper_length_limit
+from .data.token_batches import DECODING_BATCH_TOKENS
+from .policy_aayn import (
+    PAPER_LENGTH_PENALTY,
+    PAPER_NUM_BEAMS,
+    beams_for,
+    gnmt_length_penalty,
+    length_penalty_in_force,
+    paper_length_limit,
+)
 
 logger = logging.get_logger(__name__)
 
@@ -163,7 +171,7 @@ def save_onnx(model_dir: str | Path, output_dir: str | Path, quantization: str |
     from transformers import AutoTokenizer
 
     from .data.tokenizer import save_tokenizer
-    from .export import check_new_folder, staged_folder
+    from .folders import check_new_folder, staged_folder
     from .modeling_aayn import AaynForConditionalGeneration
 
     import_onnxruntime()
@@ -261,7 +269,13 @@ class OnnxModel:
             logits = step(chosen, None)
         return tokens
 
-    def beam(self, input_ids: np.ndarray, attention_mask: np.ndarray, num_beams: int = 4, alpha: float = 0.6):
+    def beam(
+        self,
+        input_ids: np.ndarray,
+        attention_mask: np.ndarray,
+        num_beams: int = PAPER_NUM_BEAMS,
+        alpha: float = PAPER_LENGTH_PENALTY,
+    ):
         """§6.1's beam search as aayn's `paper_search` runs it: per step the 2k best candidates by log P, those
         ending in eos among the first k finish (scored log P / ((5 + |Y|) / 6)^alpha), the best k others live on;
         pad never, eos forced at a sentence's limit; a sentence stops once no live beam can beat its best finished
@@ -307,7 +321,7 @@ class OnnxModel:
             logits = step(next_words.reshape(-1), rows)
         return found
 
-    def translate(self, texts: list[str], batch_tokens: int = 4096, num_beams: int | None = None,
+    def translate(self, texts: list[str], batch_tokens: int = DECODING_BATCH_TOKENS, num_beams: int | None = None,
                   length_penalty: float | None = None) -> list[str]:  # fmt: skip
         """Translations of `texts`, in input order, batched as `aayn translate` batches (similar lengths,
         `batch_tokens` padded tokens a batch), with the folder's tokenizer; beam size and alpha those of the
@@ -318,8 +332,8 @@ class OnnxModel:
 
         if not hasattr(self, "tokenizer"):
             self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
-        beams = num_beams or self.generation.get("num_beams", 1)
-        alpha = self.generation.get("length_penalty", 1.0) if length_penalty is None else length_penalty
+        beams = beams_for(num_beams or self.generation.get("num_beams"))
+        alpha = length_penalty_in_force(length_penalty, self.generation.get("length_penalty"))
         outputs = [""] * len(texts)
         encode = lambda batch: self.tokenizer(batch)["input_ids"]
         todo, encoded = encode_sources(encode, texts, self.tokenizer.model_max_length)

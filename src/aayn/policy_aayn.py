@@ -1,9 +1,27 @@
-"""§6.1's decoding policy, each rule defined once: "We used beam search with a beam size of 4 and length penalty
-alpha = 0.6 [GNMT] ... set the maximum output length during inference to input length + 50".
+"""The paper's numbers that more than one place uses, each defined once: Table 3's base shape, and §6.1's decoding
+policy ("We used beam search with a beam size of 4 and length penalty alpha = 0.6 [GNMT] ... set the maximum output
+length during inference to input length + 50").
 
-Imported by the search (so it travels with every saved checkpoint), the CTranslate2 translator and export, scoring
-and the benchmark; it imports nothing, so that a CTranslate2 translation does not wait for torch.
+Imported by the configuration and the search (so it travels with every saved checkpoint), the training arguments,
+the CTranslate2 and ONNX translators and exports, scoring, the server and the benchmark; it imports nothing, so that
+a CTranslate2 translation (or `aayn train --help`) does not wait for torch.
 """
+
+# Table 3's base model: a new model's shape (AaynConfig's defaults, `aayn train`'s recipe keys); §5.1: a shared
+# vocabulary of "about 37000 tokens" (byte-pair encoding, EN-DE)
+BASE_VOCAB_SIZE = 37000
+BASE_D_MODEL = 512
+BASE_LAYERS = 6
+BASE_HEADS = 8
+BASE_FFN_DIM = 2048
+
+# §6.1: "beam search with a beam size of 4 and length penalty alpha = 0.6": a new model's generation config
+PAPER_NUM_BEAMS = 4
+PAPER_LENGTH_PENALTY = 0.6
+
+# alpha where a generation config leaves it unset: transformers' GenerationConfig default, which
+# `generation_config.json` leaves out (as it leaves out its 1 beam)
+UNSET_LENGTH_PENALTY = 1.0
 
 # §6.1: "set the maximum output length during inference to input length + 50"
 EXTRA_TARGET_TOKENS = 50
@@ -14,7 +32,32 @@ def paper_length_limit(source_length):
     return source_length + EXTRA_TARGET_TOKENS
 
 
+def source_limit(tokenizer_limit: int | None, max_position_embeddings: int) -> int:
+    """The most source tokens a translation reads (longer sources are cut, with a warning): the tokenizer's
+    model_max_length (None: no limit of its own) within the model's position table."""
+    return min(tokenizer_limit or max_position_embeddings, max_position_embeddings)
+
+
 def gnmt_length_penalty(length, alpha: float):
     """lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016), |Y| counting eos: an int or a tensor of lengths. A
     hypothesis scores log P / lp(Y). transformers' own penalty is |Y|^alpha."""
     return ((5 + length) / 6) ** alpha
+
+
+def length_penalty_in_force(given, saved) -> float:
+    """alpha: as given, else the saved generation config's, else transformers' default."""
+    alpha = given if given is not None else saved
+    return UNSET_LENGTH_PENALTY if alpha is None else alpha
+
+
+def beams_for(num_beams, nbest: int = 1) -> int:
+    """The beam size a search runs with: `num_beams` (None or 0: the greedy 1), at least the `nbest` it returns."""
+    return max(num_beams or 1, nbest)
+
+
+def returned_fault(returned: int, beams: int | None) -> str | None:
+    """Why a search cannot return `returned` hypotheses with `beams` beams, or None (a beam search returns at most
+    its beams)."""
+    if beams is not None and returned > beams:
+        return f"num_return_sequences={returned} exceeds num_beams={beams} (a beam search returns at most its beams)"
+    return None

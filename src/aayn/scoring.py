@@ -10,8 +10,8 @@ import torch
 from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .data.token_batches import decoding_batches, padded
-from .policy_aayn import gnmt_length_penalty
+from .data.token_batches import DECODING_BATCH_TOKENS, decoding_batches, padded
+from .policy_aayn import gnmt_length_penalty, length_penalty_in_force
 
 
 @dataclass
@@ -26,10 +26,8 @@ class Score:
 
 
 def length_penalty_of(model: PreTrainedModel, alpha: float | None) -> float:
-    """alpha as given, else the model's generation config's (the search's default), else 1.0."""
-    if alpha is None:
-        alpha = getattr(model.generation_config, "length_penalty", None)
-    return 1.0 if alpha is None else float(alpha)
+    """alpha as given, else the model's generation config's (the search's default), else transformers' default."""
+    return float(length_penalty_in_force(alpha, getattr(model.generation_config, "length_penalty", None)))
 
 
 @torch.inference_mode()
@@ -56,7 +54,7 @@ def score_texts(
     *,
     length_penalty: float | None = None,
     per_token: bool = False,
-    batch_tokens: int = 4096,
+    batch_tokens: int = DECODING_BATCH_TOKENS,
 ) -> list[Score]:
     """Scores of the pairs (sources[i], targets[i]) in input order; `length_penalty` is alpha (default: the model's
     generation config's). Texts are tokenized as in training (the target side with `text_target`, eos appended)."""

@@ -28,6 +28,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from .data.token_batches import DECODING_BATCH_TOKENS
+from .policy_aayn import returned_fault
 from .translator import Translator
 
 # the parameters a request may set, with what each must be (the generation options `aayn translate` takes)
@@ -49,7 +51,7 @@ class RequestError(ValueError):
 
 @dataclass
 class ServeSettings:
-    batch_tokens: int = 4096
+    batch_tokens: int = DECODING_BATCH_TOKENS
     max_wait_ms: float = 10.0
     max_queue: int = 1024  # sentences waiting or being decoded
     max_sentences: int = 64  # per request
@@ -91,9 +93,9 @@ def read_parameters(parameters) -> dict:
             good = isinstance(value, int) and not isinstance(value, bool) and value >= 1
         if not good:
             raise RequestError(f"parameter {name} must be {PARAMETERS[name]}, got {json.dumps(value)}")
-    beams, returned = parameters.get("num_beams"), parameters.get("num_return_sequences", 1)
-    if beams is not None and returned > beams:
-        raise RequestError(f"parameter num_return_sequences={returned} exceeds num_beams={beams}")
+    fault = returned_fault(parameters.get("num_return_sequences", 1), parameters.get("num_beams"))
+    if fault:
+        raise RequestError(f"parameter {fault}")
     return dict(parameters)
 
 

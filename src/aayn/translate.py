@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .data.token_batches import decoding_batches, encode_sources, padded
+from .data.token_batches import DECODING_BATCH_TOKENS, decoding_batches, encode_sources, padded
+from .policy_aayn import beams_for, source_limit
 from .translator import ABILITIES, Translator, progress_bar
 
 
@@ -29,7 +30,7 @@ class TorchTranslator(Translator):
         texts: list[str],
         nbest: int = 1,
         *,
-        batch_tokens: int = 4096,
+        batch_tokens: int = DECODING_BATCH_TOKENS,
         max_source_length: int | None = None,
         prefixes: list[str] | None = None,
         progress: str | None = None,
@@ -52,14 +53,14 @@ class TorchTranslator(Translator):
         if prefixes is not None and len(prefixes) != len(texts):
             message = f"{len(prefixes)} prefixes for {len(texts)} inputs: one prefix (or an empty line) per input"
             raise ValueError(message)
-        limit = max_source_length or min(tokenizer.model_max_length, model.config.max_position_embeddings)
+        limit = max_source_length or source_limit(tokenizer.model_max_length, model.config.max_position_embeddings)
         outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
         todo, encoded = encode_sources(lambda rows: tokenizer(rows, verbose=False)["input_ids"], texts, limit)
         if not todo:
             return outputs
         if nbest > 1:
-            beams = generate.get("num_beams") or model.generation_config.num_beams or 1
-            generate = {**generate, "num_beams": max(beams, nbest), "num_return_sequences": nbest}
+            beams = beams_for(generate.get("num_beams") or model.generation_config.num_beams, nbest)
+            generate = {**generate, "num_beams": beams, "num_return_sequences": nbest}
         bar = progress_bar(len(todo), progress)
         for batch in decoding_batches([len(ids) for ids in encoded], batch_tokens):
             inputs = padded(tokenizer, [encoded[j] for j in batch]).to(model.device)

@@ -7,10 +7,23 @@ import gc
 from pathlib import Path
 
 import torch
+import yaml
 
-# The demo recipe's model (recipes/demo.yaml), the regime users train in on a CPU or a single GPU
-DEMO_SHAPE = dict(vocab_size=4000, d_model=128, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
-                  decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512, init_std=0.02)  # fmt: skip
+# The demo recipe (recipes/demo.yaml, shipped in the package): the regime users train in on a CPU or a single GPU.
+# Its model's shape (as AaynConfig fields), the folder it saves the model in, and the alpha it decodes with.
+DEMO_RECIPE = yaml.safe_load((Path(__file__).parents[1] / "recipes" / "demo.yaml").read_text(encoding="utf-8"))
+DEMO_SHAPE = {
+    **{key: DEMO_RECIPE[key] for key in ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "init_std")},
+    **{f"{side}_attention_heads": DEMO_RECIPE["attention_heads"] for side in ("encoder", "decoder")},
+    **{f"{side}_ffn_dim": DEMO_RECIPE["ffn_dim"] for side in ("encoder", "decoder")},
+}
+DEMO_RUN = DEMO_RECIPE["output_dir"]
+DEMO_ALPHA = DEMO_RECIPE["length_penalty"]
+
+
+def demo_run_model() -> str | None:
+    """The demo job's saved model, if `aayn train recipes/demo.yaml` has run here."""
+    return DEMO_RUN if Path(DEMO_RUN, "config.json").is_file() else None
 
 
 def synchronize(device: str) -> None:

@@ -21,6 +21,7 @@ penalty, and stops differently, so beam outputs are compared and their differenc
 
 from __future__ import annotations
 
+import functools
 import statistics
 import tempfile
 import time
@@ -30,9 +31,7 @@ from pathlib import Path
 import torch
 
 from ..policy_aayn import paper_length_limit
-from .common import DEMO_SHAPE, memory_probe
-
-DEMO_ALPHA = 1.0  # the demo recipe's length penalty, used by both searches
+from .common import DEMO_ALPHA, DEMO_SHAPE, memory_probe
 
 
 def train_demo_model(steps: int, seed: int = 0):
@@ -142,7 +141,6 @@ def decoding_rows(
     Marian with the same weights, on `device`)."""
     from transformers import MarianMTModel
 
-    from .. import translation_pipeline
     from ..marian import marian_config_for, marian_state_dict_from_aayn
 
     steps, sentences, repeats = (150, 64, 2) if quick else (600, 128, 5)
@@ -162,7 +160,7 @@ def decoding_rows(
 
     setup = DecodingSetup(used, model, tokenizer, batches)
 
-    def decode(name: str, beams: int, early_stopping, keep: str | None = None):
+    def decode(name: str, *, beams: int, early_stopping, keep: str | None = None):
         emitted, kept = 0, []
         for batch in batches:
             with torch.no_grad():
@@ -179,35 +177,51 @@ def decoding_rows(
             setup.outputs[keep] = kept
         return emitted
 
-    reset_memory, peak_memory = memory_probe(device)
-    rows = []
+    probe = memory_probe(device)
     # transformers' default beam search stops a sentence by a heuristic (the best live score at the current
     # length); "never" is its canonical search, which like §6.1's (tensor2tensor's bound) stops only when no live
     # beam can still win
-    for row, beams, early_stopping in (
-        ("beam4_default", 4, False),
-        ("beam4_exact", 4, "never"),
-        ("greedy_default", 1, False),
-    ):
-        times, tokens, memory = {"aayn": [], "marian": []}, {}, {}
-        for arm in times:  # warm-up and peak memory; the token counts do not change between runs
-            reset_memory()
-            tokens[arm] = decode(arm, beams, early_stopping, keep=row if arm == "aayn" else None)
-            memory[arm] = peak_memory()
-        for _ in range(repeats):
-            for arm, measured in times.items():
-                start = time.perf_counter()
-                decode(arm, beams, early_stopping)
-                measured.append(time.perf_counter() - start)
-        seconds = {arm: statistics.median(t) for arm, t in times.items()}
-        rows.append({
-            "name": row, "sentences": len(texts),
-            "seconds_per_sentence": {arm: s / len(texts) for arm, s in seconds.items()},
-            "tokens_per_second": {arm: tokens[arm] / s for arm, s in seconds.items()},
-            "time_ratio": seconds["marian"] / seconds["aayn"],
-            "token_rate_ratio": (tokens["aayn"] / seconds["aayn"]) / (tokens["marian"] / seconds["marian"]),
-            "peak_memory_mib": memory,
-        })  # fmt: skip
+    rows = [
+        search_row(name, functools.partial(decode, beams=beams, early_stopping=stop), len(texts), repeats, probe)
+        for name, beams, stop in (
+            ("beam4_default", 4, False),
+            ("beam4_exact", 4, "never"),
+            ("greedy_default", 1, False),
+        )
+    ]
+    rows.append(pipeline_row(model, tokenizer, texts, device))
+    return setup, rows
+
+
+def search_row(name: str, decode, sentences: int, repeats: int, probe) -> dict:
+    """A decoding row: `decode(arm, keep=...)` (the emitted tokens of all batches) timed for aayn and Marian,
+    alternating, median of `repeats` after a warm-up that measures peak memory and keeps aayn's outputs."""
+    reset_memory, peak_memory = probe
+    times, tokens, memory = {"aayn": [], "marian": []}, {}, {}
+    for arm in times:  # warm-up and peak memory; the token counts do not change between runs
+        reset_memory()
+        tokens[arm] = decode(arm, keep=name if arm == "aayn" else None)
+        memory[arm] = peak_memory()
+    for _ in range(repeats):
+        for arm, measured in times.items():
+            start = time.perf_counter()
+            decode(arm)
+            measured.append(time.perf_counter() - start)
+    seconds = {arm: statistics.median(t) for arm, t in times.items()}
+    return {
+        "name": name, "sentences": sentences,
+        "seconds_per_sentence": {arm: s / sentences for arm, s in seconds.items()},
+        "tokens_per_second": {arm: tokens[arm] / s for arm, s in seconds.items()},
+        "time_ratio": seconds["marian"] / seconds["aayn"],
+        "token_rate_ratio": (tokens["aayn"] / seconds["aayn"]) / (tokens["marian"] / seconds["marian"]),
+        "peak_memory_mib": memory,
+    }  # fmt: skip
+
+
+def pipeline_row(model, tokenizer, texts: list[str], device: str) -> dict:
+    """`pipeline("translation")` throughput of the saved model, in batches of 32 after a warm-up."""
+    from .. import translation_pipeline
+
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
@@ -215,9 +229,8 @@ def decoding_rows(
         translate(texts[:32], batch_size=32)  # warm-up
         start = time.perf_counter()
         translate(texts, batch_size=32)
-        rows.append({"name": "pipeline", "sentences": len(texts),
-                     "sentences_per_second": len(texts) / (time.perf_counter() - start)})  # fmt: skip
-    return setup, rows
+        return {"name": "pipeline", "sentences": len(texts),
+                "sentences_per_second": len(texts) / (time.perf_counter() - start)}  # fmt: skip
 
 
 def cut_short(a: list[int], b: list[int]) -> bool:

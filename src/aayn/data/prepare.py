@@ -15,8 +15,6 @@ and renamed into it whole, so a kill leaves nothing that passes for finished. A 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -28,6 +26,8 @@ from datasets import DatasetDict
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from transformers.utils import logging
 
+from ..folders import staged_folder
+from ..policy_aayn import BASE_VOCAB_SIZE
 from .loading import load_translation_dataset, local_split_files
 from .preprocess import tokenize_dataset
 from .tokenizer import save_tokenizer, train_sentencepiece, train_tokenizer
@@ -36,7 +36,11 @@ logger = logging.get_logger(__name__)
 
 FORMAT = 1  # what a prepared folder holds and how aayn reads corpora: a change here prepares everything again
 RECORD = "aayn_prepared.json"
-STAGING = ".staging-"
+
+
+def _recorded(folder: Path) -> bool:
+    """Whether another process finished preparing `folder` (the same content: its name is the content's key)."""
+    return (folder / RECORD).is_file()
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ class DataPlan:
     max_source_length: int = 256
     max_target_length: int = 256
     overlong: str = "drop"  # the training split's; validation and test are truncated, as evaluation needs them whole
-    vocab_size: int = 37000  # a new vocabulary's
+    vocab_size: int = BASE_VOCAB_SIZE  # a new vocabulary's
     tokenizer_type: str = "bpe"  # a new vocabulary's kind: byte-level BPE or SentencePiece (aayn.data.tokenizer)
     sentencepiece_model_type: str = "unigram"
     input_sentence_size: int = 2_000_000  # sentences a new BPE reads (0: all)
@@ -86,11 +90,6 @@ class PreparedData:
     tokenizer: PreTrainedTokenizerBase
     splits: DatasetDict
     new_tokenizer: bool  # a BPE made for this data, which the run saves as its own
-
-
-def available_cores() -> int:
-    """The cores this process may run on (a container's or taskset's share, not the machine's count)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def cache_root() -> Path:
@@ -176,7 +175,7 @@ def prepare_data(
     folder = root / f"data-{name}-{text_digest(parts)[:16]}"
     if not (folder / RECORD).is_file():
         _say_what_changed(root, f"data-{name}-", parts)
-        with _staging(folder) as staging:
+        with staged_folder(folder, finished_by_another=_recorded) as staging:
             names = {split: str(staging / f"map-{split}.arrow") for split in splits}
             overlong = {split: plan.overlong if split == "train" else "truncate" for split in splits}
             tokenized = DatasetDict(
@@ -236,7 +235,7 @@ def _bpe(plan: DataPlan, identities: dict[str, str], raw, root: Path) -> PreTrai
             input_sentence_size=plan.input_sentence_size,
             **options,
         )
-        with _staging(folder) as staging:
+        with staged_folder(folder, finished_by_another=_recorded) as staging:
             save_tokenizer(tokenizer, staging)
             _record(staging, parts, plan)
     else:
@@ -277,40 +276,3 @@ def _say_what_changed(root: Path, prefix: str, parts: dict) -> None:
         return
     _, _, changes, name = min(earlier)
     logger.warning(f"preparing {kind} again ({', '.join(changes)} changed since {name})")
-
-
-class _staging:
-    """A folder beside `final`, renamed into it when the block ends without error; removed otherwise. A staging
-    folder left by a killed process (its pid gone) is removed by the next one."""
-
-    def __init__(self, final: Path):
-        self.final = final
-        self.path = final.parent / f"{STAGING}{final.name}-{os.getpid()}"
-
-    def __enter__(self) -> Path:
-        for stale in self.final.parent.glob(f"{STAGING}{self.final.name}-*"):
-            if not _alive(int(stale.name.rsplit("-", 1)[1])):
-                shutil.rmtree(stale, ignore_errors=True)
-        shutil.rmtree(self.path, ignore_errors=True)
-        self.path.mkdir(parents=True)
-        return self.path
-
-    def __exit__(self, kind, error, traceback) -> None:
-        if kind is None:
-            try:
-                os.rename(self.path, self.final)
-                return
-            except OSError:  # another process finished the same folder first: the same content, keep its
-                if not (self.final / RECORD).is_file():
-                    raise
-        shutil.rmtree(self.path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -17,6 +17,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from transformers import PreTrainedTokenizerFast
 from transformers.utils import logging
 
+from ..policy_aayn import BASE_VOCAB_SIZE
 from .loading import translation_languages
 
 logger = logging.get_logger(__name__)
@@ -67,7 +68,7 @@ def train_tokenizer(
     *,
     source_lang: str,
     target_lang: str,
-    vocab_size: int = 37000,
+    vocab_size: int = BASE_VOCAB_SIZE,
     min_frequency: int = 2,
     model_max_length: int = 1024,
     batch_size: int = 1000,
@@ -127,7 +128,7 @@ def train_sentencepiece(
     *,
     source_lang: str,
     target_lang: str,
-    vocab_size: int = 37000,
+    vocab_size: int = BASE_VOCAB_SIZE,
     model_type: str = "unigram",
     model_max_length: int = 1024,
     batch_size: int = 1000,
@@ -148,7 +149,7 @@ def train_sentencepiece(
         raise ValueError(f"sentencepiece_model_type={model_type!r}; allowed: {', '.join(SENTENCEPIECE_TYPES)}")
     if input_sentence_size < 0:
         raise ValueError(f"input_sentence_size must be >= 0 (0: every sentence), got {input_sentence_size}")
-    from .prepare import available_cores  # (prepare imports this module)
+    from ..checks import available_cores
 
     check_languages(dataset, source_lang, target_lang)
     stats = {"sentences": 0, "characters": 0}

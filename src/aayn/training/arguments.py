@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from ..policy_aayn import BASE_D_MODEL, BASE_FFN_DIM, BASE_HEADS, BASE_LAYERS, BASE_VOCAB_SIZE
 from .recipe_keys import SourceField, aayn_fields, enum_choices, imported_trainer_fields, trainer_fields
 
 
@@ -33,7 +34,9 @@ class ModelArguments:
     tokenizer_name: str | None = field(
         default=None, metadata={"help": "a saved tokenizer; default: the model's, or a new BPE"}
     )
-    vocab_size: int = field(default=37000, metadata={"help": "size of the shared vocabulary trained for a new model"})
+    vocab_size: int = field(
+        default=BASE_VOCAB_SIZE, metadata={"help": "size of the shared vocabulary trained for a new model"}
+    )
     tokenizer_type: str = field(
         default="bpe",
         metadata={"help": "a new vocabulary's kind: bpe (byte-level, the tokenizers library) or sentencepiece"},
@@ -41,11 +44,11 @@ class ModelArguments:
     sentencepiece_model_type: str = field(
         default="unigram", metadata={"help": "with tokenizer_type sentencepiece: unigram or bpe"}
     )
-    d_model: int = field(default=512, metadata={"help": "model width (base 512, big 1024)"})
-    encoder_layers: int = field(default=6)
-    decoder_layers: int = field(default=6)
-    attention_heads: int = field(default=8, metadata={"help": "heads of every attention layer"})
-    ffn_dim: int = field(default=2048, metadata={"help": "inner size of the feed-forward layers"})
+    d_model: int = field(default=BASE_D_MODEL, metadata={"help": "model width (base 512, big 1024)"})
+    encoder_layers: int = field(default=BASE_LAYERS)
+    decoder_layers: int = field(default=BASE_LAYERS)
+    attention_heads: int = field(default=BASE_HEADS, metadata={"help": "heads of every attention layer"})
+    ffn_dim: int = field(default=BASE_FFN_DIM, metadata={"help": "inner size of the feed-forward layers"})
     dropout: float = field(default=0.1, metadata={"help": "residual and embedding dropout, P_drop of §5.4"})
     attention_dropout: float = field(default=0.0)
     activation_dropout: float = field(default=0.0)

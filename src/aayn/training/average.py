@@ -6,14 +6,14 @@ transformers has no checkpoint averaging; this is fairseq's `average_checkpoints
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
 from transformers import PreTrainedModel
 from transformers.utils import logging
+
+from ..folders import check_new_folder, staged_folder
 
 logger = logging.get_logger(__name__)
 
@@ -121,13 +121,10 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -
             "average checkpoints written by aayn train or save_pretrained with their tokenizer"
         )
     output = Path(output_dir)
-    if output.exists() and any(output.iterdir()):
-        raise FileExistsError(f"output_dir {output} exists and is not empty")
+    check_new_folder(output, "output_dir")
     averaged = averaged_state_dict(checkpoints)  # every file read and checked before anything else
     model = load_average(AutoModelForSeq2SeqLM.from_pretrained(last), checkpoints, averaged)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
-    try:
+    with staged_folder(output) as staging:
         model.save_pretrained(staging)
         save_tokenizer(AutoTokenizer.from_pretrained(last), staging)
         card = card_metadata(last)
@@ -141,9 +138,4 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -
                 f"({', '.join(c.name for c in checkpoints)}).",
                 results=None,
             )
-        if output.exists():
-            output.rmdir()
-        staging.rename(output)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return output

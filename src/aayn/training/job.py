@@ -21,14 +21,16 @@ from transformers import (
 )
 from transformers.utils import logging
 
-from ..checks import check_direction, check_fits_in_memory, check_model_folder
+from ..checks import available_cores, check_direction, check_fits_in_memory, check_model_folder
 from ..configuration_aayn import AaynConfig
 from ..data import save_tokenizer
-from ..data.prepare import DataPlan, PreparedData, available_cores, prepare_data
+from ..data.prepare import DataPlan, PreparedData, prepare_data
+from ..folders import write_text_atomically
 from ..modeling_aayn import AaynForConditionalGeneration
+from ..policy_aayn import UNSET_LENGTH_PENALTY
 from .arguments import DataTrainingArguments, ModelArguments
 from .average import last_checkpoints, load_average, load_weights
-from .output import FINAL_STAGING, claim_output_dir, move_final_files, resume_checkpoint, write_text_atomically
+from .output import FINAL_STAGING, claim_output_dir, move_final_files, resume_checkpoint
 from .trainer import AaynTrainer, plot_history, translation_metrics
 
 logger = logging.get_logger("aayn.training")
@@ -286,7 +288,7 @@ def configure_model(model, plan: RunPlan) -> None:
     for key, value in plan.generation.items():
         setattr(config, key, value)
     if config.num_beams == 1:  # greedy: GenerationConfig refuses to save a beam-only setting
-        config.length_penalty = 1.0
+        config.length_penalty = UNSET_LENGTH_PENALTY
 
 
 def training_summary(plan: RunPlan, seconds: float | None = None) -> str:

@@ -231,10 +231,3 @@ def move_final_files(staging: Path, output: Path) -> None:
             shutil.rmtree(target)
         os.replace(staging / name, target)
     staging.rmdir()
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """`path` holds `text` whole, or what it held before: written beside it, then renamed over it."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)

@@ -1,0 +1,62 @@
+"""Writing what aayn leaves behind whole or not at all, one way everywhere: a new folder is written beside its final
+name and renamed into place (exports, imports, averaged models, prepared data), a text file is written beside its
+name and renamed over it. The standard library only."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+STAGING = ".staging-"  # a folder being written: `.staging-NAME-PID` beside NAME
+
+
+def check_new_folder(output_dir: Path, option: str = "--output_dir") -> None:
+    """A folder aayn may write: absent, or empty (nothing of the user's is ever replaced)."""
+    if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
+        raise FileExistsError(f"{option} {output_dir} exists and is not empty; give a new folder")
+
+
+@contextmanager
+def staged_folder(final: Path, finished_by_another: Callable[[Path], bool] | None = None) -> Iterator[Path]:
+    """A folder beside `final` to write into, renamed to `final` when the block ends without error (an empty
+    folder at `final` is replaced), removed otherwise: a failure, a full disk or a kill leaves nothing at `final`.
+    What a killed process left (its pid gone) is removed first. `finished_by_another(final)`: whether a failed
+    rename lost the race to another process writing the same content there (kept, and this copy removed)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    for stale in final.parent.glob(f"{STAGING}{final.name}-*"):
+        if not _alive(int(stale.name.rsplit("-", 1)[1])):
+            shutil.rmtree(stale, ignore_errors=True)
+    staging = final.parent / f"{STAGING}{final.name}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        yield staging
+        if final.is_dir() and not any(final.iterdir()):
+            final.rmdir()
+        try:
+            os.rename(staging, final)
+        except OSError:
+            if finished_by_another is None or not finished_by_another(final):
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """`path` holds `text` whole, or what it held before: written beside it, then renamed over it."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
