@@ -1,4 +1,4 @@
-"""The base recipe's data path at WMT size (issue 40): a WMT14-shaped corpus of N pairs built from the embedded Bible,
+"""The base recipe's data path at WMT size: a WMT14-shaped corpus of N pairs built from the embedded Bible,
 prepared by a first run, then found again by a rerun and a resume, each in a fresh process. Prints a table per N.
 
     python benchmarks/data_scale.py --pairs 100000 1000000 4500000 [--layout plain parquet] [--workdir DIR]

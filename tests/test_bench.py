@@ -3,7 +3,7 @@ from Marian, from CTranslate2), the decoding rows' bookkeeping (not timings)."""
 
 import pytest
 import torch
-from conftest import tiny_config
+from tiny_models import tiny_config
 from torch.utils.flop_counter import FlopCounterMode
 
 from aayn import AaynForConditionalGeneration
@@ -95,7 +95,7 @@ def test_decoding_rows_time_the_default_search_against_marians_on_the_same_sente
 
 
 def test_ctranslate2_decoding_rows_decode_the_same_sentences_and_count_differences(saved, monkeypatch):
-    """Issue 32 point 3: CTranslate2's greedy search is ours, so its float32 outputs equal aayn's (here all
+    """CTranslate2's greedy search is ours, so its float32 outputs equal aayn's (here all
     sentences share one length, so the two length limits agree too); the counts are checked against outputs
     decoded here with CTranslate2 directly, not by the bench."""
     pytest.importorskip("ctranslate2")
@@ -132,7 +132,7 @@ def test_emitted_tokens_end_at_the_first_eos_whatever_pads_the_row():
 
 
 def test_attention_agreement_compares_each_implementation_with_eager_and_catches_a_wrong_one(monkeypatch):
-    """Issue 32 point 2: the GPU command's check that SDPA (and flash attention on CUDA) compute eager's loss and
+    """The GPU command's check that SDPA (and flash attention on CUDA) compute eager's loss and
     gradients. Here on CPU: SDPA agrees; an SDPA that scales its output by 1.01 does not; flash attention, which
     this machine cannot load, gets a row saying why."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS

@@ -1,6 +1,8 @@
 import json
 
 import pytest
+import torch
+from cli_helpers import fails
 
 from aayn.cli import main
 
@@ -24,3 +26,17 @@ def test_bad_arguments_are_clear_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "device, message",
+    [("bogus", "--device 'bogus' is no torch device"), ("cuda", "--device cuda: ")],
+)
+def test_a_device_this_machine_lacks_is_one_line(saved, tmp_path, capsys, device, message):
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert message in fails(capsys, "translate", "--model", saved[0], "--device", device, "One.")
+    if device == "cuda" and torch.version.cuda is None:  # a CPU build of torch: said so, with what it runs on
+        assert f"this torch build ({torch.__version__}) has no CUDA; it runs on cpu" in fails(
+            capsys, "bench", "--device", "cuda", "--quick"
+        )

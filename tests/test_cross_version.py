@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ONCE_ACROSS_LINES
+from tiny_models import ONCE_ACROSS_LINES
 from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
 
 OTHER_PYTHON = os.environ.get("AAYN_OTHER_PYTHON")

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from conftest import random_batch, tiny_config
+from tiny_models import random_batch, tiny_config
 from torch import nn
 
 from aayn import AaynForConditionalGeneration

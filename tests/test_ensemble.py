@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import random_batch, tiny_config
-from test_paper_decoding import reference_beam_search
+from reference_search import reference_beam_search
+from tiny_models import random_batch, tiny_config
 
 from aayn import AaynForConditionalGeneration, generate_ensemble
 from aayn.cli import main as aayn
@@ -33,17 +33,6 @@ class Averaged:
         if self.average == "probs":
             return SimpleNamespace(logits=torch.logsumexp(each, 0) - torch.log(torch.tensor(len(self.members))))
         return SimpleNamespace(logits=each.mean(0))
-
-
-def test_an_ensemble_of_one_is_the_model():
-    [model] = models(1)
-    source, mask = random_batch(3, 6, 12, [6, 2, 4])
-    kwargs = dict(
-        attention_mask=mask, num_beams=3, num_return_sequences=2, max_new_tokens=8, return_dict_in_generate=True
-    )
-    alone, ensemble = model.generate(source, **kwargs), generate_ensemble([model], source, **kwargs)
-    assert torch.equal(alone.sequences, ensemble.sequences)
-    assert torch.equal(alone.sequences_scores, ensemble.sequences_scores)
 
 
 @pytest.mark.parametrize("average", ["log_probs", "probs"])

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 import torch
-from conftest import tiny_config
-from test_translate import translate_fails
+from cli_helpers import translate_fails
+from tiny_models import tiny_config
 from training_helpers import write_numbers_corpus
 
 from aayn import AaynForConditionalGeneration
@@ -112,7 +112,7 @@ def test_exported_model_translates_the_test_sentences_like_ours(saved, tmp_path,
     theirs = [tokenizer.convert_tokens_to_string(result.hypotheses[0]) for result in results]
     assert theirs == ours
     assert sum(a == b for a, b in zip(ours, french)) >= len(french) // 2  # the model does translate
-    # the round trip the README shows: `aayn translate --model <exported folder>` (issue 33 point 8)
+    # the round trip the README shows: `aayn translate --model <exported folder>`
     assert aayn(["translate", "--model", str(tmp_path / "ct2"), "--num_beams", "1", *english]) == 0
     assert capsys.readouterr().out.splitlines() == [text.strip() for text in ours]
     assert aayn(["translate", "--model", str(tmp_path / "ct2"), "--nbest", "2", english[0]]) == 0
@@ -120,7 +120,7 @@ def test_exported_model_translates_the_test_sentences_like_ours(saved, tmp_path,
     assert [row[0] for row in ranked] == ["0", "0"] and float(ranked[0][1]) >= float(ranked[1][1])
     flags = ["translate", "--model", str(tmp_path / "ct2"), "--model", str(tmp_path / "trained"), "One."]
     assert aayn(flags) == 2 and "is a CTranslate2 model: it translates alone" in capsys.readouterr().err
-    # ... in a process that imports neither torch nor transformers (what a call costs: issue 33 point 10)
+    # ... in a process that imports neither torch nor transformers (what a call costs)
     probe = (
         "import sys; from aayn.cli import main; code = main(sys.argv[1:]); "
         "print('imported:', sorted(m for m in ('torch', 'transformers') if m in sys.modules), file=sys.stderr); "

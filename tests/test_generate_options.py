@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-from conftest import random_batch
-from test_paper_decoding import model_for, reference_beam_search
+from reference_search import model_for, reference_beam_search
+from tiny_models import random_batch
 from transformers import GenerationMixin
 
 import aayn.generation_aayn as generation

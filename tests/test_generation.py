@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from conftest import random_batch, tiny_config
+from tiny_models import random_batch, tiny_config
 
 from aayn import AaynForConditionalGeneration
 from aayn.modeling_aayn import EncoderDecoderCache
@@ -222,22 +222,6 @@ def test_weights_and_states_under_sdpa_are_the_eager_models_with_no_warning(recw
         torch.testing.assert_close(sdpa.encoder_hidden_states[0], model.model.encoder.embed(source, None))
 
 
-def test_gradient_checkpointing_gives_the_same_gradients():
-    source, mask = random_batch(2, 6, 40, [6, 4])
-    labels, _ = random_batch(2, 5, 40)
-    grads = []
-    for checkpointing in (False, True):
-        torch.manual_seed(0)
-        model = AaynForConditionalGeneration(tiny_config()).train()
-        if checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            assert model.model.encoder.layers[0].gradient_checkpointing
-        model(input_ids=source, attention_mask=mask, labels=labels).loss.backward()
-        grads.append({name: p.grad.clone() for name, p in model.named_parameters()})
-    for name, grad in grads[0].items():
-        torch.testing.assert_close(grads[1][name], grad, atol=1e-6, rtol=0, msg=name)
-
-
 @pytest.mark.parametrize("paper_decoding", [True, False])
 def test_decoding_steps_multiply_by_a_transposed_copy_of_the_output_layer_with_the_same_logits(paper_decoding):
     """On CPU, `generate` multiplies small decoding steps by a (d_model, vocab) copy of the output matrix (a faster
@@ -259,3 +243,13 @@ def test_decoding_steps_multiply_by_a_transposed_copy_of_the_output_layer_with_t
     tokens = model.generate(source, attention_mask=mask, num_beams=2, max_new_tokens=6, paper_decoding=paper_decoding)
     assert steps and max(steps) <= 6 and model._decoding_matrix is None
     assert tokens.shape[0] == 3
+
+
+def test_inputs_embeds_are_an_alternative_to_ids():
+    model = AaynForConditionalGeneration(tiny_config()).eval()
+    source, _ = random_batch(2, 4, 40)
+    with torch.no_grad():
+        expected = model(input_ids=source, decoder_input_ids=source).logits
+        embeddings = model.get_input_embeddings()(source)
+        actual = model(inputs_embeds=embeddings, decoder_inputs_embeds=embeddings).logits
+    torch.testing.assert_close(actual, expected)

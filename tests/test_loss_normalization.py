@@ -100,7 +100,7 @@ def unfused_reference(model, ids, mask, labels, epsilon):
 def test_the_fused_training_loss_and_every_gradient_equal_the_unfused_reference(
     epsilon, padded, chunk_rows, selected, monkeypatch
 ):
-    from conftest import random_batch, tiny_config
+    from tiny_models import random_batch, tiny_config
 
     from aayn import AaynForConditionalGeneration
 
@@ -126,7 +126,7 @@ def test_the_fused_training_loss_and_every_gradient_equal_the_unfused_reference(
 
 @pytest.mark.parametrize("chunk_rows", [None, 3])  # one chunk; chunks of 3 rows, the last one shorter (10 rows)
 def test_logits_come_back_where_asked_and_under_bf16_autocast_the_fused_loss_stays_close(chunk_rows, monkeypatch):
-    from conftest import random_batch, tiny_config
+    from tiny_models import random_batch, tiny_config
 
     from aayn import AaynForConditionalGeneration
 

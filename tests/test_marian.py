@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import random_batch, tiny_config
+from tiny_models import random_batch, tiny_config
 from transformers import MarianMTModel
 
 from aayn import AaynForConditionalGeneration

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_helpers import fails
 from safetensors.torch import load_file
 from training_helpers import FAST, tiny_recipe, write_numbers_corpus, write_recipe
 
@@ -27,15 +28,6 @@ def python(*args, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, *map(str, args)], capture_output=True, text=True, env=env, timeout=600, **kwargs
     )
-
-
-def fails(capsys, *argv) -> str:
-    """An aayn command that stops on a user error: exit status 2 and one message, no traceback."""
-    assert aayn([*map(str, argv)]) == 2
-    error = capsys.readouterr().err
-    message = error[error.index(f"aayn {argv[0]}: error: ") :]  # after the progress bars and log lines
-    assert message.splitlines()[1:] == ["(run with --debug for the traceback)"], error[-3000:]
-    return message
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -240,21 +232,7 @@ def test_killed_while_writing_the_final_folder_then_resumed_trains_no_further(co
     assert not any(p.name.startswith("_final") for p in output.iterdir())
 
 
-# 6. aayn evaluate reads only the split it scores
-
-
-def test_evaluate_reads_only_the_split_asked_for(saved, tmp_path, capsys):
-    folder, _, _ = saved
-    data = tmp_path / "only-test"
-    data.mkdir()
-    (data / "test.en").write_text("One two.\nThree.\n")
-    (data / "test.fr").write_text("Un deux.\nTrois.\n")
-    argv = ["evaluate", "--model", folder, "--dataset_name", data, "--source_lang", "en", "--target_lang", "fr"]
-    assert aayn([*map(str, argv), "--num_beams", "1", "--max_new_tokens", "4"]) == 0
-    assert json.loads(capsys.readouterr().out)["sentences"] == 2
-
-
-# 7. mistakes are found before anything is written
+# 6. mistakes are found before anything is written
 
 
 @pytest.mark.parametrize(
@@ -283,7 +261,7 @@ def test_blank_data_stops_before_anything_is_written(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-# 8. a damaged model folder is named file by file, for every command that reads one
+# 7. a damaged model folder is named file by file, for every command that reads one
 
 
 DAMAGES = {
@@ -316,20 +294,6 @@ def test_a_damaged_model_folder_is_named(saved, corpus, tmp_path, capsys, damage
     error = fails(capsys, *commands(folder, tmp_path, corpus)[command])
     assert message in error and (str(path) in error or str(folder) in error)
     assert not (tmp_path / "ct2").exists() and not (tmp_path / "tuned").exists()
-
-
-@pytest.mark.parametrize(
-    "device, message",
-    [("bogus", "--device 'bogus' is no torch device"), ("cuda", "--device cuda: ")],
-)
-def test_a_device_this_machine_lacks_is_one_line(saved, tmp_path, capsys, device, message):
-    if device == "cuda" and torch.cuda.is_available():
-        pytest.skip("this machine has a GPU")
-    assert message in fails(capsys, "translate", "--model", saved[0], "--device", device, "One.")
-    if device == "cuda" and torch.version.cuda is None:  # a CPU build of torch: said so, with what it runs on
-        assert f"this torch build ({torch.__version__}) has no CUDA; it runs on cpu" in fails(
-            capsys, "bench", "--device", "cuda", "--quick"
-        )
 
 
 def test_export_onto_a_full_disk_leaves_nothing_and_a_rerun_works(saved, tmp_path, monkeypatch, capsys):

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 import torch
-from conftest import random_batch, tiny_config
-from test_paper_decoding import reference_greedy
+from reference_search import reference_greedy
+from tiny_models import random_batch, tiny_config
 from torch.nn import functional as F
 
 from aayn import LORA_TARGET_MODULES, AaynForConditionalGeneration

@@ -4,10 +4,9 @@ forces (as it must: a hook has to see every step), and the cases that must keep 
 
 import pytest
 import torch
-from conftest import random_batch, tiny_config
+from tiny_models import random_batch, tiny_config
 
 from aayn import AaynForConditionalGeneration, decoding_aayn
-from aayn.modeling_aayn import sinusoidal_positions
 
 
 def float_model(**overrides):
@@ -66,10 +65,3 @@ def test_the_modules_path_is_kept_where_a_plain_step_would_differ():
         handle.remove()
     decoder.layers[0].encoder_attn.compile()  # a compiled module must be called, not bypassed
     assert not decoding_aayn.plain_steps(decoder)
-
-
-def test_a_search_reads_each_step_s_position_encodings_from_one_table():
-    for d_model in (32, 128, 512):
-        table = sinusoidal_positions(0, 300, d_model, "cpu")
-        for position in range(300):
-            assert torch.equal(table[position : position + 1], sinusoidal_positions(position, 1, d_model, "cpu"))

@@ -161,8 +161,8 @@ def test_the_bpe_reads_a_seeded_sample_of_the_sentences(corpus, cache, caplog):
 
 
 def test_streaming_with_max_tokens_is_refused_before_any_work(tmp_path):
-    from conftest import tiny_config
     from datasets import IterableDataset
+    from tiny_models import tiny_config
     from transformers import Seq2SeqTrainingArguments
 
     from aayn import AaynForConditionalGeneration

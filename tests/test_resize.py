@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from conftest import random_batch, tiny_config
+from tiny_models import random_batch, tiny_config
 
 from aayn import AaynConfig, AaynForConditionalGeneration, AaynModel
 from aayn.data.tokenizer import save_tokenizer

@@ -30,9 +30,9 @@ def train(tmp_path: Path, recipe: dict, *flags: str, name: str = "r.yaml") -> su
 
 
 def test_a_shortened_run_averages_the_checkpoints_it_leaves_and_says_so(corpus, tmp_path, caplog):
-    """Issue 33: `aayn train recipes/demo.yaml --max_steps 100` (save_steps 300, average 3) used to refuse; the
-    recipe adapts to the two checkpoints 4 steps leave (save_steps 2, limit 2), and the final weights are their
-    average (the weights of checkpoint-4 alone would differ)."""
+    """`aayn train recipes/demo.yaml --max_steps 100` (save_steps 300, average 3) runs: the recipe adapts to the
+    two checkpoints 4 steps leave (save_steps 2, limit 2), and the final weights are their average (the weights of
+    checkpoint-4 alone would differ)."""
     from safetensors.torch import load_file
 
     recipe = write_recipe(
@@ -41,7 +41,7 @@ def test_a_shortened_run_averages_the_checkpoints_it_leaves_and_says_so(corpus, 
     with caplog.at_level("INFO", logger="aayn"):
         run(*parse_arguments([str(recipe)]))
     assert "average_last_checkpoints=3" in caplog.text and "leave 2 checkpoint(s): averaging those 2" in caplog.text
-    # the start of a run says what it trains on and what it trains (issue 33 point 6)
+    # the start of a run says what it trains on and what it trains
     from transformers import AutoModelForSeq2SeqLM
 
     parameters = sum(p.numel() for p in AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "out").parameters())
@@ -58,7 +58,7 @@ def test_a_shortened_run_averages_the_checkpoints_it_leaves_and_says_so(corpus, 
 
 @pytest.mark.parametrize("stages", [["--do_predict", "false"], ["--do_eval", "false"]])
 def test_stage_flags_are_honoured(corpus, tmp_path, stages):
-    """Issue 33: `--do_predict false` skips the test split (not even read), `--do_eval false` every evaluation
+    """`--do_predict false` skips the test split (not even read), `--do_eval false` every evaluation
     during training; by default a run writes the test translations to generated_predictions.txt."""
     seen = {}
     evaluating = {**FAST, "eval_strategy": "steps", "eval_steps": 2}  # unless do_eval is false
@@ -332,7 +332,7 @@ def test_average_names_a_cut_file_and_a_missing_tokenizer(finished, tmp_path, ca
 
 
 def test_a_bare_train_or_an_invalid_choice_is_one_line(corpus, tmp_path, capsys):
-    """Issue 33 point 9: not the whole help (140 lines of Trainer options): one line with the usage, exit 2; a
+    """Not the whole help (140 lines of Trainer options): one line with the usage, exit 2; a
     bare `aayn train` answers before torch is imported."""
     import subprocess
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 import torch
-from conftest import random_batch, tiny_config
 from safetensors import safe_open
+from tiny_models import random_batch, tiny_config
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from aayn import AaynForConditionalGeneration, AaynModel

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from conftest import random_batch, tiny_config
+from tiny_models import random_batch, tiny_config
 
 from aayn import AaynForConditionalGeneration
 from aayn.cli import main as aayn
@@ -128,7 +128,7 @@ def test_nbest_lists_are_ranked_as_the_search_ranks_them(saved, tmp_path, capsys
 def test_target_prefixes_of_different_lengths_continue_inside_the_papers_search(k):
     """Each sentence continues from its own prefix (right-padded with pad); the score counts every token, prefix
     included. Reference: the brute-force search of test_paper_decoding, constrained to the prefix."""
-    from test_paper_decoding import reference_beam_search
+    from reference_search import reference_beam_search
 
     torch.manual_seed(0)
     model = AaynForConditionalGeneration(tiny_config(vocab_size=12)).double().eval()

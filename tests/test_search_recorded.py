@@ -1,6 +1,7 @@
-"""The search decodes as it did before it was split into its own files (cache, search, routing): every option it
-serves, on fixed float64 models and inputs, against tests/data/search_recorded.json (written by
-tests/scripts/record_search.py on the code before the split). Tokens exactly, scores to 1e-10."""
+"""The search's outputs stay as recorded: every option it serves, on fixed float64 models and inputs, against
+tests/data/search_recorded.json (tests/scripts/record_search.py writes it). Tokens exactly, scores to 1e-10: a
+change of structure must leave every output bit for bit, and a change of behaviour must be recorded again on
+purpose."""
 
 import json
 from pathlib import Path

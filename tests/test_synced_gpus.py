@@ -4,7 +4,7 @@ forward never wait for a process that has stopped. 2 CPU processes (gloo) whose 
 
 import json
 
-from test_training_processes import SCRIPTS, free_port, python
+from training_helpers import SCRIPTS, free_port, python
 
 
 def decode_in_two_processes(tmp_path, synced: bool):

@@ -282,7 +282,8 @@ def test_aayn_evaluate_prints_bleu_of_the_models_translations(trained, corpus, c
 
 
 def test_evaluating_the_other_direction_is_one_line_unless_insisted(trained, corpus, capsys, caplog):
-    """Issue 33: an en->fr model scored on fr->en data gave BLEU 0.0 with no word; its card records en->fr."""
+    """An en->fr model scored on fr->en data is refused in one line naming the direction its card records;
+    `--any_direction` scores it with a warning."""
     flags = ["evaluate", "--model", str(trained), "--dataset_name", str(corpus), "--split", "test"]
     flags += ["--max_samples", "2", "--num_beams", "1", "--source_lang", "fr", "--target_lang", "en"]
     assert aayn(flags) == 2
@@ -362,9 +363,9 @@ def test_fine_tuning_from_a_saved_model(trained, corpus, tmp_path):
 
 
 def test_fine_tuning_applies_dropout_and_refuses_a_new_shape(trained, corpus, tmp_path, capsys):
-    """Issue 33: `--dropout 0.3` on a pretrained start kept the old dropout; `--d_model 64` was silently dropped.
-    The recipe repeats the model's shape (accepted: equal values); the dropout flags land in the saved config and
-    in the modules that train."""
+    """Fine-tuning takes `--dropout 0.3` into the model, and refuses a new shape (`--d_model 64`) by name. The recipe
+    repeats the model's shape (accepted: equal values); the dropout flags land in the saved config and in the
+    modules that train."""
     recipe = tiny_recipe(corpus, tmp_path / "tuned", **FAST, model_name_or_path=str(trained))
     path = write_recipe(tmp_path / "r.yaml", recipe).as_posix()
     assert aayn(["train", path, "--d_model", "64"]) == 2

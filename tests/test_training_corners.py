@@ -3,7 +3,7 @@ gives a loss of 0 and zero gradients (not 0 / 0), and a training step never read
 
 import pytest
 import torch
-from conftest import ONCE_ACROSS_LINES, random_batch, tiny_config
+from tiny_models import ONCE_ACROSS_LINES, random_batch, tiny_config
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aayn import AaynForConditionalGeneration
@@ -74,7 +74,7 @@ def on_an_accelerator(monkeypatch):
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
 @pytest.mark.parametrize("num_items", [False, True])
 def test_a_training_step_with_padding_reads_nothing_back_to_the_host(attn_implementation, num_items, monkeypatch):
-    """Issue 32: padding on both sides, unlabelled positions, forward and backward; with the Trainer's
+    """Padding on both sides, unlabelled positions, forward and backward; with the Trainer's
     `num_items_in_batch` (a tensor) and without it. The masks' forms are chosen from shapes, and the loss weights
     unlabelled rows 0 instead of selecting the labelled ones (its values: test_loss_normalization.py)."""
     device = on_an_accelerator(monkeypatch)
@@ -204,3 +204,19 @@ def test_a_training_step_with_dropout_compiles_whole_and_matches_eager_on_the_sa
         torch.testing.assert_close(gradients[name], gradient, msg=name)
     assert not torch.equal(other_seed, loss)  # other masks: the compiled step draws them
     torch._dynamo.reset()
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    source, mask = random_batch(2, 6, 40, [6, 4])
+    labels, _ = random_batch(2, 5, 40)
+    grads = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        model = AaynForConditionalGeneration(tiny_config()).train()
+        if checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            assert model.model.encoder.layers[0].gradient_checkpointing
+        model(input_ids=source, attention_mask=mask, labels=labels).loss.backward()
+        grads.append({name: p.grad.clone() for name, p in model.named_parameters()})
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, atol=1e-6, rtol=0, msg=name)

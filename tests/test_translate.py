@@ -5,6 +5,7 @@ import logging
 import sys
 
 import pytest
+from cli_helpers import translate_fails
 
 from aayn.cli import main as aayn
 from aayn.translate import TorchTranslator
@@ -88,13 +89,6 @@ def test_show_attention_draws_a_heatmap(saved, tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[0] == one_by_one(model, tokenizer, [LINES[0]], max_new_tokens=6)[0]
 
 
-def translate_fails(capsys, *argv: str) -> str:
-    assert aayn(["translate", *argv]) == 2
-    error = capsys.readouterr().err
-    assert "aayn translate: error: " in error and "Traceback" not in error
-    return error
-
-
 def test_errors(saved, tmp_path, monkeypatch, capsys):
     path, _, _ = saved
     assert "no such folder" in translate_fails(capsys, "--model", str(tmp_path / "nowhere"), "Hello.")
@@ -117,7 +111,7 @@ def test_one_line_out_per_line_in_even_when_a_translation_holds_a_newline(saved,
 
 
 def test_a_local_looking_name_that_does_not_exist_is_no_such_folder_not_a_network_error(tmp_path, monkeypatch, capsys):
-    """`runs/nothere` beside a `runs` folder, `./nodata`: a typo of a local path, named as one (issue 33)."""
+    """`runs/nothere` beside a `runs` folder, `./nodata`: a typo of a local path, named as one."""
     from aayn.data import load_translation_dataset
 
     monkeypatch.chdir(tmp_path)
@@ -142,7 +136,7 @@ def test_a_local_looking_name_that_does_not_exist_is_no_such_folder_not_a_networ
 
 
 def test_inference_commands_show_no_loading_bar_unless_verbose(saved, capsys):
-    """Issue 33 point 10: transformers 5.x draws "Loading weights" on every from_pretrained."""
+    """transformers 5.x draws "Loading weights" on every from_pretrained: the inference commands hide it."""
     from transformers.utils import logging as transformers_logging
 
     path, _, _ = saved
@@ -156,7 +150,7 @@ def test_inference_commands_show_no_loading_bar_unless_verbose(saved, capsys):
 
 
 def test_standard_input_is_answered_line_by_line_as_it_arrives(saved):
-    """Issue 33: behind a pipe fed one line at a time (as a terminal or fairseq-interactive's users feed it), each
+    """Behind a pipe fed one line at a time (as a terminal or fairseq-interactive's users feed it), each
     line's translation comes back before the next line is written; the answers equal the batched ones."""
     import os
     import subprocess
@@ -200,7 +194,7 @@ def test_input_batches_take_what_is_there_at_most_buffer_size(tmp_path, buffer_s
 
 @pytest.mark.parametrize("progress", [None, "translating test"])
 def test_a_progress_bar_shows_where_asked_once_the_work_takes_a_second(saved, monkeypatch, capsys, progress):
-    """`aayn evaluate` asks for one (issue 33 point 6); a quick call shows none (tqdm's delay)."""
+    """`aayn evaluate` asks for one; a quick call shows none (tqdm's delay)."""
     import time
 
     _, model, tokenizer = saved
@@ -216,8 +210,8 @@ def test_a_progress_bar_shows_where_asked_once_the_work_takes_a_second(saved, mo
 
 
 def test_translating_and_scoring_warn_nothing_about_padding(saved):
-    """Issue 33 point 10: transformers 4.57 warned on every call that a fast tokenizer's `pad` is slower than
-    `__call__` (the package padded with `tokenizer.pad`); its own collators pad without the warning, as we now do."""
+    """transformers 4.57 warns on every call of a fast tokenizer's `pad` that it is slower than `__call__`; its own
+    collators pad without the warning, and so do aayn's batches."""
     from transformers import AutoTokenizer
 
     from aayn.scoring import score_texts
@@ -237,7 +231,7 @@ def test_translating_and_scoring_warn_nothing_about_padding(saved):
 
 
 def test_translating_imports_no_dataset_library():
-    """Issue 33 point 10: `aayn translate` paid for datasets, pandas and pyarrow (about a second) that it never uses."""
+    """`aayn translate` does not import datasets, pandas and pyarrow (about a second), which it never uses."""
     import subprocess
 
     code = "import sys, aayn.cli, aayn.translate, aayn.checks, aayn.scoring; "

@@ -1,6 +1,10 @@
 """A tiny parallel corpus and recipe for training tests: digits spelled out in English and French."""
 
+import os
 import random
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -107,3 +111,19 @@ def tiny_recipe(data: Path, output_dir: Path, **overrides) -> dict:
 def write_recipe(path: Path, recipe: dict) -> Path:
     path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
     return path
+
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now (for a process group's rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def python(*args, env: dict | None = None, **kwargs):
+    """This Python on `args`, offline, one thread per process, its output captured."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", **(env or {}))
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, env=env, **kwargs)

@@ -178,11 +178,11 @@ class ExportedModel(Translator):
                     max_decoding_length=max_decoding_length(longest, max_new_tokens),
                     return_scores=True,
                 )
-            except RuntimeError as error:  # a folder exported before the table held source + 50 positions
+            except RuntimeError as error:  # a position table shorter than a source and its 50 more tokens need
                 if "position" not in str(error):
                     raise
                 raise ValueError(
-                    f"--model {self.folder}: {error}; export the model again (`aayn export` now writes the "
+                    f"--model {self.folder}: {error}; export the model again (`aayn export` writes the "
                     "positions that a source and its 50 more target tokens need)"
                 ) from None
             for j, result in zip(batch, results):

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import tiny_config
+from tiny_models import tiny_config
 
 from aayn import AaynForConditionalGeneration, generate_ensemble
 

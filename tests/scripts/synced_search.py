@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from conftest import random_batch, tiny_config
+from tiny_models import random_batch, tiny_config
 
 from aayn import AaynForConditionalGeneration
 
