@@ -77,7 +77,7 @@ def child(corpus: str, mode: str, out: str, workers: str) -> None:
 
     from aayn.data import MaxTokensBatchSampler, example_lengths, prepare
     from aayn.training.arguments import parse_arguments
-    from aayn.training.job import data_plan
+    from aayn.training.plan import data_plan
 
     times = {"imports": time.perf_counter() - started}
 

@@ -27,12 +27,14 @@ from transformers import MarianMTModel
 from aayn.cli import setup_logging
 from aayn.marian import aayn_state_dict_from_marian, marian_config_for
 from aayn.training.arguments import parse_arguments
-from aayn.training.job import RunPlan, build_model, plan_run, run_plan
+from aayn.training.job import run_plan
+from aayn.training.model import build_model
+from aayn.training.plan import RunPlan, plan_run
 
 
-def marian(model_args, tokenizer):
-    config = marian_config_for(build_model(model_args, tokenizer).config)
-    config._attn_implementation = model_args.attn_implementation
+def marian(plan: RunPlan, tokenizer):
+    config = marian_config_for(build_model(plan, tokenizer).config)
+    config._attn_implementation = plan.model_args.attn_implementation
     return MarianMTModel(config)
 
 
@@ -46,10 +48,10 @@ def marian_plan(plan: RunPlan) -> RunPlan:
     return dataclasses.replace(plan, args=args, generation=generation)
 
 
-def aayn_from_marians_init(model_args, tokenizer):
+def aayn_from_marians_init(plan: RunPlan, tokenizer):
     """AAYN holding the initial weights that the Marian arm draws for this seed (the same calls, in order)."""
-    reference = marian(model_args, tokenizer)
-    model = build_model(model_args, tokenizer)
+    reference = marian(plan, tokenizer)
+    model = build_model(plan, tokenizer)
     missing, unexpected = model.load_state_dict(aayn_state_dict_from_marian(reference), strict=False)
     tied = set(model._tied_weights_keys)  # the tied copies of model.shared.weight
     if unexpected or set(missing) - tied:

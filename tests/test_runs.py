@@ -1,5 +1,6 @@
 """aayn train as users run it: mistakes found before any work is spent, reruns into the same folder, resume
-after a kill, exact recipe keys, help, imports light enough for the command line, the multi-process launch."""
+after a kill, help, imports light enough for the command line, the multi-process launch (recipe keys:
+test_recipes.py)."""
 
 import json
 import os
@@ -182,49 +183,6 @@ def test_resume_true_takes_the_newest_complete_checkpoint(corpus, tmp_path, caps
     resume = ["--resume_from_checkpoint", str(tmp_path / "out" / "checkpoint-6")]
     assert aayn(["train", recipe_path, *resume]) == 2  # refused before any work
     assert "lacks trainer_state.json" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize(
-    "recipe_change, flags, message",
-    [
-        ({"max_step": 5}, [], "unknown key in recipe"),
-        ({"d_mod": 48}, [], "d_mod; did you mean d_model?"),
-        ({}, ["--learning_rat", "0.1"], "unknown flag --learning_rat; did you mean --learning_rate?"),
-        ({}, ["--max_step", "5"], "unknown flag --max_step; did you mean --max_steps?"),
-    ],
-)
-def test_keys_are_exact(corpus, tmp_path, recipe_change, flags, message):
-    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **recipe_change))
-    with pytest.raises(ValueError, match="unknown") as error:
-        parse_arguments([str(recipe), *flags])
-    assert message in str(error.value)
-
-
-def test_yaml_no_is_the_word_no(corpus, tmp_path):
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(
-        f"dataset_name: {corpus}\nsource_lang: en\ntarget_lang: fr\neval_strategy: no\n"
-        f"save_strategy: no\nnorm_first: true\noutput_dir: {tmp_path / 'out'}\n"
-    )
-    model_args, _, args = parse_arguments([str(recipe)])
-    assert args.eval_strategy == "no" and args.save_strategy == "no" and model_args.norm_first is True
-
-
-@pytest.mark.parametrize(
-    "flags, message",
-    [
-        (["--max_steps", "5x"], "--max_steps: invalid int value: '5x'"),
-        (["--learning_rate=fast"], "--learning_rate: invalid float value: 'fast'"),
-        (["--fp16", "maybe"], "--fp16: invalid bool value: 'maybe'"),
-        (["--max_tokens", "2.5"], "--max_tokens: invalid int value: '2.5'"),
-    ],
-)
-def test_values_of_the_wrong_type_name_the_key(corpus, tmp_path, flags, message):
-    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out"))
-    with pytest.raises(ValueError) as error:
-        parse_arguments([str(recipe), *flags])
-    assert str(error.value) == message
-    parse_arguments([str(recipe), "--max_steps", "5", "--learning_rate=1e-3", "--fp16", "no", "--max_tokens", "256"])
 
 
 def test_help_answers_and_the_command_line_imports_no_torch_to_do_so(corpus, tmp_path):

@@ -167,8 +167,16 @@ def parameter_count(config) -> int:
 
     from .modeling_aayn import AaynForConditionalGeneration
 
-    with torch.device("meta"):
-        model = AaynForConditionalGeneration(config)
+    try:
+        with torch.device("meta"):
+            model = AaynForConditionalGeneration(config)
+    except RuntimeError as error:  # a matrix of more than 2^63 bytes: torch cannot even describe it
+        if "overflow" not in str(error):
+            raise
+        raise ValueError(
+            f"the model would have far more parameters than any machine holds (d_model={config.d_model}, "
+            f"vocabulary {config.vocab_size}: one weight matrix alone exceeds 2^63 bytes); choose a smaller shape"
+        ) from None
     return sum(parameter.numel() for parameter in model.parameters())
 
 

@@ -52,8 +52,9 @@ def preprocess(args: argparse.Namespace) -> None:
     arguments = parse_arguments(args.recipe_and_flags)
     register()
     from .training.job import prepare
+    from .training.plan import plan_run
 
-    prepared = prepare(*arguments)
+    prepared = prepare(plan_run(*arguments))
     size = sum(path.stat().st_size for path in prepared.folder.rglob("*") if path.is_file())
     splits = ", ".join(f"{split} {len(rows):,} pairs" for split, rows in prepared.splits.items())
     print(f"prepared {splits} ({size / 1e6:,.1f} MB) in {prepared.folder}")
