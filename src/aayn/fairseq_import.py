@@ -364,38 +364,25 @@ def import_fairseq(
 ) -> Path:
     """Writes the aayn folder of a fairseq Transformer checkpoint (model, config, generation config, tokenizer,
     card), whole or not at all. Dictionaries and the subword model are found beside the checkpoint unless named."""
-    from transformers import PreTrainedTokenizerFast
-
     from .data.tokenizer import save_tokenizer
     from .hub import write_model_card
 
     checkpoint, output_dir = Path(checkpoint), Path(output_dir)
     check_new_folder(output_dir)
     model, settings, source = fairseq_model(checkpoint)
-    config = model.config
-    source_lang = source_lang or settings.get("source_lang")
-    target_lang = target_lang or settings.get("target_lang")
+    languages = [source_lang or settings.get("source_lang"), target_lang or settings.get("target_lang")]
     folder = checkpoint.parent
-    if not (source_lang and target_lang):
+    if not all(languages):
         found = sorted(path.name for path in folder.glob("dict.*.txt"))
         raise ValueError(
             f"{checkpoint} does not name its languages (fairseq read them from its data folder): give --source_lang "
             f"and --target_lang (beside it: {', '.join(found) or 'no dict.*.txt'})"
         )
     dictionaries = {
-        "source": Path(source_dictionary or folder / f"dict.{source_lang}.txt"),
-        "target": Path(target_dictionary or folder / f"dict.{target_lang}.txt"),
+        "source": Path(source_dictionary or folder / f"dict.{languages[0]}.txt"),
+        "target": Path(target_dictionary or folder / f"dict.{languages[1]}.txt"),
     }
-    for side, path in dictionaries.items():
-        if not path.is_file():
-            raise FileNotFoundError(f"the {side} dictionary {path} does not exist (--{side}_dictionary names it)")
-    symbols = {side: read_dictionary(path) for side, path in dictionaries.items()}
-    for side, size in (("source", config.vocab_size), ("target", config.decoder_vocab_size)):
-        if len(symbols[side]) != size:
-            raise ValueError(
-                f"the {side} dictionary {dictionaries[side]} has {len(symbols[side])} symbols with fairseq's four "
-                f"specials, the checkpoint's embedding {size}: not this checkpoint's dictionary"
-            )
+    symbols = checked_dictionaries(dictionaries, model.config)
     kind, subword_path = subword_model(settings, folder, sentencepiece_model, bpe_codes)
     if kind == "sentencepiece" and symbols["source"] != symbols["target"]:
         raise ValueError(
@@ -412,24 +399,14 @@ def import_fairseq(
         "dictionaries": [path.name for path in dictionaries.values()],
         "bpe": kind,
         "tokenizer": "moses" if kind == "subword_nmt" else None,
-        "source_lang": source_lang,
-        "target_lang": target_lang,
+        "source_lang": languages[0],
+        "target_lang": languages[1],
     }
     model.config.imported_from = provenance
     with staged_folder(output_dir) as staging:
         model.save_pretrained(staging)
-        if kind == "sentencepiece":
-            tokenizer = PreTrainedTokenizerFast(
-                tokenizer_object=sentencepiece_tokenizer(subword_path, symbols["source"]),
-                bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
-                model_max_length=config.max_position_embeddings, model_input_names=["input_ids", "attention_mask"],
-            )  # fmt: skip
-            (staging / "sentencepiece.bpe.model").write_bytes(subword_path.read_bytes())
-            pipeline = f"the SentencePiece model `{subword_path.name}` (kept as `sentencepiece.bpe.model`)"
-        else:
-            tokenizer = moses_bpe_tokenizer(subword_path, symbols, settings, [source_lang, target_lang], staging)
-            tokenizer.model_max_length = config.max_position_embeddings
-            pipeline = f"Moses tokenization and the subword-nmt codes `{subword_path.name}` (kept as `merges.txt`)"
+        tokenizer, pipeline = imported_tokenizer(kind, subword_path, symbols, settings, languages, staging)
+        tokenizer.model_max_length = model.config.max_position_embeddings
         save_tokenizer(tokenizer, staging)
         (staging / "imported_from.json").write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
         training = (
@@ -439,8 +416,41 @@ def import_fairseq(
             "fairseq did."
         )
         write_model_card(
-            staging, model, source_lang=source_lang, target_lang=target_lang, dataset="unknown",
+            staging, model, source_lang=languages[0], target_lang=languages[1], dataset="unknown",
             repo_id=output_dir.name, example="Hello world.", training=training,
         )  # fmt: skip
     logger.info(f"imported {checkpoint} ({provenance['arch']}) into {output_dir}")
     return output_dir
+
+
+def checked_dictionaries(dictionaries: dict[str, Path], config) -> dict[str, list[str]]:
+    """Each side's symbols, read from its fairseq dictionary, or one line saying which file is missing or is not
+    this checkpoint's (its size differs from the embedding's)."""
+    for side, path in dictionaries.items():
+        if not path.is_file():
+            raise FileNotFoundError(f"the {side} dictionary {path} does not exist (--{side}_dictionary names it)")
+    symbols = {side: read_dictionary(path) for side, path in dictionaries.items()}
+    for side, size in (("source", config.vocab_size), ("target", config.decoder_vocab_size)):
+        if len(symbols[side]) != size:
+            raise ValueError(
+                f"the {side} dictionary {dictionaries[side]} has {len(symbols[side])} symbols with fairseq's four "
+                f"specials, the checkpoint's embedding {size}: not this checkpoint's dictionary"
+            )
+    return symbols
+
+
+def imported_tokenizer(kind: str, subword_path: Path, symbols: dict, settings: dict, languages: list, staging: Path):
+    """(the tokenizer of the checkpoint's subword pipeline, a phrase naming it for the card); the subword model's
+    own files are written into `staging`."""
+    if kind == "sentencepiece":
+        from transformers import PreTrainedTokenizerFast
+
+        tokenizer = PreTrainedTokenizerFast(
+            tokenizer_object=sentencepiece_tokenizer(subword_path, symbols["source"]),
+            bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
+            model_input_names=["input_ids", "attention_mask"],
+        )  # fmt: skip
+        (staging / "sentencepiece.bpe.model").write_bytes(subword_path.read_bytes())
+        return tokenizer, f"the SentencePiece model `{subword_path.name}` (kept as `sentencepiece.bpe.model`)"
+    tokenizer = moses_bpe_tokenizer(subword_path, symbols, settings, languages, staging)
+    return tokenizer, f"Moses tokenization and the subword-nmt codes `{subword_path.name}` (kept as `merges.txt`)"
