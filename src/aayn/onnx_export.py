@@ -298,22 +298,22 @@ class OnnxModel:
             candidates = (scores[:, :, None] + log_probs).reshape(n, -1)
             order = np.argsort(-candidates, axis=1, kind="stable")[:, : 2 * k]
             values, (parents, words) = np.take_along_axis(candidates, order, 1), np.divmod(order, log_probs.shape[-1])
-            scores = np.full((n, k), -np.inf, dtype=np.float32)
-            chosen, next_words = np.zeros((n, k), dtype=np.int64), np.full((n, k), self.pad, dtype=np.int64)
-            for i in np.flatnonzero(~done):
-                live = 0
-                for j in range(2 * k):
-                    if values[i, j] == -np.inf:
-                        break
-                    if words[i, j] == self.eos:
-                        normalized = values[i, j] / gnmt_length_penalty(length, alpha)
-                        if j < k and normalized > best[i]:
-                            best[i], found[i] = normalized, [*history[i * k + parents[i, j]].tolist(), self.eos]
-                    elif live < k:
-                        scores[i, live], chosen[i, live], next_words[i, live] = values[i, j], parents[i, j], words[i, j]
-                        live += 1
-                bound = scores[i].max() / gnmt_length_penalty(limits[i], alpha) if alpha >= 0 else np.inf
-                done[i] = live == 0 or best[i] >= bound
+            # fairseq's rule, for all sentences at once: an eos among the first k candidates finishes a hypothesis
+            # (the first such is the best: candidates are sorted), the first k others live on
+            valid, ends = values > -np.inf, words == self.eos
+            finishing = valid & ends & (np.arange(2 * k) < k) & ~done[:, None]
+            first = finishing.argmax(1)
+            normalized = np.take_along_axis(values, first[:, None], 1)[:, 0] / gnmt_length_penalty(length, alpha)
+            for i in np.flatnonzero(finishing.any(1) & (normalized > best)):
+                best[i], found[i] = normalized[i], [*history[i * k + parents[i, first[i]]].tolist(), self.eos]
+            continuing = valid & ~ends & ~done[:, None]
+            picks = np.argsort(~continuing, axis=1, kind="stable")[:, :k]  # the first k continuing, in order
+            taken = np.take_along_axis(continuing, picks, 1)
+            scores = np.where(taken, np.take_along_axis(values, picks, 1), -np.inf).astype(np.float32)
+            chosen = np.where(taken, np.take_along_axis(parents, picks, 1), 0)
+            next_words = np.where(taken, np.take_along_axis(words, picks, 1), self.pad)
+            bound = scores.max(1) / gnmt_length_penalty(limits, alpha) if alpha >= 0 else np.inf
+            done |= ~taken.any(1) | (best >= bound)
             if done.all():
                 break
             rows = (np.arange(n)[:, None] * k + chosen).reshape(-1)
