@@ -141,3 +141,18 @@ def test_what_cannot_be_exported_is_refused_in_one_line(trained, tmp_path, capsy
     assert aayn(["export", "--format", "onnx", "--model", str(tmp_path), "--output_dir", str(tmp_path / "o")]) == 2
     assert "no config.json" in capsys.readouterr().err
     assert not (tmp_path / "out").exists() and not (tmp_path / "o").exists()
+
+
+def test_the_beam_search_s_top_candidates_are_a_stable_sort_s_first():
+    """`top_in_order` (a partition, then a sort of the few chosen) against numpy's full stable descending sort, on
+    rows full of ties and -inf (the candidates of finished or forced beams)."""
+    from aayn.onnx_export import top_in_order
+
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        rows, width = int(rng.integers(1, 5)), int(rng.integers(1, 60))
+        values = rng.integers(-3, 3, size=(rows, width)).astype(np.float32)
+        values[rng.random((rows, width)) < 0.3] = -np.inf
+        count = int(rng.integers(1, width + 1))
+        expected = np.argsort(-values, axis=1, kind="stable")[:, :count]
+        assert (top_in_order(values, count) == expected).all()

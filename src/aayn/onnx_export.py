@@ -195,6 +195,17 @@ def save_onnx(model_dir: str | Path, output_dir: str | Path, quantization: str |
     return output_dir
 
 
+def top_in_order(values: np.ndarray, count: int) -> np.ndarray:
+    """Per row, the indices of the `count` largest values, largest first, equal values by index: the first
+    `count` of a stable descending sort, without sorting the whole row (a partition, then `count` values)."""
+    kth = -np.partition(-values, count - 1, axis=1)[:, count - 1 : count]  # each row's count-th largest
+    above = values > kth
+    ties = (values == kth) & (np.cumsum(values == kth, axis=1) <= count - above.sum(1, keepdims=True))
+    chosen = np.nonzero(above | ties)[1].reshape(values.shape[0], count)  # ascending indices, `count` a row
+    ranks = np.argsort(-np.take_along_axis(values, chosen, 1), axis=1, kind="stable")
+    return np.take_along_axis(chosen, ranks, 1)
+
+
 class OnnxModel:
     """An exported folder's three graphs in ONNX Runtime sessions: greedy search and §6.1's beam search with
     aayn's rules (the source's length + 50 tokens, eos counted; GNMT's length penalty; fairseq's candidate rule),
@@ -296,7 +307,7 @@ class OnnxModel:
             at_limit = length >= limits
             log_probs[at_limit] = np.where(np.arange(log_probs.shape[-1]) == self.eos, log_probs[at_limit], -np.inf)
             candidates = (scores[:, :, None] + log_probs).reshape(n, -1)
-            order = np.argsort(-candidates, axis=1, kind="stable")[:, : 2 * k]
+            order = top_in_order(candidates, 2 * k)
             values, (parents, words) = np.take_along_axis(candidates, order, 1), np.divmod(order, log_probs.shape[-1])
             # fairseq's rule, for all sentences at once: an eos among the first k candidates finishes a hypothesis
             # (the first such is the best: candidates are sorted), the first k others live on
