@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 from safetensors import safe_open
-from tiny_models import random_batch, tiny_config
+from tiny_models import ONCE_ACROSS_LINES, random_batch, tiny_config
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from aayn import AaynForConditionalGeneration, AaynModel
@@ -173,3 +173,21 @@ def test_a_checkpoint_without_its_embedding_names_it_missing_and_initializes_it(
     source_ids, mask = random_batch(2, 6, 30, [6, 4])
     target, _ = random_batch(2, 5, 30)
     assert torch.isfinite(logits_of(loaded.eval(), source_ids, mask, target)).all()
+
+
+@ONCE_ACROSS_LINES  # aayn's own import hook, the same on both lines: 13 fresh processes are enough once
+def test_any_model_file_imported_first_registers_aayn_with_the_auto_classes():
+    """In a fresh process, importing any of the files that travel with a checkpoint first (`aayn.decoding_aayn`,
+    say, as a benchmark does) leaves no half-imported module behind, and aayn is registered: AutoConfig knows it."""
+    from pathlib import Path
+
+    import aayn
+
+    names = sorted(path.stem for path in Path(aayn.__file__).parent.glob("*_aayn.py"))
+    script = (
+        "import importlib, sys; importlib.import_module('aayn.' + sys.argv[1]); "
+        "from transformers import AutoConfig; print(type(AutoConfig.for_model('aayn')).__name__)"
+    )
+    for name in names:
+        result = subprocess.run([sys.executable, "-c", script, name], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0 and result.stdout.split()[-1] == "AaynConfig", (name, result.stderr[-800:])

@@ -19,6 +19,7 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+from pathlib import Path
 
 __version__ = "0.1.0"
 
@@ -67,20 +68,9 @@ def register() -> None:
     AaynForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 
-# the files that travel with a checkpoint (each imports transformers): importing any of them first registers aayn
-# once it is whole
-_MODEL_FILES = (
-    "configuration",
-    "modeling",
-    "pipeline",
-    "generation",
-    "search",
-    "cache",
-    "ops",
-    "hub",
-    "tokenization_fairseq",
-)
-_MODEL_CODE = tuple(f"aayn.{name}_aayn" for name in _MODEL_FILES)
+# the files that travel with a checkpoint (`*_aayn.py`; most import transformers, directly or through another):
+# importing any of them first registers aayn once none is halfway through its import
+_MODEL_CODE = tuple(f"aayn.{path.stem}" for path in sorted(Path(__file__).parent.glob("*_aayn.py")))
 
 
 def _initializing(name: str) -> bool:
