@@ -78,10 +78,10 @@ def evaluate(args: argparse.Namespace) -> None:
     check_device(args.device)
     if len(args.model) != 1:
         raise ValueError(f"aayn evaluate scores one model; got {len(args.model)} --model (ensembles: aayn translate)")
-    location = locate_model(args.model[0]).location
-    check_direction(location, args.source_lang, args.target_lang, insist=args.any_direction)
+    folder = locate_model(args.model[0])  # its kind decided here, once
+    check_direction(folder.location, args.source_lang, args.target_lang, insist=args.any_direction)
     scores = evaluate_model(
-        location,
+        folder,
         args.dataset_name,
         dataset_config_name=args.dataset_config_name,
         source_lang=args.source_lang,

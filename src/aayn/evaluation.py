@@ -10,7 +10,7 @@ from transformers.utils import logging
 from .data import load_translation_dataset
 from .data.token_batches import DECODING_BATCH_TOKENS
 from .folders import write_text_atomically
-from .opening import open_translator
+from .opening import ModelFolder, open_translator
 from .paper_bleu import paper_bleu_scores
 from .training.trainer import METRICS_MODULE
 
@@ -18,7 +18,7 @@ logger = logging.get_logger(__name__)
 
 
 def evaluate_model(
-    model_path: str,
+    model_path: str | ModelFolder,
     dataset_name: str,
     *,
     source_lang: str,
@@ -33,7 +33,8 @@ def evaluate_model(
 ) -> dict:
     """`{"bleu", "chrf", "bleu_signature", "chrf_signature", "sentences"}` of the model's translations of `split`
     (and `paper_bleu` into German); `output`: a file to write the translations to, one line per sentence.
-    `model_path` may be a CTranslate2 folder that `aayn export` wrote (e.g. to see what int8 weights cost)."""
+    `model_path` may be a CTranslate2 folder that `aayn export` wrote (e.g. to see what int8 weights cost), or the
+    `ModelFolder` the caller located already."""
     translator = open_translator([model_path], device)
     data = load_translation_dataset(
         dataset_name, dataset_config_name, source_lang=source_lang, target_lang=target_lang, splits={"test": split}

@@ -38,7 +38,7 @@ def locate_model(value: str) -> ModelFolder:
 
 
 def open_translator(
-    names: list[str],
+    names: list[str | ModelFolder],
     device: str = "cpu",
     needs: tuple[str, ...] = (),
     threads: int | None = None,
@@ -47,10 +47,11 @@ def open_translator(
     """The translator of the model folders (or Hub ids) `names` on `device`; `needs`: the `ABILITIES` the caller
     will use, refused here with one line (before any model is loaded where the folder's kind tells). `threads`: the
     CPU threads one model call uses (CTranslate2's `intra_threads`; torch's for this process), else each engine's
-    default (all cores). `setup`: called before torch models are loaded (not for a CTranslate2 folder)."""
+    default (all cores). `setup`: called before torch models are loaded (not for a CTranslate2 folder). A name
+    may be a `ModelFolder` that `locate_model` gave already."""
     if not names:
         raise ValueError("no --model given")
-    folders = [locate_model(name) for name in names]
+    folders = [name if isinstance(name, ModelFolder) else locate_model(name) for name in names]
     if any(folder.ctranslate2 for folder in folders):
         return open_exported(folders, device, needs, threads)
     if len(folders) > 1 and set(needs) - {"prefixes"}:
