@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from . import MissingExtra, _register_later, register
-from .data.token_batches import DECODING_BATCH_TOKENS
+from .translator import DECODING_BATCH_TOKENS
 
 
 def copy_task(args: argparse.Namespace) -> None:
@@ -607,14 +607,17 @@ COMMANDS = {
 RECIPE_COMMANDS = ("train", "preprocess")  # all after them is the recipe parser's: no argparse of their own
 
 
-def command_line_parser() -> argparse.ArgumentParser:
+def command_line_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The aayn command's parser; only `command`'s subparser gets its arguments (each command's own, such as the
+    server's defaults, cost nothing to the others: the top-level help lists the commands alone)."""
     epilog = "--debug anywhere: tracebacks for errors; --verbose: model loading's progress bars"
     parser = argparse.ArgumentParser(prog="aayn", description=__doc__, epilog=epilog)
     commands = parser.add_subparsers(dest="command", required=True)
-    for name, command in COMMANDS.items():
-        sub = commands.add_parser(name, help=command.run.__doc__, add_help=name not in RECIPE_COMMANDS)
-        command.arguments(sub)
-        sub.set_defaults(run=command.run)
+    for name, entry in COMMANDS.items():
+        sub = commands.add_parser(name, help=entry.run.__doc__, add_help=name not in RECIPE_COMMANDS)
+        if name == command:
+            entry.arguments(sub)
+        sub.set_defaults(run=entry.run)
     return parser
 
 
@@ -626,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] and argv[0] in RECIPE_COMMANDS:
         args = argparse.Namespace(command=argv[0], recipe_and_flags=argv[1:], run=COMMANDS[argv[0]].run)
     else:
-        args = command_line_parser().parse_args(argv)
+        args = command_line_parser(argv[0] if argv else None).parse_args(argv)
     setup_logging()
     args.verbose = verbose
     setup = COMMANDS[args.command].transformers

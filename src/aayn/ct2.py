@@ -13,9 +13,9 @@ from pathlib import Path
 
 from . import MissingExtra
 from .checks import is_moses_bpe_folder, json_fault
-from .data.token_batches import DECODING_BATCH_TOKENS, decoding_batches, encode_sources
+from .data.token_batches import decoding_batches, encode_sources
 from .policy_aayn import beams_for, length_penalty_in_force, paper_length_limit
-from .translator import Translator, progress_bar
+from .translator import DECODING_BATCH_TOKENS, Translator, progress_bar
 
 NO_LIMIT = int(1e30)  # transformers' model_max_length when a tokenizer sets none (VERY_LARGE_INTEGER)
 

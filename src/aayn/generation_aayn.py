@@ -94,8 +94,9 @@ def search_settings(model, config: GenerationConfig, given: dict, synced_gpus: b
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
         raise ValueError(f"`length_penalty` must be a finite number, got {alpha!r}")
     returned = _whole("num_return_sequences", config.num_return_sequences or 1, 1)  # None: 4.57's default
-    if returned_fault(returned, beams):
-        raise ValueError(returned_fault(returned, beams))
+    fault = returned_fault(returned, beams)
+    if fault:
+        raise ValueError(fault)
     min_step = max(
         _whole("min_length", given.get("min_length", 0), 0),
         _whole("min_new_tokens", given.get("min_new_tokens", 0), 0) + 1,

@@ -22,7 +22,6 @@ from torch import nn
 from transformers.utils import logging
 
 from . import MissingExtra
-from .data.token_batches import DECODING_BATCH_TOKENS
 from .policy_aayn import (
     PAPER_LENGTH_PENALTY,
     PAPER_NUM_BEAMS,
@@ -31,6 +30,7 @@ from .policy_aayn import (
     length_penalty_in_force,
     paper_length_limit,
 )
+from .translator import DECODING_BATCH_TOKENS
 
 logger = logging.get_logger(__name__)
 

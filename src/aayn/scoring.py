@@ -10,8 +10,9 @@ import torch
 from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .data.token_batches import DECODING_BATCH_TOKENS, decoding_batches, padded
+from .data.token_batches import decoding_batches, padded
 from .policy_aayn import gnmt_length_penalty, length_penalty_in_force
+from .translator import DECODING_BATCH_TOKENS
 
 
 @dataclass

@@ -28,9 +28,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .data.token_batches import DECODING_BATCH_TOKENS
 from .policy_aayn import returned_fault
-from .translator import Translator
+from .translator import DECODING_BATCH_TOKENS, Translator
 
 # the parameters a request may set, with what each must be (the generation options `aayn translate` takes)
 PARAMETERS = {

@@ -9,9 +9,9 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .data.token_batches import DECODING_BATCH_TOKENS, decoding_batches, encode_sources, padded
+from .data.token_batches import decoding_batches, encode_sources, padded
 from .policy_aayn import beams_for, source_limit
-from .translator import ABILITIES, Translator, progress_bar
+from .translator import ABILITIES, DECODING_BATCH_TOKENS, Translator, progress_bar
 
 
 class TorchTranslator(Translator):

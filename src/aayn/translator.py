@@ -10,6 +10,8 @@ max_new_tokens=..., prefixes=..., progress=...)` gives, per input and in input o
 
 from __future__ import annotations
 
+DECODING_BATCH_TOKENS = 4096  # padded source tokens a decoding (or scoring) batch holds by default
+
 # what a caller may ask of a translator beyond translating: target prefixes, drawing attention, scoring pairs
 ABILITIES = ("prefixes", "attention", "scores")
 

@@ -12,8 +12,6 @@ import numpy as np
 
 logger = logging.getLogger("aayn.translate")
 
-DECODING_BATCH_TOKENS = 4096  # padded source tokens a decoding (or scoring) batch holds by default
-
 
 def length_order(lengths: np.ndarray, seed: int) -> np.ndarray:
     """The indices of `lengths` from shortest to longest, equal lengths in an order drawn with `seed`."""
