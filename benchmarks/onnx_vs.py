@@ -36,7 +36,7 @@ def main() -> None:
 
     from aayn.ct2 import ExportedModel
     from aayn.data import load_translation_dataset
-    from aayn.export import export_model
+    from aayn.formats import export_model
     from aayn.onnx_export import FILES, OnnxModel
     from aayn.opening import open_translator
 

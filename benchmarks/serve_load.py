@@ -143,7 +143,7 @@ def main() -> None:
     import torch
 
     from aayn.bench.decoding import serving_benchmark_inputs
-    from aayn.export import export_model
+    from aayn.formats import export_model
     from aayn.opening import open_translator
 
     work = Path(tempfile.mkdtemp(prefix="serve-load-"))

@@ -13,6 +13,7 @@ import pytest
 from tiny_models import ONCE_ACROSS_LINES
 from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
 
+from aayn.argos_export import ARGOS_SEARCH
 from aayn.cli import main as aayn
 
 pytest.importorskip("ctranslate2")
@@ -107,7 +108,7 @@ print(json.dumps([argostranslate.translate.translate(text, "en", "fr") for text 
 @ONCE_ACROSS_LINES  # Argos Translate's own venv: the package it installs does not depend on the line
 @pytest.mark.parametrize("beams", [4, 1])
 def test_argos_translate_installs_the_package_and_translates_as_aayn(spm_run, package, argos_python, tmp_path, beams):
-    """Argos's own search: CTranslate2, beam 4 (or `ARGOS_BEAM_SIZE`), length_penalty 0.2, unknowns replaced;
+    """Argos's own search (`ARGOS_SEARCH`): CTranslate2, beam 4 (or `ARGOS_BEAM_SIZE`), length_penalty 0.2;
     aayn's CTranslate2 export with the same settings gives the same text, and greedy equals aayn's torch model."""
     env = dict(os.environ, ARGOS_PACKAGES_DIR=str(tmp_path / "packages"), XDG_DATA_HOME=str(tmp_path / "data"),
                XDG_CACHE_HOME=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "config"),
@@ -116,7 +117,7 @@ def test_argos_translate_installs_the_package_and_translates_as_aayn(spm_run, pa
                           capture_output=True, text=True, env=env, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     argos = json.loads(done.stdout.splitlines()[-1])
-    assert argos == aayn_ct2_translations(spm_run, tmp_path, num_beams=beams, length_penalty=0.2)
+    assert argos == aayn_ct2_translations(spm_run, tmp_path, **{**ARGOS_SEARCH, "num_beams": beams})
     if beams == 1:
         from aayn.opening import open_translator
 

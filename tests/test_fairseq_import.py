@@ -252,7 +252,7 @@ def test_the_imported_folder_exports_to_ctranslate2_and_decodes_as_fairseq(impor
     translations (one verse a call: fairseq's limit is each verse's)."""
     pytest.importorskip("ctranslate2")
     from aayn.ct2 import ExportedModel
-    from aayn.export import export_model
+    from aayn.formats import export_model
 
     folder, record = imported
     export_model(folder, tmp_path / "ct2")

@@ -13,12 +13,14 @@ from transformers import AutoTokenizer
 
 from aayn import AaynConfig, AaynForConditionalGeneration
 from aayn.cli import main as aayn
-from aayn.export import export_model
 from aayn.fairseq_import import import_fairseq
+from aayn.formats import export_model
+from aayn.translator import DecodingSettings
 
 onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
-from aayn.onnx_export import FILES, OnnxModel, cache_names, export_graphs
+from aayn.onnx_engine import FILES, OnnxTranslator, top_in_order
+from aayn.onnx_export import cache_names, export_graphs
 
 FAIRSEQ = Path(__file__).parent / "data" / "fairseq" / "postnorm-spm"
 
@@ -52,7 +54,7 @@ def test_the_folder_holds_the_graphs_and_what_translating_needs(trained):
 
 def test_both_decoder_graphs_give_the_torch_model_s_logits_within_1e_4(trained):
     folder, exported, verses = trained
-    model, runtime = torch_model(folder), OnnxModel(exported)
+    model, runtime = torch_model(folder), OnnxTranslator(exported).sessions
     ids, mask = batch(folder, verses[:6])  # padded: rows of different lengths
     hidden = runtime.encode(ids, mask)
     source, attention = torch.from_numpy(ids), torch.from_numpy(mask)
@@ -72,30 +74,40 @@ def test_both_decoder_graphs_give_the_torch_model_s_logits_within_1e_4(trained):
     np.testing.assert_allclose(later[0], logits[:, 3:].numpy(), atol=1e-4, rtol=0)
 
 
+def best_tokens(runtime, ids, mask, settings):
+    pad = runtime.pad
+    return [[t for t in hypotheses[0][1].tolist() if t != pad] for hypotheses in runtime.search(ids, mask, settings)]
+
+
 def test_greedy_outputs_equal_the_torch_model_s_token_for_token(trained):
     folder, exported, verses = trained
-    model, runtime = torch_model(folder), OnnxModel(exported)
+    model, runtime = torch_model(folder), OnnxTranslator(exported)
+    pad = model.config.pad_token_id
     for start in range(0, len(verses), 8):
         ids, mask = batch(folder, verses[start : start + 8])
-        ours = runtime.greedy(ids, mask)
+        ours = best_tokens(runtime, ids, mask, DecodingSettings(1, 1.0))
         expected = model.generate(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), num_beams=1)
-        assert ours.tolist() == expected.tolist()
+        assert ours == [[token for token in row if token != pad] for row in expected.tolist()]
     texts = runtime.translate(verses, num_beams=1)
     assert texts == torch_translations(model, folder, verses)
 
 
-def test_beam_search_equals_the_paper_search_of_the_torch_model(trained):
-    """`OnnxModel.beam` against `generate()`'s §6.1 search (beam 4, alpha 0.6, the per-sentence limit) on real
-    verses, padded batches of 8: the same best hypotheses, token for token."""
+@pytest.mark.parametrize("alpha", [0.6, 1.0, -0.5])
+def test_beam_search_equals_the_paper_search_of_the_torch_model(trained, alpha):
+    """The engine's search against `generate()`'s §6.1 search (beam 4, the per-sentence limit, alpha as given)
+    on real verses, padded batches of 8: the same 3 best hypotheses, token for token, and their scores."""
     folder, exported, verses = trained
-    model, runtime = torch_model(folder), OnnxModel(exported)
+    model, runtime = torch_model(folder), OnnxTranslator(exported)
+    pad = model.config.pad_token_id
     for start in range(0, len(verses), 8):
         ids, mask = batch(folder, verses[start : start + 8])
-        ours = runtime.beam(ids, mask, num_beams=4, alpha=0.6)
-        expected = model.generate(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), num_beams=4,
-                                  length_penalty=0.6)  # fmt: skip
-        pad = model.config.pad_token_id
-        assert ours == [[token for token in row if token != pad] for row in expected.tolist()]
+        found = runtime.search(ids, mask, DecodingSettings(4, alpha, nbest=3))
+        out = model.generate(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), num_beams=4,
+                             length_penalty=alpha, num_return_sequences=3, return_dict_in_generate=True)  # fmt: skip
+        ours = [[t for t in tokens.tolist() if t != pad] for hypotheses in found for _, tokens in hypotheses]
+        assert ours == [[token for token in row if token != pad] for row in out.sequences.tolist()]
+        scores = [score for hypotheses in found for score, _ in hypotheses]
+        np.testing.assert_allclose(scores, out.sequences_scores.numpy(), rtol=1e-4)
 
 
 def torch_translations(model, folder, verses):
@@ -109,7 +121,7 @@ def test_int8_quantization_shrinks_the_graphs_and_still_translates(trained, tmp_
     export_model(folder, tmp_path / "int8", format="onnx", quantization="int8")
     for name in FILES:
         assert (tmp_path / "int8" / name).stat().st_size < (exported / name).stat().st_size
-    texts = OnnxModel(tmp_path / "int8").translate(verses[:4], num_beams=1)
+    texts = OnnxTranslator(tmp_path / "int8").translate(verses[:4], num_beams=1)
     assert len(texts) == 4 and all(texts)
 
 
@@ -146,8 +158,6 @@ def test_what_cannot_be_exported_is_refused_in_one_line(trained, tmp_path, capsy
 def test_the_beam_search_s_top_candidates_are_a_stable_sort_s_first():
     """`top_in_order` (a partition, then a sort of the few chosen) against numpy's full stable descending sort, on
     rows full of ties and -inf (the candidates of finished or forced beams)."""
-    from aayn.onnx_export import top_in_order
-
     rng = np.random.default_rng(0)
     for _ in range(2000):
         rows, width = int(rng.integers(1, 5)), int(rng.integers(1, 60))

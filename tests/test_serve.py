@@ -412,7 +412,7 @@ def test_the_server_process_imports_no_torch_for_an_export_or_with_worker_proces
     """`aayn serve` of a CTranslate2 export, and the server process of `--workers 2` (whose workers hold the
     model), import neither torch nor transformers."""
     pytest.importorskip("ctranslate2")
-    from aayn.export import export_model
+    from aayn.formats import export_model
 
     exported = export_model(saved[0], tmp_path / "ct2")
     code = f"""
@@ -436,7 +436,7 @@ def test_threads_reach_each_engine(saved, tmp_path, monkeypatch):
     """`aayn serve --threads N`: CTranslate2's intra_threads for an export, torch's thread count for an aayn folder."""
     import torch
 
-    from aayn.export import export_model
+    from aayn.formats import export_model
     from aayn.opening import open_translator
 
     ctranslate2 = pytest.importorskip("ctranslate2")

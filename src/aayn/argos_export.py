@@ -4,22 +4,24 @@ A package is a zip of one folder: `metadata.json` (language codes and names, `pa
 CTranslate2 model: aayn's CTranslate2 export, with the source's `</s>` appended by CTranslate2 itself, as aayn's
 tokenizer appends it and Argos's does not), `sentencepiece.model` (Argos tokenizes with it, pieces as tokens) and
 the model card as `README.md`. Only a model with a SentencePiece tokenizer (`tokenizer_type: sentencepiece`) can
-be packaged: Argos has no byte-level BPE. The zip is written beside its final name and renamed into place.
+be packaged: Argos has no byte-level BPE. The zip is written beside its final name and renamed into place
+(`aayn.folders.staged_file`).
 
-Argos Translate decodes with CTranslate2: beam 4 (`ARGOS_BEAM_SIZE`), `length_penalty=0.2` (CTranslate2's
-log P / |Y|^0.2), unknown pieces replaced by the source's, at most 256 tokens; it splits text into sentences
-first (MiniSBD or stanza models) and joins the translations.
+Argos Translate decodes with CTranslate2 by `ARGOS_SEARCH`: beam 4 (its `ARGOS_BEAM_SIZE` variable changes it)
+and `length_penalty=0.2` (CTranslate2's log P / |Y|^0.2), unknown pieces replaced by the source's, at most 256
+tokens; it splits text into sentences first (MiniSBD or stanza models) and joins the translations.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import zipfile
 from pathlib import Path
 
 from transformers.utils import logging
+
+from .folders import staged_file
 
 logger = logging.get_logger(__name__)
 
@@ -68,7 +70,7 @@ def save_argos(
     from transformers import AutoTokenizer
 
     from .data.tokenizer import SENTENCEPIECE_FILE, sentencepiece_model_of
-    from .export import save_ctranslate2
+    from .export import vocabularies, write_ctranslate2
     from .modeling_aayn import AaynForConditionalGeneration
 
     model_dir, output = Path(model_dir), Path(output)
@@ -80,25 +82,26 @@ def save_argos(
     spm_model = sentencepiece_model_of(tokenizer)
     if spm_model is None:
         raise ValueError(
-            f"--model {model_dir} has a byte-level BPE tokenizer and Argos Translate tokenizes with SentencePiece: "
-            "train the model with `tokenizer_type: sentencepiece` (pip install 'aayn[sentencepiece]') to package it"
+            f"--model {model_dir} has no SentencePiece model (a byte-level BPE, or Moses + BPE) and Argos Translate "
+            "tokenizes with SentencePiece: train the model with `tokenizer_type: sentencepiece` (pip install "
+            "'aayn[sentencepiece]') to package it"
         )
     metadata = package_metadata(model_dir, source_lang, target_lang, source_name, target_name, package_version)
     name = f"translate-{metadata['from_code']}_{metadata['to_code']}-{package_version.replace('.', '_')}"
     model = AaynForConditionalGeneration.from_pretrained(model_dir).eval()
-    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    tokens, target_tokens = vocabularies(tokenizer)
     output.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{output.name}-", dir=output.parent) as parts:
+    parts_folder = tempfile.TemporaryDirectory(prefix=f".{output.name}-", dir=output.parent)
+    with staged_file(output) as partial, parts_folder as parts:
         package = Path(parts) / name
-        save_ctranslate2(model, tokens, package / "model", quantization=quantization, source_eos=True)
+        (package / "model").mkdir(parents=True)
+        write_ctranslate2(model, tokens, package / "model", quantization, target_tokens, source_eos=True)
         (package / SENTENCEPIECE_FILE).write_bytes(spm_model)
         (package / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
         if (model_dir / "README.md").is_file():
             (package / "README.md").write_bytes((model_dir / "README.md").read_bytes())
-        archive_path = Path(parts) / "package.zip"
-        with zipfile.ZipFile(archive_path, "w", zipfile.ZIP_DEFLATED) as archive:
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in sorted(package.rglob("*")):
                 archive.write(path, path.relative_to(parts).as_posix())
-        os.replace(archive_path, output)  # the same folder's file system: whole or not at all
     logger.info(f"Argos Translate package {name} written to {output}")
     return output

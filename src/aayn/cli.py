@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from . import MissingExtra, _register_later, register
+from .formats import EXPORTS, IMPORTS
 from .translator import DECODING_BATCH_TOKENS
 
 
@@ -165,7 +166,8 @@ def translate(args: argparse.Namespace) -> None:
     setup = functools.partial(prepare_transformers, progress_bars=args.verbose)  # not for a CTranslate2 folder
     translator = open_translator(args.model, args.device, needs, setup=setup)
     if args.show_attention:
-        text = translator.plot_cross_attention(lines[0], args.show_attention, per_head=args.per_head, **generate)
+        settings = translator.settings(**generate)
+        text = translator.plot_cross_attention(lines[0], args.show_attention, per_head=args.per_head, settings=settings)
         print(text)
         print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
         return
@@ -202,20 +204,13 @@ def score(args: argparse.Namespace) -> None:
     """Score given translations: per line pair, log P(target | source) (eos included) and the length-normalized
     score the paper's search ranks by, tab-separated, in input order (--per_token: each target token's too)."""
     from .opening import open_translator
-    from .scoring import score_texts
 
     sources, targets = (read_lines(path, flag) for path, flag in ((args.source, "--source"), (args.target, "--target")))
     if len(sources) != len(targets):
         raise ValueError(f"--source {args.source} has {len(sources)} lines, --target {args.target} {len(targets)}")
     translator = open_translator([args.model], args.device, needs=("scores",))
-    scores = score_texts(
-        translator.model,
-        translator.tokenizer,
-        sources,
-        targets,
-        length_penalty=args.length_penalty,
-        per_token=args.per_token,
-        batch_tokens=args.batch_tokens,
+    scores = translator.score(
+        sources, targets, length_penalty=args.length_penalty, per_token=args.per_token, batch_tokens=args.batch_tokens
     )
     for pair in scores:
         columns = [f"{pair.log_prob:.6f}", f"{pair.score:.6f}"]
@@ -295,7 +290,7 @@ def bench(args: argparse.Namespace) -> None:
 
 def export(args: argparse.Namespace) -> None:
     """Convert a saved model for another inference engine (CTranslate2, ONNX Runtime, Argos Translate)."""
-    from .export import export_model
+    from .formats import export_model
 
     if (args.format == "argos") != bool(args.output) or (args.format != "argos") != bool(args.output_dir):
         wanted = "--output FILE.argosmodel" if args.format == "argos" else "--output_dir DIR"
@@ -315,9 +310,9 @@ def export(args: argparse.Namespace) -> None:
 
 def import_model(args: argparse.Namespace) -> None:
     """Bring a model trained elsewhere in as an aayn folder (fairseq's Transformer)."""
-    from .fairseq_import import import_fairseq
+    from .formats import FORMATS
 
-    output = import_fairseq(
+    output = FORMATS[args.format].load("writer")(
         args.checkpoint,
         args.output_dir,
         source_dictionary=args.source_dictionary,
@@ -554,7 +549,7 @@ def bench_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def export_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", required=True, choices=["ctranslate2", "onnx", "argos"])
+    parser.add_argument("--format", required=True, choices=EXPORTS)
     parser.add_argument("--model", required=True, help="saved model folder (weights, config, tokenizer)")
     parser.add_argument("--output_dir", help="new folder for the exported model (ctranslate2, onnx)")
     parser.add_argument("--output", help="new .argosmodel file (argos)")
@@ -570,7 +565,7 @@ def export_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def import_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("format", choices=["fairseq"])
+    parser.add_argument("format", choices=IMPORTS)
     parser.add_argument("checkpoint", help="fairseq checkpoint (.pt) of a Transformer, fairseq 0.9 to 0.12")
     parser.add_argument("--output_dir", required=True, help="new folder for the aayn model")
     parser.add_argument("--source_lang", help="default: the checkpoint's")

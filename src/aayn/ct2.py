@@ -1,9 +1,9 @@
-"""Translating with a CTranslate2 folder that `aayn export` wrote, with neither torch nor transformers.
+"""The CTranslate2 engine: translating with a folder that `aayn export` wrote, without torch.
 
 Importing torch and transformers is most of what a plain `aayn translate` call costs (docs/measurements.md); an
-exported folder needs neither. Its tokenizer is read with `tokenizers` (what
-transformers' fast tokenizer wraps: the same ids and the same text), its generation config as JSON, and the
-batches and the length limit are those of `aayn.translate` (`aayn.data.token_batches`).
+exported folder needs neither, except an imported fairseq folder's Moses + BPE tokenizer (Python, in transformers).
+Its tokenizer is read with `tokenizers` (what transformers' fast tokenizer wraps: the same ids and the same text),
+its generation config as JSON; batching and the length limit are the `Translator` template's.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from pathlib import Path
 
 from . import MissingExtra
 from .checks import is_moses_bpe_folder, json_fault
-from .data.token_batches import decoding_batches, encode_sources
-from .policy_aayn import beams_for, length_penalty_in_force, paper_length_limit
-from .translator import DECODING_BATCH_TOKENS, Translator, progress_bar
+from .policy_aayn import paper_length_limit
+from .translator import DecodingSettings, Translator
 
 NO_LIMIT = int(1e30)  # transformers' model_max_length when a tokenizer sets none (VERY_LARGE_INTEGER)
 
@@ -26,12 +25,6 @@ def import_ctranslate2():
     except ImportError as error:
         raise MissingExtra("CTranslate2 models need the ctranslate2 package: pip install 'aayn[ct2]'") from error
     return ctranslate2
-
-
-def is_ctranslate2_folder(location: str | Path) -> bool:
-    """Whether `location` holds a CTranslate2 model (what `aayn export` writes) rather than a transformers one."""
-    path = Path(location).expanduser()
-    return (path / "model.bin").is_file() and not (path / "model.safetensors").exists()
 
 
 def read_json(path: Path) -> dict:
@@ -131,12 +124,17 @@ class ExportedModel(Translator):
     alpha of the exported generation config unless given. CTranslate2 ranks finished hypotheses by
     log P / |Y|^alpha, not by GNMT's penalty, so beam outputs may differ from aayn's; greedy ones are equal."""
 
-    def __init__(self, folder: str | Path, device: str = "cpu", **engine):
-        """`engine`: more of `ctranslate2.Translator`'s options (compute_type, intra_threads: the benchmark's)."""
+    kind = "ctranslate2"
+
+    def __init__(self, folder: str | Path, device: str = "cpu", threads: int | None = None, **engine):
+        """`threads`: CTranslate2's `intra_threads` (default: all cores); `engine`: more of
+        `ctranslate2.Translator`'s options (compute_type: the benchmark's)."""
         ctranslate2 = import_ctranslate2()
         self.folder = folder = Path(folder).expanduser()
-        options = {**device_options(device, ctranslate2), **engine}
+        self.name = str(folder)
+        options = {**device_options(device, ctranslate2), **engine, **({"intra_threads": threads} if threads else {})}
         self.tokenizer = exported_tokenizer(folder)
+        self.source_limit = self.tokenizer.model_max_length
         path = folder / "generation_config.json"
         # GenerationConfig.save_pretrained writes only what differs from its defaults (1 beam, alpha 1.0)
         self.generation = read_json(path) if path.is_file() else {}
@@ -145,53 +143,29 @@ class ExportedModel(Translator):
         except (RuntimeError, ValueError) as error:  # a damaged model.bin, a model from a newer CTranslate2
             raise ValueError(f"--model {folder}: CTranslate2 cannot load it ({error})") from None
 
-    def nbest(
-        self,
-        texts: list[str],
-        nbest: int = 1,
-        *,
-        batch_tokens: int = DECODING_BATCH_TOKENS,
-        num_beams: int | None = None,
-        length_penalty: float | None = None,
-        max_new_tokens: int | None = None,
-        prefixes: list[str] | None = None,
-        progress: str | None = None,
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return self.tokenizer.encode(texts)
+
+    def decode_batch(
+        self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None
     ) -> list[list[tuple[float, str]]]:
-        """Per input, in input order, the `nbest` best hypotheses as (score, text); an empty or blank line gives
-        one empty hypothesis with score 0. `progress`: a progress bar's description (see `aayn.translator`)."""
-        if prefixes is not None:
-            raise ValueError(f"--model {self.folder} is a CTranslate2 model: it translates without --prefix")
-        beams = beams_for(num_beams or self.generation.get("num_beams"), nbest)
-        alpha = length_penalty_in_force(length_penalty, self.generation.get("length_penalty"))
-        outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
-        todo, encoded = encode_sources(self.tokenizer.encode, texts, self.tokenizer.model_max_length)
-        bar = progress_bar(len(todo), progress)
-        for batch in decoding_batches([len(ids) for ids in encoded], batch_tokens) if todo else []:
-            sources = [self.tokenizer.tokens(encoded[j]) for j in batch]
-            longest = max(map(len, sources))  # for a batch: its longest source's limit, as aayn.translate
-            try:
-                results = self.translator.translate_batch(
-                    sources,
-                    beam_size=beams,
-                    num_hypotheses=nbest,
-                    length_penalty=alpha,
-                    max_decoding_length=max_decoding_length(longest, max_new_tokens),
-                    return_scores=True,
-                )
-            except RuntimeError as error:  # a position table shorter than a source and its 50 more tokens need
-                if "position" not in str(error):
-                    raise
-                raise ValueError(
-                    f"--model {self.folder}: {error}; export the model again (`aayn export` writes the "
-                    "positions that a source and its 50 more target tokens need)"
-                ) from None
-            for j, result in zip(batch, results):
-                outputs[todo[j]] = [
-                    (score, self.tokenizer.text(tokens).strip())
-                    for tokens, score in zip(result.hypotheses, result.scores)
-                ]
-            if bar is not None:
-                bar.update(len(batch))
-        if bar is not None:
-            bar.close()
-        return outputs
+        tokens = [self.tokenizer.tokens(ids) for ids in sources]
+        longest = max(map(len, tokens))  # for a batch: its longest source's limit, as aayn.translate
+        try:
+            results = self.translator.translate_batch(
+                tokens,
+                beam_size=settings.num_beams,
+                num_hypotheses=settings.nbest,
+                length_penalty=settings.length_penalty,
+                max_decoding_length=max_decoding_length(longest, settings.max_new_tokens),
+                return_scores=True,
+            )
+        except RuntimeError as error:  # a position table shorter than a source and its 50 more tokens need
+            if "position" not in str(error):
+                raise
+            raise ValueError(
+                f"--model {self.folder}: {error}; export the model again (`aayn export` writes the "
+                "positions that a source and its 50 more target tokens need)"
+            ) from None
+        text = self.tokenizer.text
+        return [[(score, text(tokens).strip()) for tokens, score in zip(r.hypotheses, r.scores)] for r in results]

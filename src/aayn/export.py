@@ -9,23 +9,19 @@ interleaved), and the vocabulary is the tokenizer's, token for token. Needs `pip
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 from transformers.utils import logging
 
-from .checks import check_model_folder
 from .ct2 import import_ctranslate2
-from .data.tokenizer import save_tokenizer
 from .folders import check_new_folder, staged_folder
+from .formats import write_beside_weights
 from .modeling_aayn import AaynForConditionalGeneration
-from .policy_aayn import EXTRA_TARGET_TOKENS, source_limit
+from .policy_aayn import EXTRA_TARGET_TOKENS
 from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer
 
 logger = logging.get_logger(__name__)
-
-FORMATS = ("ctranslate2", "onnx", "argos")
 
 
 def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str], target_tokens: list[str] | None = None):
@@ -106,6 +102,24 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str], tar
     return spec
 
 
+def write_ctranslate2(
+    model: AaynForConditionalGeneration,
+    tokens: list[str],
+    folder: Path,
+    quantization: str | None = None,
+    target_tokens: list[str] | None = None,
+    source_eos: bool = False,
+) -> None:
+    """The CTranslate2 model (model.bin, vocabularies, its own config.json) into `folder`, a folder being staged.
+    `source_eos`: CTranslate2 appends `</s>` to each source itself (for callers whose tokenizer does not, as Argos
+    Translate's)."""
+    spec = ctranslate2_spec(model, tokens, target_tokens)
+    spec.config.add_source_eos = source_eos
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    spec.save(str(folder))
+
+
 def save_ctranslate2(
     model: AaynForConditionalGeneration,
     tokens: list[str],
@@ -113,71 +127,37 @@ def save_ctranslate2(
     quantization: str | None = None,
     tokenizer=None,
     target_tokens: list[str] | None = None,
-    source_eos: bool = False,
+    model_dir: Path | None = None,
 ) -> Path:
-    """Writes the CTranslate2 model (model.bin, vocabularies, config.json) and `tokenizer`, if given, into a new
-    `output_dir`, whole or not at all. `source_eos`: CTranslate2 appends `</s>` to each source itself (for callers
-    whose tokenizer does not, as Argos Translate's)."""
+    """Writes the CTranslate2 model and, with `tokenizer`, what every exported folder carries beside it
+    (`aayn.formats.write_beside_weights`) into a new `output_dir`, whole or not at all."""
     output_dir = Path(output_dir)
     check_new_folder(output_dir)
-    spec = ctranslate2_spec(model, tokens, target_tokens)
-    spec.config.add_source_eos = source_eos
-    spec.validate()
-    spec.optimize(quantization=quantization)
     with staged_folder(output_dir) as staging:
-        spec.save(str(staging))
+        write_ctranslate2(model, tokens, staging, quantization, target_tokens)
         if tokenizer is not None:
-            save_tokenizer(tokenizer, staging)
-            limit_sources(staging / "tokenizer_config.json", model.config.max_position_embeddings)
-        model.generation_config.save_pretrained(staging)  # the beam size and alpha `aayn translate` decodes with
+            write_beside_weights(staging, model, tokenizer, model_dir, config=False)  # CTranslate2 has its config
     return output_dir
 
 
-def limit_sources(path: Path, max_position_embeddings: int) -> None:
-    """The exported tokenizer's model_max_length: the source limit aayn's translation applies (the smaller of
-    the tokenizer's and the model's), which `aayn.ct2` reads from there."""
-    config = json.loads(path.read_text(encoding="utf-8"))
-    config["model_max_length"] = source_limit(config.get("model_max_length"), max_position_embeddings)
-    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+def vocabularies(tokenizer) -> tuple[list[str], list[str]]:
+    """(source, target) tokens in id order: the tokenizer's (shared), or an imported fairseq folder's two
+    dictionaries."""
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    if isinstance(tokenizer, FairseqMosesBPETokenizer):
+        by_id = lambda vocab: [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
+        return by_id(tokenizer.get_vocab()), by_id(tokenizer.target_encoder)
+    return tokens, tokens
 
 
-def export_model(
-    model_dir: str | Path,
-    output_dir: str | Path,
-    format: str = "ctranslate2",
-    quantization: str | None = None,
-    **package,
-) -> Path:
-    """A saved aayn folder (weights + tokenizer) as a CTranslate2 model folder, with the tokenizer copied beside it
-    so the exported folder tokenizes by itself (`AutoTokenizer.from_pretrained(output_dir)`); with `format` "onnx"
-    ONNX graphs (aayn.onnx_export), with "argos" an Argos Translate package file (aayn.argos_export: `package`
-    holds its languages and version)."""
+def save_ctranslate2_folder(model_dir: str | Path, output_dir: str | Path, quantization: str | None = None) -> Path:
+    """`aayn export --format ctranslate2`: the saved aayn folder `model_dir` as a CTranslate2 folder that
+    translates by itself (`aayn translate --model output_dir`, `AutoTokenizer.from_pretrained(output_dir)`)."""
     from transformers import AutoTokenizer
 
-    if format not in FORMATS:
-        raise ValueError(f"--format must be one of {FORMATS}, got {format!r}")
-    if not Path(model_dir, "config.json").is_file():
-        raise FileNotFoundError(f"--model {model_dir} is not a saved model folder (no config.json)")
-    check_model_folder(model_dir, "--model", weights=False, tokenizer=False)
-    model_type = json.loads(Path(model_dir, "config.json").read_text(encoding="utf-8")).get("model_type")
-    if model_type != "aayn":
-        raise ValueError(f"--model {model_dir} holds a {model_type!r} model, not an aayn one: only aayn models export")
-    check_model_folder(model_dir, "--model")
-    check_new_folder(Path(output_dir))
-    if format == "onnx":
-        from .onnx_export import save_onnx
-
-        return save_onnx(model_dir, output_dir, quantization=quantization)
-    if format == "argos":
-        from .argos_export import save_argos
-
-        return save_argos(model_dir, output_dir, quantization=quantization, **package)
     model = AaynForConditionalGeneration.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    tokens = target_tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    if isinstance(tokenizer, FairseqMosesBPETokenizer):  # an imported fairseq folder: each side its dictionary
-        by_id = lambda vocab: [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
-        tokens, target_tokens = by_id(tokenizer.get_vocab()), by_id(tokenizer.target_encoder)
+    tokens, target_tokens = vocabularies(tokenizer)
     return save_ctranslate2(
-        model, tokens, output_dir, quantization=quantization, tokenizer=tokenizer, target_tokens=target_tokens
+        model, tokens, output_dir, quantization, tokenizer=tokenizer, target_tokens=target_tokens, model_dir=model_dir
     )

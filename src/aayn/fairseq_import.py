@@ -450,7 +450,7 @@ def imported_tokenizer(kind: str, subword_path: Path, symbols: dict, settings: d
             bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
             model_input_names=["input_ids", "attention_mask"],
         )  # fmt: skip
-        (staging / "sentencepiece.bpe.model").write_bytes(subword_path.read_bytes())
-        return tokenizer, f"the SentencePiece model `{subword_path.name}` (kept as `sentencepiece.bpe.model`)"
+        tokenizer.sentencepiece_model = subword_path.read_bytes()  # saved beside it as sentencepiece.model
+        return tokenizer, f"the SentencePiece model `{subword_path.name}` (kept as `sentencepiece.model`)"
     tokenizer = moses_bpe_tokenizer(subword_path, symbols, settings, languages, staging)
     return tokenizer, f"Moses tokenization and the subword-nmt codes `{subword_path.name}` (kept as `merges.txt`)"

@@ -45,11 +45,23 @@ def staged_folder(final: Path, finished_by_another: Callable[[Path], bool] | Non
         shutil.rmtree(staging, ignore_errors=True)
 
 
+@contextmanager
+def staged_file(final: Path) -> Iterator[Path]:
+    """A path beside `final` to write one file to, renamed over `final` when the block ends without error,
+    removed otherwise (the file form of `staged_folder`: an Argos package, a text file)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    partial = final.with_name(f".{final.name}.partial-{os.getpid()}")
+    try:
+        yield partial
+        os.replace(partial, final)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 def write_text_atomically(path: Path, text: str) -> None:
     """`path` holds `text` whole, or what it held before: written beside it, then renamed over it."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
+    with staged_file(path) as partial:
+        partial.write_text(text, encoding="utf-8")
 
 
 def _alive(pid: int) -> bool:

@@ -1,6 +1,7 @@
-"""Opening what `--model` names (saved aayn folders, Hub ids, a CTranslate2 folder `aayn export` wrote) as one
-`Translator`. Whether a folder is a CTranslate2 export is decided here, once per name: such a folder needs neither
-torch nor transformers, so the caller's `setup` (registering aayn with transformers) runs only for the others."""
+"""Opening what `--model` names (saved aayn folders, Hub ids, folders `aayn export` wrote) as one `Translator`. A
+folder's format is decided here, once per name, from `aayn.formats`' registry, which also names the engine that
+opens it; the caller's `setup` (registering aayn with transformers) runs only where that engine needs it (not for
+a CTranslate2 folder, which needs neither torch nor transformers)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from .ct2 import is_ctranslate2_folder
+from .formats import FORMATS, folder_format
 from .translator import Translator
 
 
 class ModelFolder(NamedTuple):
-    """One `--model`: the name as given, where it is (a folder here, or a Hub id) and whether CTranslate2's."""
+    """One `--model`: the name as given, where it is (a folder here, or a Hub id) and its exported format (None:
+    an aayn folder or Hub id)."""
 
     name: str
     location: str
-    ctranslate2: bool
+    format: str | None = None
 
 
 def locate_model(value: str) -> ModelFolder:
@@ -27,14 +29,14 @@ def locate_model(value: str) -> ModelFolder:
 
     path = Path(value).expanduser()
     if path.is_dir():
-        ctranslate2 = is_ctranslate2_folder(path)
-        if not ctranslate2:  # CTranslate2 checks its own folders
+        exported = folder_format(path)
+        if exported is None:  # the engines check their own folders
             check_model_folder(path, "--model")
-        return ModelFolder(value, str(path), ctranslate2)
+        return ModelFolder(value, str(path), exported and exported.name)
     check_local_name(value, "--model")
     if path.exists() or value.count("/") != 1:
         raise FileNotFoundError(f"--model {value}: no such folder")
-    return ModelFolder(value, value, False)
+    return ModelFolder(value, value)
 
 
 def open_translator(
@@ -45,15 +47,16 @@ def open_translator(
     setup: Callable[[], None] | None = None,
 ) -> Translator:
     """The translator of the model folders (or Hub ids) `names` on `device`; `needs`: the `ABILITIES` the caller
-    will use, refused here with one line (before any model is loaded where the folder's kind tells). `threads`: the
-    CPU threads one model call uses (CTranslate2's `intra_threads`; torch's for this process), else each engine's
-    default (all cores). `setup`: called before torch models are loaded (not for a CTranslate2 folder). A name
-    may be a `ModelFolder` that `locate_model` gave already."""
+    will use, refused here with one line (before any model is loaded). `threads`: the CPU threads one model call
+    uses (CTranslate2's and ONNX Runtime's intra-op threads; torch's for this process), else each engine's default
+    (all cores). `setup`: called before the models are loaded, where their engine uses transformers. A name may be
+    a `ModelFolder` that `locate_model` gave already."""
     if not names:
         raise ValueError("no --model given")
     folders = [name if isinstance(name, ModelFolder) else locate_model(name) for name in names]
-    if any(folder.ctranslate2 for folder in folders):
-        return open_exported(folders, device, needs, threads)
+    exported = next((folder for folder in folders if folder.format), None)
+    if exported is not None:
+        return open_exported(exported, len(folders), device, needs, threads, setup)
     if len(folders) > 1 and set(needs) - {"prefixes"}:
         raise ValueError(f"an ensemble translates (with --prefix too); {' and '.join(needs)}: give one --model")
     if setup is not None:
@@ -68,25 +71,24 @@ def open_translator(
         torch.set_num_threads(threads)
     models, tokenizers = zip(*(load_model(folder, device) for folder in folders))
     check_same_tokenizer(list(tokenizers), [folder.name for folder in folders])
-    return TorchTranslator(list(models), tokenizers[0])
+    return TorchTranslator(list(models), tokenizers[0], folders[0].name)
 
 
-def open_exported(folders: list[ModelFolder], device: str, needs: tuple[str, ...], threads: int | None):
-    """The CTranslate2 model of `folders` (it translates alone), or one line saying what it cannot do."""
-    from .ct2 import ExportedModel
-
-    name = folders[0].name
-    if "scores" in needs:
+def open_exported(folder: ModelFolder, count: int, device: str, needs: tuple[str, ...], threads: int | None, setup):
+    """The engine of an exported folder (it translates alone), or one line saying what it cannot do."""
+    entry = FORMATS[folder.format]
+    engine = entry.load("engine")
+    missing = [need for need in needs if need not in engine.abilities]
+    if count > 1 or missing:
+        what = "an ensemble" if count > 1 else {"prefixes": "--prefix", "attention": "--show-attention",
+                                                  "scores": "scoring"}[missing[0]]  # fmt: skip
         raise ValueError(
-            f"--model {name} is a CTranslate2 model (`aayn export`): give the aayn folder it was exported "
-            "from (aayn translate and aayn evaluate take either)"
+            f"--model {folder.name} is a {entry.name} model (`aayn export`): it translates without {what}; give "
+            "the aayn folder it was exported from for that"
         )
-    if len(folders) > 1 or needs:
-        raise ValueError(
-            f"--model {name} is a CTranslate2 model: it translates alone, without --prefix or "
-            "--show-attention (give the aayn folder it was exported from for those)"
-        )
-    return ExportedModel(folders[0].location, device, **({"intra_threads": threads} if threads else {}))
+    if entry.setup and setup is not None:
+        setup()
+    return engine(folder.location, device, threads=threads)
 
 
 def load_model(folder: ModelFolder, device: str):

@@ -4,31 +4,12 @@ log-probability of every target token. Batched by padded tokens, like translatio
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .data.token_batches import decoding_batches, padded
-from .policy_aayn import gnmt_length_penalty, length_penalty_in_force
-from .translator import DECODING_BATCH_TOKENS
-
-
-@dataclass
-class Score:
-    """One pair's score: `log_prob` = log P(target | source), eos included; `score` = log_prob / lp(|Y|) with
-    GNMT's lp(|Y|) = ((5 + |Y|) / 6)^alpha, |Y| counting eos (what `sequences_scores` holds for the search's own
-    outputs); `tokens`: the log-probability of each target token, eos last (empty unless asked for)."""
-
-    log_prob: float
-    score: float
-    tokens: list[float] = field(default_factory=list)
-
-
-def length_penalty_of(model: PreTrainedModel, alpha: float | None) -> float:
-    """alpha as given, else the model's generation config's (the search's default), else transformers' default."""
-    return float(length_penalty_in_force(alpha, getattr(model.generation_config, "length_penalty", None)))
+from .policy_aayn import gnmt_length_penalty
+from .translator import DECODING_BATCH_TOKENS, Score
 
 
 @torch.inference_mode()
@@ -59,24 +40,9 @@ def score_texts(
 ) -> list[Score]:
     """Scores of the pairs (sources[i], targets[i]) in input order; `length_penalty` is alpha (default: the model's
     generation config's). Texts are tokenized as in training (the target side with `text_target`, eos appended)."""
-    if len(sources) != len(targets):
-        raise ValueError(f"{len(sources)} sources but {len(targets)} targets: scoring needs one target per source")
-    alpha = length_penalty_of(model, length_penalty)
-    source_ids = tokenizer(list(sources), verbose=False)["input_ids"]
-    target_ids = tokenizer(text_target=list(targets), verbose=False)["input_ids"]
-    lengths = [max(len(s), len(t)) for s, t in zip(source_ids, target_ids)]
-    scores: list[Score | None] = [None] * len(sources)
+    from .translate import TorchTranslator
+
     model.eval()
-    for batch in decoding_batches(lengths, batch_tokens):
-        inputs = padded(tokenizer, [source_ids[i] for i in batch]).to(model.device)
-        width = max(len(target_ids[i]) for i in batch)
-        labels = torch.full((len(batch), width), -100, dtype=torch.long)
-        for row, i in enumerate(batch):
-            labels[row, : len(target_ids[i])] = torch.tensor(target_ids[i])
-        total, normalized, tokens = score_ids(
-            model, inputs["input_ids"], inputs["attention_mask"], labels.to(model.device), alpha
-        )
-        for row, i in enumerate(batch):
-            values = tokens[row, : len(target_ids[i])].tolist() if per_token else []
-            scores[i] = Score(total[row].item(), normalized[row].item(), values)
-    return scores
+    return TorchTranslator([model], tokenizer).score(
+        sources, targets, length_penalty=length_penalty, per_token=per_token, batch_tokens=batch_tokens
+    )

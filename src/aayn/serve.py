@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from .policy_aayn import returned_fault
-from .translator import DECODING_BATCH_TOKENS, Translator
+from .translator import DECODING_BATCH_TOKENS, DecodingSettings, Translator
 
 # the parameters a request may set, with what each must be (the generation options `aayn translate` takes)
 PARAMETERS = {
@@ -254,14 +254,16 @@ def one_line(error: BaseException) -> str:
 
 
 class WorkerTranslator(Translator):
-    """A translator in a process of its own (`aayn serve --workers`): `nbest` sends the texts there and waits for
-    the answer (holding no lock meanwhile, so several such calls run side by side). The process opens the model
-    folders `names` on `device` with `threads` CPU threads. The model's errors raise here with their one line; a
-    process that died fails its batch and is started again before the next one. `setup`: a picklable callable the
-    process runs first (registering aayn with transformers' Auto classes, say)."""
+    """An engine in a process of its own (`aayn serve --workers`): `encode` and `decode_batch` send their work
+    there and wait for the answer (holding no lock meanwhile, so several such calls run side by side), so the
+    batches are cut here by the template as for any engine. The process opens the model folders `names` on
+    `device` with `threads` CPU threads. The model's errors raise here with their one line; a process that died
+    fails its batch and is started again before the next one. `setup`: a picklable callable the process runs first
+    (registering aayn with transformers' Auto classes, say)."""
 
     def __init__(self, names: list[str], device: str, threads: int, setup=None):
         self.names, self.device, self.threads, self.setup = list(names), device, threads, setup
+        self.name = names[0]
         self._spawn()
 
     def _spawn(self) -> None:
@@ -275,13 +277,14 @@ class WorkerTranslator(Translator):
         child.close()
 
     def ready(self) -> None:
-        """Waits for the process to open the model (`description`: what /health says of it), or raises ValueError
-        naming what failed."""
+        """Waits for the process to open the model (then `description` is what /health says of it, and the
+        engine's generation config, source limit and abilities are known here), or raises ValueError naming what
+        failed."""
         kind, value = self._receive()
         if kind == "error":
             self.close()
             raise ValueError(value)
-        self.description = value
+        self.description, self.generation, self.source_limit, self.abilities = value
 
     def _receive(self):
         try:
@@ -293,19 +296,25 @@ class WorkerTranslator(Translator):
                 "it is started again for the next batch"
             ) from None
 
-    def nbest(self, texts: list[str], nbest: int = 1, **options) -> list[list[tuple[float, str]]]:
+    def _call(self, method: str, *args):
         if not self.process.is_alive():
             self.close()
             self._spawn()
             self.ready()
         try:
-            self.connection.send((list(texts), nbest, options))
+            self.connection.send((method, args))
         except OSError:
             pass  # the process is gone: the receive below says so
         kind, value = self._receive()
         if kind == "error":
             raise RuntimeError(value)
         return value
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return self._call("encode", list(texts))
+
+    def decode_batch(self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None):
+        return self._call("decode_batch", sources, settings, prefixes)
 
     def close(self) -> None:
         """Ends the process once it has answered what it was sent."""
@@ -320,10 +329,13 @@ class WorkerTranslator(Translator):
         self.connection.close()
 
 
+WORKER_METHODS = ("encode", "decode_batch")  # what a worker process answers
+
+
 def _worker(connection, names: list[str], device: str, threads: int, setup) -> None:
-    """A worker process's loop: open the model, then answer `nbest` requests until told to end or the server is
-    gone. It ignores SIGINT and SIGTERM: Ctrl-C or a service manager signals the whole process group, and the server
-    answers what is in flight before it closes its workers."""
+    """A worker process's loop: open the model, then answer `encode` and `decode_batch` calls until told to end or
+    the server is gone. It ignores SIGINT and SIGTERM: Ctrl-C or a service manager signals the whole process group,
+    and the server answers what is in flight before it closes its workers."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -332,7 +344,8 @@ def _worker(connection, names: list[str], device: str, threads: int, setup) -> N
         from .opening import open_translator
 
         translator = open_translator(names, device, threads=threads, setup=setup)
-        connection.send(("ready", describe(translator, names)))
+        known = (describe(translator, names), translator.generation, translator.source_limit, translator.abilities)
+        connection.send(("ready", known))
     except Exception as error:  # noqa: BLE001  said to the server, which names it and exits
         connection.send(("error", one_line(error)))
         return
@@ -343,9 +356,11 @@ def _worker(connection, names: list[str], device: str, threads: int, setup) -> N
             return
         if request is None:
             return
-        texts, nbest, options = request
+        method, args = request
         try:
-            reply = ("ok", translator.nbest(texts, nbest, **options))
+            if method not in WORKER_METHODS:
+                raise ValueError(f"a worker answers {' and '.join(WORKER_METHODS)}, not {method!r}")
+            reply = ("ok", getattr(translator, method)(*args))
         except Exception as error:  # noqa: BLE001  the batch answers 500; the worker goes on
             reply = ("error", one_line(error))
         connection.send(reply)
@@ -384,7 +399,7 @@ def describe(translator: Translator, names: list[str]) -> dict:
     from .hub import card_metadata
 
     models = getattr(translator, "models", None)
-    kind = "ctranslate2" if models is None else ("aayn ensemble" if len(models) > 1 else models[0].config.model_type)
+    kind = translator.kind if models is None else ("aayn ensemble" if len(models) > 1 else models[0].config.model_type)
     info = {"type": kind, "models": names}
     if models is not None:
         info["parameters"] = sum(p.numel() for p in models[0].parameters())

@@ -9,74 +9,72 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .data.token_batches import decoding_batches, encode_sources, padded
-from .policy_aayn import beams_for, source_limit
-from .translator import ABILITIES, DECODING_BATCH_TOKENS, Translator, progress_bar
+from .data.token_batches import padded
+from .policy_aayn import source_limit
+from .translator import ABILITIES, DecodingSettings, Translator
 
 
 class TorchTranslator(Translator):
     """Saved aayn models (one, or an ensemble sharing its tokenizer) on a torch device: the paper's search
-    (`generate`, `generate_ensemble`), with target prefixes; one model also scores pairs (`aayn.scoring`) and draws
-    attention."""
+    (`generate`, `generate_ensemble`), with target prefixes; one model also scores pairs and draws attention."""
 
-    def __init__(self, models: list[PreTrainedModel], tokenizer: PreTrainedTokenizerBase):
+    def __init__(self, models: list[PreTrainedModel], tokenizer: PreTrainedTokenizerBase, name: str | None = None):
         self.models, self.tokenizer = list(models), tokenizer
         self.model = self.models[0]
+        self.name = name or getattr(self.model.config, "_name_or_path", None) or "the model"
         self.abilities = frozenset(ABILITIES if len(self.models) == 1 else ("prefixes",))
+        config = self.model.generation_config
+        self.generation = {"num_beams": config.num_beams, "length_penalty": config.length_penalty}
+        self.source_limit = source_limit(tokenizer.model_max_length, self.model.config.max_position_embeddings)
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return self.tokenizer(texts, verbose=False)["input_ids"]
+
+    def encode_targets(self, texts: list[str]) -> list[list[int]]:
+        return self.tokenizer(text_target=texts, verbose=False)["input_ids"]
+
+    def generate_options(self, settings: DecodingSettings) -> dict:
+        """`generate()`'s keywords for `settings` (the rest from the generation config, as the search reads it)."""
+        options = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty}
+        if settings.nbest > 1:
+            options["num_return_sequences"] = settings.nbest
+        if settings.max_new_tokens is not None:
+            options["max_new_tokens"] = settings.max_new_tokens
+        return options
 
     @torch.inference_mode()
-    def nbest(
-        self,
-        texts: list[str],
-        nbest: int = 1,
-        *,
-        batch_tokens: int = DECODING_BATCH_TOKENS,
-        max_source_length: int | None = None,
-        prefixes: list[str] | None = None,
-        progress: str | None = None,
-        **generate,
+    def decode_batch(
+        self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None
     ) -> list[list[tuple[float, str]]]:
-        """Per input, in input order, the `nbest` best hypotheses as (score, text), ranked as the search ranks them
-        (the paper's search: log P / GNMT's lp; at least `nbest` beams). Sentences of similar length are batched
-        up to `batch_tokens` padded source tokens (the training batch sampler, unshuffled). An empty or blank line
-        gives one empty hypothesis with score 0. `prefixes` (one per input, "" for none) are target prefixes each
-        translation continues from (included in the text and the score). `progress`: a description for a progress
-        bar over the sentences on stderr, shown once the work has taken a second."""
-        model, tokenizer = self.model, self.tokenizer
+        model, tokenizer, nbest = self.model, self.tokenizer, settings.nbest
+        inputs = padded(tokenizer, sources).to(model.device)
+        if prefixes is not None:
+            inputs.update(prefix_inputs(model, tokenizer, prefixes))
+        options = self.generate_options(settings)
         if len(self.models) > 1:
             from .generation_aayn import generate_ensemble
 
-            def decode(**inputs):
-                return generate_ensemble(self.models, **inputs)
+            out = generate_ensemble(self.models, **inputs, **options, return_dict_in_generate=True)
         else:
-            decode = model.generate
-        if prefixes is not None and len(prefixes) != len(texts):
-            message = f"{len(prefixes)} prefixes for {len(texts)} inputs: one prefix (or an empty line) per input"
-            raise ValueError(message)
-        limit = max_source_length or source_limit(tokenizer.model_max_length, model.config.max_position_embeddings)
-        outputs: list[list[tuple[float, str]]] = [[(0.0, "")] for _ in texts]
-        todo, encoded = encode_sources(lambda rows: tokenizer(rows, verbose=False)["input_ids"], texts, limit)
-        if not todo:
-            return outputs
-        if nbest > 1:
-            beams = beams_for(generate.get("num_beams") or model.generation_config.num_beams, nbest)
-            generate = {**generate, "num_beams": beams, "num_return_sequences": nbest}
-        bar = progress_bar(len(todo), progress)
-        for batch in decoding_batches([len(ids) for ids in encoded], batch_tokens):
-            inputs = padded(tokenizer, [encoded[j] for j in batch]).to(model.device)
-            if prefixes is not None:
-                inputs.update(prefix_inputs(model, tokenizer, [prefixes[todo[j]] for j in batch]))
-            out = decode(**inputs, **generate, return_dict_in_generate=True)
-            texts_out = [text.strip() for text in tokenizer.batch_decode(out.sequences, skip_special_tokens=True)]
-            scores = out.sequences_scores.tolist() if getattr(out, "sequences_scores", None) is not None else None
-            for row, j in enumerate(batch):
-                rows = range(row * nbest, (row + 1) * nbest)
-                outputs[todo[j]] = [(scores[r] if scores else math.nan, texts_out[r]) for r in rows]
-            if bar is not None:
-                bar.update(len(batch))
-        if bar is not None:
-            bar.close()
-        return outputs
+            out = model.generate(**inputs, **options, return_dict_in_generate=True)
+        texts = [text.strip() for text in tokenizer.batch_decode(out.sequences, skip_special_tokens=True)]
+        scores = out.sequences_scores.tolist() if getattr(out, "sequences_scores", None) is not None else None
+        return [
+            [(scores[r] if scores else math.nan, texts[r]) for r in range(row * nbest, (row + 1) * nbest)]
+            for row in range(len(sources))
+        ]
+
+    @torch.inference_mode()
+    def score_batch(self, sources: list[list[int]], targets: list[list[int]]) -> list[list[float]]:
+        from .scoring import score_ids
+
+        model = self.model
+        inputs = padded(self.tokenizer, sources).to(model.device)
+        labels = torch.full((len(targets), max(map(len, targets))), -100, dtype=torch.long)
+        for row, ids in enumerate(targets):
+            labels[row, : len(ids)] = torch.tensor(ids)
+        _, _, per_token = score_ids(model, inputs["input_ids"], inputs["attention_mask"], labels.to(model.device), 1.0)
+        return [per_token[row, : len(ids)].tolist() for row, ids in enumerate(targets)]
 
     @torch.inference_mode()
     def plot_cross_attention(
@@ -85,7 +83,7 @@ class TorchTranslator(Translator):
         path: str | Path,
         *,
         per_head: bool = False,
-        **generate,
+        settings: DecodingSettings | None = None,
     ) -> str:
         """Translate `text`, then draw the last decoder layer's cross-attention (target rows, source columns) to a PNG,
         averaged over heads or one panel per head. Returns the translation (one model only)."""
@@ -96,7 +94,7 @@ class TorchTranslator(Translator):
         import matplotlib.pyplot as plt
 
         inputs = tokenizer([text], return_tensors="pt").to(model.device)
-        output = model.generate(**inputs, **generate)[0]
+        output = model.generate(**inputs, **self.generate_options(settings or self.settings()))[0]
         outputs = model(**inputs, decoder_input_ids=output[None, :-1], output_attentions=True)
         weights = outputs.cross_attentions[-1][0].float().cpu()  # heads x target x source
         source = token_labels(tokenizer, inputs["input_ids"][0].tolist())

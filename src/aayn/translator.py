@@ -1,32 +1,190 @@
-"""What every translator answers, whatever it runs on: the interface `aayn translate`, `aayn score`, `aayn evaluate`,
-`aayn serve` and the benchmarks use. A leaf: it imports nothing of aayn.
+"""The engine interface every translator meets, whatever it runs on, as a template: `aayn translate`, `aayn score`,
+`aayn evaluate`, `aayn serve` and the benchmarks call `nbest`, `translate` and `score`, which encode the texts, cut
+batches of similar length (`aayn.data.token_batches`), hand each to the engine and put the answers back in input
+order, with a progress bar. An engine implements `encode` and one batch decode, `decode_batch`, reading one
+`DecodingSettings` value resolved once per call from its folder's generation config (and `score_batch` where it
+scores pairs).
 
-Implementations: `aayn.translate.TorchTranslator` (saved aayn models, one or an ensemble, with the paper's search)
-and `aayn.ct2.ExportedModel` (a CTranslate2 folder `aayn export` wrote, without torch); `aayn.opening.open_translator`
-opens either from what `--model` names. `nbest(texts, nbest, batch_tokens=..., num_beams=..., length_penalty=...,
-max_new_tokens=..., prefixes=..., progress=...)` gives, per input and in input order, the best hypotheses as
-(score, text), batched by tokens and sorted by length (`aayn.data.token_batches`); `translate` the best texts.
+Engines: `aayn.translate.TorchTranslator` (saved aayn models, one or an ensemble, with the paper's search),
+`aayn.ct2.ExportedModel` (CTranslate2), `aayn.onnx_engine.OnnxTranslator` (ONNX Runtime) and
+`aayn.serve.WorkerTranslator` (another engine in a process of its own); `aayn.formats` names which opens a
+folder. Only `aayn.policy_aayn` is imported here (it imports nothing), and numpy on first use.
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .policy_aayn import beams_for, gnmt_length_penalty, length_penalty_in_force
 
 DECODING_BATCH_TOKENS = 4096  # padded source tokens a decoding (or scoring) batch holds by default
 
 # what a caller may ask of a translator beyond translating: target prefixes, drawing attention, scoring pairs
 ABILITIES = ("prefixes", "attention", "scores")
 
+Hypotheses = list[tuple[float, str]]  # one input's best translations as (score, text), best first
+
+
+@dataclass(frozen=True)
+class DecodingSettings:
+    """One search, as every engine's batch decode reads it: the beam size (1: greedy), GNMT's alpha, how many
+    hypotheses each input returns, and a cap on new tokens within §6.1's source + 50 (None: §6.1's alone)."""
+
+    num_beams: int
+    length_penalty: float
+    nbest: int = 1
+    max_new_tokens: int | None = None
+
+    @classmethod
+    def resolve(
+        cls,
+        generation: dict,
+        nbest: int = 1,
+        *,
+        num_beams: int | None = None,
+        length_penalty: float | None = None,
+        max_new_tokens: int | None = None,
+    ) -> DecodingSettings:
+        """The settings in force: those given, else the folder's generation config's (`generation`: its
+        `num_beams` and `length_penalty`), else transformers' defaults; at least `nbest` beams. ValueError names a
+        bad value."""
+        for name, value, smallest in (("nbest", nbest, 1), ("num_beams", num_beams, 1),
+                                      ("max_new_tokens", max_new_tokens, 1)):  # fmt: skip
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < smallest):
+                raise ValueError(f"{name} must be an integer >= {smallest}, got {value!r}")
+        alpha = length_penalty_in_force(length_penalty, generation.get("length_penalty"))
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+            raise ValueError(f"length_penalty must be a finite number, got {alpha!r}")
+        beams = beams_for(num_beams or generation.get("num_beams"), nbest)
+        return cls(beams, float(alpha), nbest, max_new_tokens)
+
+
+@dataclass
+class Score:
+    """One pair's score: `log_prob` = log P(target | source), eos included; `score` = log_prob / lp(|Y|) with
+    GNMT's lp(|Y|) = ((5 + |Y|) / 6)^alpha, |Y| counting eos (what the search ranks its own outputs by);
+    `tokens`: the log-probability of each target token, eos last (empty unless asked for)."""
+
+    log_prob: float
+    score: float
+    tokens: list[float] = field(default_factory=list)
+
 
 class Translator:
-    """n-best translations of texts. Subclasses implement `nbest`; `abilities` says what else they do."""
+    """n-best translations (and, with the "scores" ability, scores) of texts. An engine sets `name` (what
+    --model named), `generation` (its folder's generation config as a dict), `source_limit` (the most source
+    tokens it reads) and `abilities`, and implements `encode` and `decode_batch`."""
 
+    name: str = "the model"
+    kind: str = "aayn"  # what /health calls the engine
     abilities: frozenset = frozenset()
+    generation: dict = {}
+    source_limit: int = 1 << 62
 
-    def nbest(self, texts: list[str], nbest: int = 1, **options) -> list[list[tuple[float, str]]]:
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        """Source token ids of each text, eos-terminated, as the model was trained on them."""
         raise NotImplementedError
+
+    def decode_batch(
+        self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None
+    ) -> list[Hypotheses]:
+        """The `settings.nbest` best hypotheses of each source of one batch (similar lengths, at most the batch
+        budget); `prefixes`: a target prefix per source ("" for none), where the engine has that ability."""
+        raise NotImplementedError
+
+    def settings(self, nbest: int = 1, **given) -> DecodingSettings:
+        """The search this translator runs for `given` (`num_beams`, `length_penalty`, `max_new_tokens`)."""
+        return DecodingSettings.resolve(self.generation, nbest, **given)
+
+    def nbest(
+        self,
+        texts: list[str],
+        nbest: int = 1,
+        *,
+        batch_tokens: int = DECODING_BATCH_TOKENS,
+        num_beams: int | None = None,
+        length_penalty: float | None = None,
+        max_new_tokens: int | None = None,
+        prefixes: list[str] | None = None,
+        progress: str | None = None,
+    ) -> list[Hypotheses]:
+        """Per input, in input order, the `nbest` best hypotheses as (score, text), ranked as the search ranks
+        them. Sentences of similar length are batched up to `batch_tokens` padded source tokens (the training
+        batch sampler, unshuffled), so the batches, and with them the length limits, are the same on every
+        engine. An empty or blank line gives one empty hypothesis with score 0. `prefixes` (one per input, "" for
+        none): target prefixes each translation continues from. `progress`: a description for a progress bar over
+        the sentences on stderr, shown once the work has taken a second."""
+        settings = self.settings(nbest, num_beams=num_beams, length_penalty=length_penalty,
+                                 max_new_tokens=max_new_tokens)  # fmt: skip
+        if prefixes is not None:
+            if "prefixes" not in self.abilities:
+                raise ValueError(f"--model {self.name} translates without --prefix (give an aayn model folder)")
+            if len(prefixes) != len(texts):
+                message = f"{len(prefixes)} prefixes for {len(texts)} inputs: one prefix (or an empty line) per input"
+                raise ValueError(message)
+        outputs: list[Hypotheses] = [[(0.0, "")] for _ in texts]
+        for todo, batch, sources in self._batches(texts, batch_tokens, progress):
+            chosen = None if prefixes is None else [prefixes[todo[j]] for j in batch]
+            for j, hypotheses in zip(batch, self.decode_batch(sources, settings, chosen)):
+                outputs[todo[j]] = hypotheses
+        return outputs
 
     def translate(self, texts: list[str], **options) -> list[str]:
         """The best translation of each text, in input order (an empty or blank line: an empty line)."""
         return [hypotheses[0][1] for hypotheses in self.nbest(texts, 1, **options)]
+
+    def _batches(self, texts: list[str], batch_tokens: int, progress: str | None):
+        """(the indices of the texts that are not blank, a batch of positions in that list, their token ids), batch
+        by batch, with the progress bar."""
+        from .data.token_batches import decoding_batches, encode_sources
+
+        todo, encoded = encode_sources(self.encode, texts, self.source_limit)
+        bar = progress_bar(len(todo), progress)
+        for batch in decoding_batches([len(ids) for ids in encoded], batch_tokens) if todo else []:
+            yield todo, batch, [encoded[j] for j in batch]
+            if bar is not None:
+                bar.update(len(batch))
+        if bar is not None:
+            bar.close()
+
+    # scoring given pairs: engines with the "scores" ability implement `encode_targets` and `score_batch`
+
+    def encode_targets(self, texts: list[str]) -> list[list[int]]:
+        """Target token ids of each text, eos-terminated, as in training (the target side of the tokenizer)."""
+        raise NotImplementedError
+
+    def score_batch(self, sources: list[list[int]], targets: list[list[int]]) -> list[list[float]]:
+        """Per pair of one batch, the log-probability of each target token (teacher-forced), eos last."""
+        raise NotImplementedError
+
+    def score(
+        self,
+        sources: list[str],
+        targets: list[str],
+        *,
+        length_penalty: float | None = None,
+        per_token: bool = False,
+        batch_tokens: int = DECODING_BATCH_TOKENS,
+    ) -> list[Score]:
+        """Scores of the pairs (sources[i], targets[i]) in input order (fairseq's `--score-reference`);
+        `length_penalty` is alpha (default: the folder's generation config's)."""
+        from .data.token_batches import decoding_batches
+
+        if "scores" not in self.abilities:
+            raise ValueError(f"--model {self.name} cannot score pairs (give an aayn or ONNX model folder)")
+        if len(sources) != len(targets):
+            raise ValueError(f"{len(sources)} sources but {len(targets)} targets: scoring needs one target per source")
+        alpha = self.settings(length_penalty=length_penalty).length_penalty
+        source_ids, target_ids = self.encode(list(sources)), self.encode_targets(list(targets))
+        lengths = [max(len(s), len(t)) for s, t in zip(source_ids, target_ids)]
+        scores: list[Score | None] = [None] * len(sources)
+        for batch in decoding_batches(lengths, batch_tokens):
+            rows = self.score_batch([source_ids[i] for i in batch], [target_ids[i] for i in batch])
+            for i, tokens in zip(batch, rows):
+                total = math.fsum(tokens)
+                scores[i] = Score(total, total / gnmt_length_penalty(len(tokens), alpha), tokens if per_token else [])
+        return scores
 
 
 def progress_bar(total: int, description: str | None):

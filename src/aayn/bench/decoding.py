@@ -252,7 +252,7 @@ def ctranslate2_decoding_rows(setup: DecodingSetup, *, quick: bool = False, devi
     except ImportError:
         return []
     from ..ct2 import ExportedModel, max_decoding_length
-    from ..export import export_model
+    from ..formats import export_model
 
     model, tokenizer, batches = setup.model, setup.tokenizer, setup.batches
     repeats = 2 if quick else 5
@@ -275,7 +275,7 @@ def ctranslate2_decoding_rows(setup: DecodingSetup, *, quick: bool = False, devi
                 continue
             export_model(Path(folder, "model"), Path(folder, arm), quantization=quantization)
             exported = ExportedModel(Path(folder, arm), device, compute_type=quantization or "float32",
-                                     intra_threads=torch.get_num_threads())  # fmt: skip
+                                     threads=torch.get_num_threads())  # fmt: skip
             translators[arm] = exported.translator  # timed on token ids as aayn's arms, outside the tokenizer
 
     def decode(arm: str, beams: int) -> list[list[int]]:

@@ -1,0 +1,271 @@
+"""The ONNX Runtime engine: a folder `aayn export --format onnx` wrote, translated, scored and served as the torch
+model is, with §6.1's search run in numpy around three ONNX Runtime sessions (the encoder, the decoder's first step,
+its later steps with the key/value cache).
+
+The search keeps `aayn.search_aayn.paper_search`'s rules (fairseq's candidate rule: of the 2k best candidates by
+log P, those ending in eos among the first k finish, scored log P / GNMT's lp, and the best k others live on; pad
+never, eos forced at a sentence's limit of source + 50 tokens; a sentence stops once its returned hypotheses beat
+what any live beam could still reach; greedy as tensor2tensor decodes with beam size 1) and its economies: the first
+decoder step runs once per sentence (its beams are all the start token), a sentence that is done leaves the batch
+and the caches, and the encoder's keys and values are only gathered again when sentences leave.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from . import MissingExtra
+from .policy_aayn import gnmt_length_penalty, paper_length_limit, source_limit
+from .translator import DecodingSettings, Translator
+
+FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
+
+
+def import_onnxruntime():
+    try:
+        import onnxruntime
+    except ImportError as error:
+        raise MissingExtra("ONNX models need onnxruntime: pip install 'aayn[onnx]'") from error
+    return onnxruntime
+
+
+def top_in_order(values: np.ndarray, count: int) -> np.ndarray:
+    """Per row, the indices of the `count` largest values, largest first, equal values by index: the first
+    `count` of a stable descending sort, without sorting the whole row (a partition, then `count` values)."""
+    kth = -np.partition(-values, count - 1, axis=1)[:, count - 1 : count]  # each row's count-th largest
+    above = values > kth
+    ties = (values == kth) & (np.cumsum(values == kth, axis=1) <= count - above.sum(1, keepdims=True))
+    chosen = np.nonzero(above | ties)[1].reshape(values.shape[0], count)  # ascending indices, `count` a row
+    ranks = np.argsort(-np.take_along_axis(values, chosen, 1), axis=1, kind="stable")
+    return np.take_along_axis(chosen, ranks, 1)
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits.astype(np.float32) - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+class OnnxSessions:
+    """An exported folder's three graphs in ONNX Runtime sessions, and the model's special ids."""
+
+    def __init__(self, folder: Path, threads: int | None = None):
+        onnxruntime = import_onnxruntime()
+        for name in FILES:
+            if not (folder / name).is_file():
+                raise FileNotFoundError(f"--model {folder}: no {name} (`aayn export --format onnx` writes it)")
+        options = onnxruntime.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        try:
+            self.encoder, self.first, self.later = (
+                onnxruntime.InferenceSession(str(folder / name), options, providers=["CPUExecutionProvider"])
+                for name in FILES
+            )
+        except Exception as error:  # noqa: BLE001  onnxruntime raises its own classes for a damaged graph
+            raise ValueError(f"--model {folder}: ONNX Runtime cannot load it ({error})") from None
+        self.config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        self.layers = self.config["decoder_layers"]
+
+    def encode(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        return self.encoder.run(None, {"input_ids": input_ids, "attention_mask": attention_mask})[0]
+
+    def first_step(self, decoder_input_ids: np.ndarray, mask: np.ndarray, hidden: np.ndarray):
+        """(logits (B, T, vocab), the self-attention keys and values per layer, the cross-attention's per layer)."""
+        feed = {"input_ids": decoder_input_ids, "encoder_attention_mask": mask, "encoder_hidden_states": hidden}
+        outputs = self.first.run(None, feed)
+        past = [outputs[1 + 4 * i : 3 + 4 * i] for i in range(self.layers)]
+        cross = [outputs[3 + 4 * i : 5 + 4 * i] for i in range(self.layers)]
+        return outputs[0], past, cross
+
+    def next_step(self, words: np.ndarray, mask: np.ndarray, past: list, cross: list):
+        """(the next token's logits (B, vocab), the grown self-attention keys and values per layer)."""
+        feed = {"input_ids": words[:, None], "encoder_attention_mask": mask}
+        for i in range(self.layers):
+            feed[f"past_key_values.{i}.decoder.key"], feed[f"past_key_values.{i}.decoder.value"] = past[i]
+            feed[f"past_key_values.{i}.encoder.key"], feed[f"past_key_values.{i}.encoder.value"] = cross[i]
+        outputs = self.later.run(None, feed)
+        return outputs[0][:, -1], [outputs[1 + 2 * i : 3 + 2 * i] for i in range(self.layers)]
+
+
+class Beams:
+    """The books of the sentences still searched (m of them, k rows each), as `search_aayn.SearchState` keeps
+    them: live scores, histories, the best k finished hypotheses, and where each row's cache lies."""
+
+    def __init__(self, limits: np.ndarray, k: int, start: int, pad: int):
+        n, longest = limits.shape[0], int(limits.max())
+        self.k, self.sentence, self.limits = k, np.arange(n), limits
+        self.scores = np.full((n, k), -np.inf, dtype=np.float32)
+        self.scores[:, 0] = 0.0  # one live beam at the start
+        self.history = np.full((n * k, longest + 1), pad, dtype=np.int64)
+        self.history[:, 0] = start
+        self.finished = np.full((n, k), -np.inf, dtype=np.float32)
+        self.finished_tokens = np.full((n, k, longest + 1), pad, dtype=np.int64)
+        self.results: list[list[tuple[float, np.ndarray]]] = [[] for _ in range(n)]
+
+    def store(self, done: np.ndarray, returned: int) -> None:
+        for i in np.flatnonzero(done):
+            self.results[self.sentence[i]] = [
+                (float(self.finished[i, r]), self.finished_tokens[i, r]) for r in range(returned)
+            ]
+
+    def keep(self, kept: np.ndarray) -> None:
+        rows = (kept[:, None] * self.k + np.arange(self.k)).reshape(-1)
+        self.sentence, self.limits, self.scores = self.sentence[kept], self.limits[kept], self.scores[kept]
+        self.history, self.finished = self.history[rows], self.finished[kept]
+        self.finished_tokens = self.finished_tokens[kept]
+
+
+class OnnxTranslator(Translator):
+    """An ONNX folder (`aayn export --format onnx`: graphs, config, generation config, tokenizer) as a
+    `Translator`: §6.1's search with the paper's rules and the folder's beam size and alpha unless given, n-best
+    lists with their scores, and scoring given pairs (one teacher-forced decoder call), equal to the torch model's
+    outputs. `threads`: ONNX Runtime's intra-op threads (default: all cores)."""
+
+    kind = "onnx"
+    abilities = frozenset({"scores"})
+
+    def __init__(self, folder: str | Path, device: str = "cpu", threads: int | None = None):
+        from transformers import AutoTokenizer
+
+        if device != "cpu":
+            raise ValueError(f"--device {device}: aayn runs ONNX folders on cpu (ONNX Runtime's CPU provider)")
+        self.folder = Path(folder).expanduser()
+        self.name = str(folder)
+        self.sessions = OnnxSessions(self.folder, threads)
+        config = self.sessions.config
+        self.start, self.eos = config["decoder_start_token_id"], config["eos_token_id"]
+        self.pad = config["pad_token_id"]
+        path = self.folder / "generation_config.json"
+        self.generation = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
+        self.source_limit = source_limit(self.tokenizer.model_max_length, config["max_position_embeddings"])
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return self.tokenizer(texts, verbose=False)["input_ids"]
+
+    def encode_targets(self, texts: list[str]) -> list[list[int]]:
+        return self.tokenizer(text_target=texts, verbose=False)["input_ids"]
+
+    def padded(self, rows: list[list[int]], pad: int) -> tuple[np.ndarray, np.ndarray]:
+        width = max(map(len, rows))
+        ids = np.array([row + [pad] * (width - len(row)) for row in rows], dtype=np.int64)
+        mask = np.array([[1] * len(row) + [0] * (width - len(row)) for row in rows], dtype=np.int64)
+        return ids, mask
+
+    def decode_batch(
+        self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None
+    ) -> list[list[tuple[float, str]]]:
+        input_ids, mask = self.padded(sources, self.pad)
+        found = self.search(input_ids, mask, settings)
+        texts = self.tokenizer.batch_decode([tokens for hypotheses in found for _, tokens in hypotheses],
+                                            skip_special_tokens=True)  # fmt: skip
+        scores = [score for hypotheses in found for score, _ in hypotheses]
+        n = settings.nbest
+        return [[(scores[r], texts[r].strip()) for r in range(i * n, (i + 1) * n)] for i in range(len(sources))]
+
+    def score_batch(self, sources: list[list[int]], targets: list[list[int]]) -> list[list[float]]:
+        input_ids, mask = self.padded(sources, self.pad)
+        hidden = self.sessions.encode(input_ids, mask)
+        labels, _ = self.padded(targets, self.pad)
+        decoder_input_ids = np.concatenate([np.full((len(targets), 1), self.start), labels[:, :-1]], 1)
+        logits, _, _ = self.sessions.first_step(decoder_input_ids, mask, hidden)
+        chosen = np.take_along_axis(log_softmax(logits), labels[:, :, None], 2)[:, :, 0].astype(np.float64)
+        return [chosen[row, : len(ids)].tolist() for row, ids in enumerate(targets)]
+
+    def search(self, input_ids: np.ndarray, mask: np.ndarray, settings: DecodingSettings):
+        """Per sentence, its `settings.nbest` best hypotheses as (log P / lp, ids: the start token, the tokens,
+        eos, padding)."""
+        k, alpha, returned, sessions = settings.num_beams, settings.length_penalty, settings.nbest, self.sessions
+        limits = paper_length_limit(mask.sum(1))
+        if settings.max_new_tokens is not None:
+            limits = np.minimum(limits, settings.max_new_tokens)
+        limits = np.maximum(limits, 1)
+        hidden = sessions.encode(input_ids, mask)
+        n = input_ids.shape[0]
+        logits, past, cross = sessions.first_step(np.full((n, 1), self.start, dtype=np.int64), mask, hidden)
+        logits = np.repeat(logits[:, -1], k, 0)  # every beam starts from the start token: one decoder row each
+        beams, layout = Beams(limits, k, self.start, self.pad), 1  # cache rows per sentence: 1 until the first step
+        for step in range(1, int(limits.max()) + 1):
+            log_probs = self.allowed(log_softmax(logits).reshape(beams.scores.shape[0], k, -1), beams.limits, step)
+            if k == 1:
+                done, parents = self.greedy_step(beams, log_probs, step, alpha), np.zeros((len(beams.limits), 1), int)
+            else:
+                done, parents = self.beam_step(beams, log_probs, step, alpha, returned)
+            beams.store(done, returned)
+            kept = np.flatnonzero(~done)
+            if kept.size == 0:
+                break
+            m = len(beams.limits)
+            rows = (kept[:, None] * layout + np.minimum(parents[kept], layout - 1)).reshape(-1)
+            words = beams.history.reshape(m, k, -1)[kept, :, step].reshape(-1)
+            if layout != k or kept.size != m:  # the encoder's keys and values of the sentences left, k rows each
+                same = np.repeat(kept * layout, k)
+                cross, mask = [(key[same], value[same]) for key, value in cross], mask[same]
+            if not (layout == k and kept.size == m and np.array_equal(rows, np.arange(rows.size))):
+                past = [(key[rows], value[rows]) for key, value in past]
+            beams.keep(kept)
+            layout = k
+            logits, past = sessions.next_step(words, mask, past, cross)
+        return beams.results
+
+    def allowed(self, log_probs: np.ndarray, limits: np.ndarray, step: int) -> np.ndarray:
+        """pad never (unless it is eos), and eos the only choice at a sentence's limit."""
+        if self.pad != self.eos:
+            log_probs[:, :, self.pad] = -np.inf
+        at_limit = step >= limits
+        if at_limit.any():
+            eos = log_probs[at_limit, :, self.eos]
+            log_probs[at_limit] = -np.inf
+            log_probs[at_limit, :, self.eos] = eos
+        return log_probs
+
+    def greedy_step(self, beams: Beams, log_probs: np.ndarray, step: int, alpha: float) -> np.ndarray:
+        """The likeliest token; eos ends the hypothesis. Returns which sentences are done."""
+        words = log_probs[:, 0].argmax(-1)
+        beams.scores = beams.scores + np.take_along_axis(log_probs[:, 0], words[:, None], 1)
+        beams.history[:, step] = words
+        done = words == self.eos
+        beams.finished[done] = beams.scores[done] / gnmt_length_penalty(step, alpha)
+        beams.finished_tokens[done, 0] = beams.history[done]
+        return done
+
+    def beam_step(self, beams: Beams, log_probs: np.ndarray, step: int, alpha: float, returned: int):
+        """One step of §6.1's beam search (`BeamSearch.step`, `SearchState.finish`, `live_on`, `_search_done`).
+        Returns which sentences are done and each new beam's parent beam, (m, k)."""
+        m, k, vocab = log_probs.shape
+        candidates = (beams.scores[:, :, None] + log_probs).reshape(m, -1)
+        order = top_in_order(candidates, 2 * k)
+        values, (parents, words) = np.take_along_axis(candidates, order, 1), np.divmod(order, vocab)
+        # finish: the candidates among the first k that end in eos join the best k finished hypotheses
+        ending = (words[:, :k] == self.eos) & np.isfinite(values[:, :k])
+        if ending.any():
+            rows = (np.arange(m)[:, None] * k + parents[:, :k]).reshape(-1)
+            ended_tokens = beams.history[rows].reshape(m, k, -1)
+            ended_tokens[:, :, step] = self.eos
+            ended = np.where(ending, values[:, :k] / gnmt_length_penalty(step, alpha), -np.inf)
+            merged = np.concatenate([beams.finished, ended], 1)
+            pick = np.argsort(-merged, axis=1, kind="stable")[:, :k]
+            beams.finished = np.take_along_axis(merged, pick, 1).astype(np.float32)
+            tokens = np.concatenate([beams.finished_tokens, ended_tokens], 1)
+            beams.finished_tokens = np.take_along_axis(tokens, pick[:, :, None], 1)
+        # live on: the first k candidates that do not end in eos
+        going = words != self.eos
+        going &= np.cumsum(going, 1) <= k
+        picks = np.argsort(~going, axis=1, kind="stable")[:, :k]
+        taken = np.take_along_axis(going, picks, 1)
+        scores = np.where(taken, np.take_along_axis(values, picks, 1), -np.inf).astype(np.float32)
+        chosen = np.where(taken, np.take_along_axis(parents, picks, 1), 0)
+        next_words = np.where(taken, np.take_along_axis(words, picks, 1), self.pad)
+        # done: at the limit, or the returned hypotheses beat what the best live beam could still reach
+        limits = beams.limits
+        largest_lp = gnmt_length_penalty(limits if alpha >= 0 else np.minimum(limits, step + 1), alpha)
+        largest_lp = largest_lp.astype(np.float32)  # as the torch search divides: float32 throughout
+        done = (step >= limits) | (beams.finished[:, returned - 1] >= scores.max(1) / largest_lp)
+        beams.scores = scores
+        rows = (np.arange(m)[:, None] * k + chosen).reshape(-1)
+        beams.history = beams.history[rows]
+        beams.history[:, step] = next_words.reshape(-1)
+        return done, chosen
