@@ -37,7 +37,7 @@ def main() -> None:
     from aayn.ct2 import ExportedModel
     from aayn.data import load_translation_dataset
     from aayn.formats import export_model
-    from aayn.onnx_export import FILES, OnnxModel
+    from aayn.onnx_engine import FILES, OnnxTranslator
     from aayn.opening import open_translator
 
     test = load_translation_dataset("bible", source_lang="en", target_lang="fr", splits={"test": "test"})["test"]
@@ -49,8 +49,8 @@ def main() -> None:
     arms = {
         "torch float32 (aayn)": (open_translator([args.model]), [Path(args.model, "model.safetensors")]),
         "CTranslate2 float32": (ExportedModel(work / "ct2"), [work / "ct2" / "model.bin"]),
-        "ONNX Runtime float32": (OnnxModel(work / "onnx"), [work / "onnx" / name for name in FILES]),
-        "ONNX Runtime int8": (OnnxModel(work / "onnx-int8"), [work / "onnx-int8" / name for name in FILES]),
+        "ONNX Runtime float32": (OnnxTranslator(work / "onnx"), [work / "onnx" / name for name in FILES]),
+        "ONNX Runtime int8": (OnnxTranslator(work / "onnx-int8"), [work / "onnx-int8" / name for name in FILES]),
     }
     times: dict[str, list[float]] = {name: [] for name in arms}
     outputs: dict[str, list[str]] = {}

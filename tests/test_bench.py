@@ -94,18 +94,18 @@ def test_decoding_rows_time_the_default_search_against_marians_on_the_same_sente
     assert set(setup.outputs) == {"beam4_default", "beam4_exact", "greedy_default"}
 
 
-def test_ctranslate2_decoding_rows_decode_the_same_sentences_and_count_differences(saved, monkeypatch):
+def test_engine_decoding_rows_decode_the_same_sentences_and_count_differences(saved, monkeypatch):
     """CTranslate2's greedy search is ours, so its float32 outputs equal aayn's (here all
     sentences share one length, so the two length limits agree too); the counts are checked against outputs
     decoded here with CTranslate2 directly, not by the bench."""
     pytest.importorskip("ctranslate2")
-    from aayn.bench.decoding import ctranslate2_decoding_rows, decoding_rows
+    from aayn.bench.decoding import decoding_rows, engine_decoding_rows
 
     _, model, tokenizer = saved
     texts = ["Six one eight.", "Two two.", "Nine."] * 12
     monkeypatch.setattr("aayn.bench.decoding.train_demo_model", lambda steps: (model, tokenizer, texts))
     setup, _ = decoding_rows(quick=True)
-    rows = ctranslate2_decoding_rows(setup, quick=True)
+    rows = engine_decoding_rows(setup, quick=True)
     assert [row["name"] for row in rows] == ["beam4_default", "greedy_default"]
     greedy = rows[1]
     assert greedy["sentences"] == 36 and greedy["ct2"]["speed_vs_aayn"] > 0
@@ -117,6 +117,8 @@ def test_ctranslate2_decoding_rows_decode_the_same_sentences_and_count_differenc
     ]
     assert greedy["ct2"]["differ"] <= sum(cut)
     assert "ct2_int8" not in greedy or greedy["ct2_int8"]["differ"] <= greedy["sentences"]
+    for row in rows:  # ONNX Runtime runs aayn's own search on the same weights: the same outputs
+        assert row["onnx"]["differ"] == 0 and row["onnx_int8"]["differ"] <= row["sentences"]
 
 
 def test_emitted_tokens_end_at_the_first_eos_whatever_pads_the_row():
@@ -185,7 +187,7 @@ def test_the_report_of_run_bench_prints_every_part(saved, monkeypatch, capsys):
     for row in report["attention_agreement"]:
         assert f"| {row['implementation']} |" in out
     assert report["decoding"] and all(f"| {row['name']} |" in out for row in report["decoding"][:3])
-    for row in report["decoding_ct2"]:
+    for row in report["decoding_engines"]:
         assert f"| {row['name']} | {row['seconds_per_sentence']:.4f} |" in out
-    print_table({**report, "attention_agreement": [], "decoding": None, "decoding_ct2": []})
+    print_table({**report, "attention_agreement": [], "decoding": None, "decoding_engines": []})
     assert "default decoding rows: skipped" in capsys.readouterr().out

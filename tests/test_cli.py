@@ -17,7 +17,7 @@ def test_copy_task_command_trains_saves_and_reloads(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["copy-task", "--steps", "0"], "--steps must be a positive integer, got 0"),
+        (["copy-task", "--steps", "0"], "argument --steps: must be a positive integer, got 0"),
         (["copy-task", "--steps", "x"], "invalid int value: 'x'"),
         (["nonsense"], "invalid choice: 'nonsense'"),
     ],

@@ -119,7 +119,7 @@ def test_exported_model_translates_the_test_sentences_like_ours(saved, tmp_path,
     ranked = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert [row[0] for row in ranked] == ["0", "0"] and float(ranked[0][1]) >= float(ranked[1][1])
     flags = ["translate", "--model", str(tmp_path / "ct2"), "--model", str(tmp_path / "trained"), "One."]
-    assert aayn(flags) == 2 and "is a CTranslate2 model: it translates alone" in capsys.readouterr().err
+    assert aayn(flags) == 2 and "is a CTranslate2 model (`aayn export`): it translates alone" in capsys.readouterr().err
     # ... in a process that imports neither torch nor transformers (what a call costs)
     probe = (
         "import sys; from aayn.cli import main; code = main(sys.argv[1:]); "
@@ -203,7 +203,9 @@ def test_exported_folder_errors(saved, tmp_path, monkeypatch, capsys):
     one = tmp_path / "one.txt"
     one.write_text("One.\n")
     assert aayn(["score", "--model", folder, "--source", str(one), "--target", str(one)]) == 2
-    assert "is a CTranslate2 model (`aayn export`): give the aayn folder" in capsys.readouterr().err
+    assert "is a CTranslate2 model (`aayn export`): it translates without scoring pairs; give the aayn folder" in (
+        capsys.readouterr().err
+    )
     assert "runs on cpu or cuda" in translate_fails(capsys, "--model", folder, "--device", "mps", "One.")
     monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 0)
     assert "CTranslate2 sees no CUDA device" in translate_fails(capsys, "--model", folder, "--device", "cuda", "x")

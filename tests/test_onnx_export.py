@@ -166,3 +166,62 @@ def test_the_beam_search_s_top_candidates_are_a_stable_sort_s_first():
         count = int(rng.integers(1, width + 1))
         expected = np.argsort(-values, axis=1, kind="stable")[:, :count]
         assert (top_in_order(values, count) == expected).all()
+
+
+def cli_lines(capsys, *argv) -> list[str]:
+    assert aayn(list(argv)) == 0, capsys.readouterr().err[-2000:]
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("beams", ["1", "4"])
+def test_aayn_translate_and_nbest_on_the_folder_equal_the_torch_model_s(trained, capsys, beams):
+    """The folder's translations through the `Translator` template, the same batches as torch's: the texts and the
+    n-best lists (with their scores, within float rounding) equal the torch model's, greedy and §6.1's search."""
+    folder, exported, verses = trained
+    flags = ["--num_beams", beams, "--length_penalty", "0.6", "--batch_tokens", "300", *verses[:24]]
+    assert cli_lines(capsys, "translate", "--model", str(exported), *flags) == cli_lines(
+        capsys, "translate", "--model", str(folder), *flags
+    )
+    ours = [
+        line.split("\t") for line in cli_lines(capsys, "translate", "--model", str(exported), "--nbest", "2", *flags)
+    ]
+    theirs = [
+        line.split("\t") for line in cli_lines(capsys, "translate", "--model", str(folder), "--nbest", "2", *flags)
+    ]
+    assert [(i, text) for i, _, text in ours] == [(i, text) for i, _, text in theirs] and len(ours) == 48
+    np.testing.assert_allclose([float(s) for _, s, _ in ours], [float(s) for _, s, _ in theirs], rtol=1e-4)
+
+
+def test_aayn_score_and_evaluate_on_the_folder_equal_the_torch_model_s(trained, capsys, tmp_path):
+    folder, exported, verses = trained
+    sources, targets = verses[:10], cli_lines(capsys, "translate", "--model", str(folder), *verses[:10])
+    targets[3] = "Une phrase qui n'est pas la traduction."
+    (tmp_path / "src.txt").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    (tmp_path / "tgt.txt").write_text("\n".join(targets) + "\n", encoding="utf-8")
+    pairs = ["--source", str(tmp_path / "src.txt"), "--target", str(tmp_path / "tgt.txt"), "--per_token"]
+    ours = [[float(v) for v in line.replace("\t", " ").split()] for line in
+            cli_lines(capsys, "score", "--model", str(exported), *pairs)]  # fmt: skip
+    theirs = [[float(v) for v in line.replace("\t", " ").split()] for line in
+              cli_lines(capsys, "score", "--model", str(folder), *pairs)]  # fmt: skip
+    assert [len(row) for row in ours] == [len(row) for row in theirs]
+    np.testing.assert_allclose(np.concatenate(ours), np.concatenate(theirs), rtol=1e-4, atol=1e-4)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "test.en").write_text("\n".join(verses[:16]) + "\n", encoding="utf-8")
+    (data / "test.fr").write_text("\n".join(verses[16:32]) + "\n", encoding="utf-8")
+    scores = [
+        json.loads("".join(cli_lines(capsys, "evaluate", "--model", str(model), "--dataset_name", str(data),
+                                     "--source_lang", "en", "--target_lang", "fr", "--num_beams", "2")))
+        for model in (folder, exported)
+    ]  # fmt: skip
+    assert scores[0]["bleu"] == scores[1]["bleu"] and scores[0]["chrf"] == scores[1]["chrf"]
+
+
+def test_what_the_folder_cannot_do_is_refused_in_one_line(trained, capsys):
+    _, exported, verses = trained
+    assert aayn(["translate", "--model", str(exported), "--show-attention", "x.png", verses[0]]) == 2
+    assert f"--model {exported} is an ONNX model (`aayn export`): it translates without --show_attention" in (
+        capsys.readouterr().err
+    )
+    assert aayn(["translate", "--model", str(exported), "--device", "cuda", verses[0]]) == 2
+    assert "aayn runs ONNX folders on cpu" in capsys.readouterr().err

@@ -211,8 +211,8 @@ def test_a_worker_process_killed_fails_its_batch_only_and_is_started_again(saved
             worker.nbest(SENTENCES[:2], 1, num_beams=1)
         assert_as_alone(worker.nbest(SENTENCES[:2], 1, num_beams=1), [alone[text, 1] for text in SENTENCES[:2]])
         assert worker.process.pid != first
-        with pytest.raises(RuntimeError, match="bogus"):  # an error in the worker: its line here, and it goes on
-            worker.nbest(SENTENCES[:1], 1, bogus=1)
+        with pytest.raises(RuntimeError, match="index out of range"):  # the worker's error: its line, and it goes on
+            worker.decode_batch([[10**6, 2]], worker.settings(), None)
         assert_as_alone(worker.nbest(SENTENCES[:1], 2, num_beams=2), [alone[SENTENCES[0], 2]])
     finally:
         worker.close()
@@ -462,3 +462,27 @@ def test_threads_must_be_positive(saved, capsys):
         main(["serve", "--model", str(saved[0]), "--threads", "0"])
     assert exit.value.code == 2
     assert "argument --threads: must be a positive integer, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_onnx_export_serves_as_its_torch_folder_translates(saved, alone, tmp_path, workers):
+    """`aayn serve` of an ONNX folder (`aayn export --format onnx`), in the server's thread and in worker
+    processes: the same answers as the torch folder's translator gives each sentence alone, its kind in /health."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from aayn.formats import export_model
+
+    exported = export_model(saved[0], tmp_path / "onnx", format="onnx")
+    server = Server(exported, "--workers", str(workers))
+    try:
+        assert server.get("/health")["model"]["type"] == "onnx"
+        status, answer, _ = server.post({"inputs": SENTENCES, "parameters": {"num_beams": 1}})
+        assert status == 200
+        assert [item["translation_text"] for item in answer] == [alone[text, 1][0][1] for text in SENTENCES]
+        two = {"num_beams": 2, "num_return_sequences": 2}
+        status, answer, _ = server.post({"inputs": SENTENCES[:2], "parameters": two})
+        assert status == 200
+        assert_as_alone([[(item["score"], item["translation_text"]) for item in hypotheses] for hypotheses in answer],
+                        [alone[text, 2] for text in SENTENCES[:2]])  # fmt: skip
+    finally:
+        assert server.stop()[0] == 0

@@ -68,7 +68,7 @@ def test_arguments_and_generate_options(saved, capsys):
 
 def test_show_attention_draws_a_heatmap(saved, tmp_path, capsys):
     path, model, tokenizer = saved
-    for flags, name in (([], "mean.png"), (["--per-head"], "heads.png")):
+    for flags, name in (([], "mean.png"), (["--per_head"], "heads.png")):  # beside the old --show-attention
         assert (
             aayn(
                 [
@@ -98,7 +98,7 @@ def test_errors(saved, tmp_path, monkeypatch, capsys):
     )
     assert "standard input is not UTF-8 text" in translate_fails(capsys, "--model", str(path))
     error = translate_fails(capsys, "--model", str(path), "--show-attention", str(tmp_path / "x.png"), "One.", "Two.")
-    assert "--show-attention draws one sentence; got 2 lines" in error
+    assert "--show_attention draws one sentence; got 2 lines" in error
 
 
 def test_one_line_out_per_line_in_even_when_a_translation_holds_a_newline(saved, monkeypatch, capsys):

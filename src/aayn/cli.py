@@ -148,7 +148,7 @@ def translate(args: argparse.Namespace) -> None:
     from .opening import open_translator
 
     if (args.nbest or args.prefix) and args.show_attention:
-        raise ValueError("--show-attention draws one plain translation: no --nbest or --prefix with it")
+        raise ValueError("--show_attention draws one plain translation: no --nbest or --prefix with it")
     if args.format is not None and not args.nbest:
         raise ValueError(f"--format {args.format} needs --nbest N")
     if args.text:
@@ -160,7 +160,7 @@ def translate(args: argparse.Namespace) -> None:
     if args.show_attention:
         lines = [line for batch in batches for line in batch]
         if len(lines) != 1:
-            raise ValueError(f"--show-attention draws one sentence; got {len(lines)} lines")
+            raise ValueError(f"--show_attention draws one sentence; got {len(lines)} lines")
     generate = generate_options(args)
     needs = ("prefixes",) * bool(args.prefix) + ("attention",) * bool(args.show_attention)
     setup = functools.partial(prepare_transformers, progress_bars=args.verbose)  # not for a CTranslate2 folder
@@ -383,18 +383,9 @@ def report_user_errors(command: str, work, debug: bool) -> int:
     return 0
 
 
-class Positive(argparse.Action):
-    """An int option that must be positive, refused as `--NAME must be a positive integer, got N`."""
-
-    def __call__(self, parser, namespace, value, option_string=None) -> None:
-        if value <= 0:
-            parser.error(f"{option_string} must be a positive integer, got {value}")
-        setattr(namespace, self.dest, value)
-
-
 def copy_task_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output_dir", default="runs/copy-task", help="where to save the trained model")
-    parser.add_argument("--steps", type=int, default=400, action=Positive, help="training steps (default: 400)")
+    parser.add_argument("--steps", type=positive_int, default=400, help="training steps (default: 400)")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -455,13 +446,13 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
         "read; a terminal's or a slow pipe's lines are answered as they arrive either way)",
     )
     parser.add_argument(
+        "--show_attention",
         "--show-attention",
-        dest="show_attention",
         metavar="FILE.png",
         help="draw the last layer's cross-attention for a single sentence",
     )
     parser.add_argument(
-        "--per-head", dest="per_head", action="store_true", help="with --show-attention: one panel per head"
+        "--per_head", "--per-head", action="store_true", help="with --show_attention: one panel per head"
     )
     parser.add_argument(
         "--nbest", type=positive_int, help="the N best hypotheses of every input, ranked as the search ranks them"

@@ -6,7 +6,15 @@ This file travels with saved checkpoints as Hub remote code: it imports only tra
 from transformers import PretrainedConfig  # the 4.57 name; 5.x keeps it as an alias of PreTrainedConfig
 from transformers.activations import ACT2FN
 
-from .policy_aayn import BASE_D_MODEL, BASE_FFN_DIM, BASE_HEADS, BASE_LAYERS, BASE_VOCAB_SIZE
+from .policy_aayn import (
+    BASE_D_MODEL,
+    BASE_DROPOUT,
+    BASE_FFN_DIM,
+    BASE_HEADS,
+    BASE_LAYERS,
+    BASE_VOCAB_SIZE,
+    MAX_POSITIONS,
+)
 
 TRANSLATION_PIPELINE = {
     "impl": "pipeline_aayn.AaynTranslationPipeline",
@@ -85,7 +93,7 @@ class AaynConfig(PretrainedConfig):
         decoder_attention_heads: int = BASE_HEADS,
         encoder_ffn_dim: int = BASE_FFN_DIM,
         decoder_ffn_dim: int = BASE_FFN_DIM,
-        dropout: float = 0.1,
+        dropout: float = BASE_DROPOUT,
         attention_dropout: float = 0.0,
         activation_dropout: float = 0.0,
         activation_function: str = "relu",
@@ -96,7 +104,7 @@ class AaynConfig(PretrainedConfig):
         scale_embedding: bool = True,
         share_encoder_decoder_embeddings: bool = True,
         tie_word_embeddings: bool = True,
-        max_position_embeddings: int = 1024,
+        max_position_embeddings: int = MAX_POSITIONS,
         position_encoding: str = "paper",
         position_offset: int = 0,
         use_cache: bool = True,

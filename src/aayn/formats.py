@@ -20,12 +20,17 @@ from pathlib import Path
 @dataclass(frozen=True)
 class Format:
     name: str
+    title: str  # its name in messages
     direction: str  # "out": `aayn export --format NAME`; "in": `aayn import NAME`
     writer: str  # "module:function" writing it (out) or reading it into an aayn folder (in)
     engine: str | None  # "module:Class" translating a folder of it (a `Translator`)
     extra: str  # `pip install 'aayn[EXTRA]'`
     files: tuple[str, ...] = ()  # a folder holding all of these (and no model.safetensors) is of this format
     setup: bool = False  # whether its engine uses transformers (aayn registered first: an imported tokenizer)
+
+    @property
+    def article(self) -> str:
+        return "an" if self.title[0] in "AEIOU" else "a"
 
     def load(self, what: str):
         module, _, attribute = getattr(self, what).partition(":")
@@ -38,12 +43,12 @@ class Format:
 FORMATS = {
     entry.name: entry
     for entry in (
-        Format("ctranslate2", "out", "aayn.export:save_ctranslate2_folder", "aayn.ct2:ExportedModel", "ct2",
-               ("model.bin",)),
-        Format("onnx", "out", "aayn.onnx_export:save_onnx", "aayn.onnx_engine:OnnxTranslator", "onnx",
+        Format("ctranslate2", "CTranslate2", "out", "aayn.export:save_ctranslate2_folder", "aayn.ct2:ExportedModel",
+               "ct2", ("model.bin",)),
+        Format("onnx", "ONNX", "out", "aayn.onnx_export:save_onnx", "aayn.onnx_engine:OnnxTranslator", "onnx",
                ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx"), setup=True),
-        Format("argos", "out", "aayn.argos_export:save_argos", None, "argos"),
-        Format("fairseq", "in", "aayn.fairseq_import:import_fairseq", None, "import"),
+        Format("argos", "Argos Translate", "out", "aayn.argos_export:save_argos", None, "argos"),
+        Format("fairseq", "fairseq", "in", "aayn.fairseq_import:import_fairseq", None, "import"),
     )
 }  # fmt: skip
 EXPORTS = tuple(name for name, entry in FORMATS.items() if entry.direction == "out")

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .policy_aayn import LICENSE
+
 if TYPE_CHECKING:  # an annotation only: reading a card (`aayn serve` of a CTranslate2 export) needs no torch
     from transformers import PreTrainedModel
 
@@ -22,7 +24,7 @@ def render_model_card(
     example: str,
     training: str,
     results: dict[str, float] | None = None,
-    license: str = "apache-2.0",
+    license: str = LICENSE,
 ) -> str:
     """`model_card.md` filled in: Hub YAML metadata (languages, license, dataset, metrics and values) and body."""
     config = model.config
@@ -108,6 +110,6 @@ def card_metadata(folder: str | Path) -> dict | None:
         "source_lang": languages[0],
         "target_lang": languages[1],
         "dataset": (meta.get("datasets") or ["unknown"])[0],
-        "license": meta.get("license", "apache-2.0"),
+        "license": meta.get("license", LICENSE),
         "example": ((meta.get("widget") or [{}])[0]).get("text", ""),
     }

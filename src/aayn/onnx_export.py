@@ -112,7 +112,7 @@ def export_graphs(model, folder: Path) -> None:
     ids = torch.tensor([[5, 6, 7, 2], [8, 9, 2, config.pad_token_id]]) % config.vocab_size
     mask = (ids != config.pad_token_id).long()
     for module in (model.get_encoder().embed, model.get_decoder().embed):
-        module.warned_of_length = True  # a graph has no place for a warning; `OnnxModel` stops at the limit
+        module.warned_of_length = True  # a graph has no place for a warning; `OnnxTranslator` stops at the limit
     with torch.no_grad():
         hidden = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
         start = torch.full((2, 3), config.decoder_start_token_id)

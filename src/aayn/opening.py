@@ -80,11 +80,11 @@ def open_exported(folder: ModelFolder, count: int, device: str, needs: tuple[str
     engine = entry.load("engine")
     missing = [need for need in needs if need not in engine.abilities]
     if count > 1 or missing:
-        what = "an ensemble" if count > 1 else {"prefixes": "--prefix", "attention": "--show-attention",
-                                                  "scores": "scoring"}[missing[0]]  # fmt: skip
+        what = "alone" if count > 1 else "without " + {"prefixes": "--prefix", "attention": "--show_attention",
+                                                        "scores": "scoring pairs"}[missing[0]]  # fmt: skip
         raise ValueError(
-            f"--model {folder.name} is a {entry.name} model (`aayn export`): it translates without {what}; give "
-            "the aayn folder it was exported from for that"
+            f"--model {folder.name} is {entry.article} {entry.title} model (`aayn export`): it translates {what}; "
+            "give the aayn folder it was exported from for that"
         )
     if entry.setup and setup is not None:
         setup()

@@ -15,6 +15,14 @@ BASE_LAYERS = 6
 BASE_HEADS = 8
 BASE_FFN_DIM = 2048
 
+# §5.4: "we use a rate of P_drop = 0.1" (residual and embedding dropout); the positions a new model's table covers
+BASE_DROPOUT = 0.1
+MAX_POSITIONS = 1024
+
+# a new vocabulary's kind (byte-level BPE; `tokenizer_type: sentencepiece` the other) and a card's licence
+TOKENIZER_TYPE = "bpe"
+LICENSE = "apache-2.0"
+
 # §6.1: "beam search with a beam size of 4 and length penalty alpha = 0.6": a new model's generation config
 PAPER_NUM_BEAMS = 4
 PAPER_LENGTH_PENALTY = 0.6

@@ -34,8 +34,11 @@ class TorchTranslator(Translator):
         return self.tokenizer(text_target=texts, verbose=False)["input_ids"]
 
     def generate_options(self, settings: DecodingSettings) -> dict:
-        """`generate()`'s keywords for `settings` (the rest from the generation config, as the search reads it)."""
-        options = {"num_beams": settings.num_beams, "length_penalty": settings.length_penalty}
+        """`generate()`'s keywords for `settings`: those that differ from the generation config, which gives the
+        rest as the search reads it (transformers warns of a length penalty passed to a greedy search)."""
+        saved = self.settings()
+        options = {key: getattr(settings, key) for key in ("num_beams", "length_penalty")
+                   if getattr(settings, key) != getattr(saved, key)}  # fmt: skip
         if settings.nbest > 1:
             options["num_return_sequences"] = settings.nbest
         if settings.max_new_tokens is not None:

@@ -30,7 +30,7 @@ from ..configuration_aayn import AaynConfig
 from ..marian import aayn_state_dict_from_marian, marian_config_for
 from ..modeling_aayn import AaynForConditionalGeneration
 from .common import DEMO_SHAPE, memory_probe, synchronize
-from .decoding import ctranslate2_decoding_rows, decoding_rows
+from .decoding import ENGINE_ARMS, decoding_rows, engine_decoding_rows
 
 # Word counts of 48 sentences drawn (seed 0) from newstest2014 English, used when wmt14-mini is absent.
 # fmt: off
@@ -323,7 +323,7 @@ def run_bench(
         "attention_agreement": agreement,
         "attention_agreement_autocast": str(autocast or torch.float32).removeprefix("torch."),
         "decoding": decoding_report,
-        "decoding_ct2": ctranslate2_decoding_rows(decoding_setup, quick=quick, device=device) if decoding_setup else [],
+        "decoding_engines": engine_decoding_rows(decoding_setup, quick=quick, device=device) if decoding_setup else [],
         "decoding_model": decoding_model,
         "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
         f"torch {torch.__version__}, device {device}, {dtype}",
@@ -463,13 +463,14 @@ def print_table(report: dict) -> None:
             f"{row['time_ratio']:.2f} | {row['token_rate_ratio']:.2f} | "
             f"{row['peak_memory_mib']['aayn']:.0f} / {row['peak_memory_mib']['marian']:.0f} |"
         )
-    if not report.get("decoding_ct2"):
+    if not report.get("decoding_engines"):
         return
-    print("\nthe same sentences in CTranslate2 (`aayn export`; float32 / int8 weights), search for search:")
-    print("| row | aayn s per sentence | ct2 s per sentence | ct2 speed / aayn's | outputs not equal to aayn's |")
+    names = [arm for arm in ENGINE_ARMS if arm in report["decoding_engines"][0]]
+    print(f"\nthe same sentences in other engines (`aayn export`: {' / '.join(names)}), search for search:")
+    print("| row | aayn s per sentence | their s per sentence | their speed / aayn's | outputs not equal to aayn's |")
     print("| --- | --- | --- | --- | --- |")
-    for row in report["decoding_ct2"]:
-        arms = [row[arm] for arm in CT2_ARMS if arm in row]
+    for row in report["decoding_engines"]:
+        arms = [row[arm] for arm in names]
         cells = [
             " / ".join(f"{arm['seconds_per_sentence']:.4f}" for arm in arms),
             " / ".join(f"{arm['speed_vs_aayn']:.2f}" for arm in arms),

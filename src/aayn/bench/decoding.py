@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ..policy_aayn import paper_length_limit
@@ -125,7 +126,7 @@ def output_tokens(sequences: torch.Tensor, eos: int, pad: int) -> list[list[int]
 
 @dataclass
 class DecodingSetup:
-    """What the decoding rows decoded, for the CTranslate2 rows that follow them (`ctranslate2_decoding_rows`)."""
+    """What the decoding rows decoded, for the other engines' rows that follow them (`engine_decoding_rows`)."""
 
     used: str  # the model, in words
     model: object
@@ -238,45 +239,79 @@ def cut_short(a: list[int], b: list[int]) -> bool:
     return a[: len(b)] == b or b[: len(a)] == a
 
 
-CT2_WEIGHTS = {"ct2": None, "ct2_int8": "int8"}  # the CTranslate2 arms and their `aayn export --quantization`
+# the other engines' arms: (format, `aayn export --quantization`), each where its package is installed
+ENGINE_ARMS = {"ct2": ("ctranslate2", None), "ct2_int8": ("ctranslate2", "int8"),
+               "onnx": ("onnx", None), "onnx_int8": ("onnx", "int8")}  # fmt: skip
 
 
-def ctranslate2_decoding_rows(setup: DecodingSetup, *, quick: bool = False, device: str = "cpu") -> list[dict]:
-    """Rows `beam4_default` and `greedy_default` again, decoded by CTranslate2 from `aayn export`s of the model:
-    seconds per sentence beside aayn's (from the same repeats, alternating), and how many outputs differ from
-    aayn's. A greedy float32 output may differ only where one search stopped at its length limit and the other went
-    on (counted apart: `differ_by_limit`) or where two tokens tie within float rounding. [] without the
-    `ctranslate2` package."""
-    try:
-        import ctranslate2
-    except ImportError:
-        return []
+def engine_arms(folder: Path, device: str, tokenizer) -> dict:
+    """{arm: a function decoding (token ids rows, padded batch, beams) to output tokens} for the arms whose engine is
+    installed and runs on `device`; each engine is timed on token ids as aayn's arms, outside the tokenizer."""
     from ..ct2 import ExportedModel, max_decoding_length
     from ..formats import export_model
+    from ..onnx_engine import OnnxTranslator
+    from ..translator import DecodingSettings
 
+    arms = {}
+    for arm, (form, quantization) in ENGINE_ARMS.items():
+        try:
+            if form == "ctranslate2":
+                import ctranslate2
+
+                if (quantization or "float32") not in ctranslate2.get_supported_compute_types(device.split(":")[0]):
+                    continue
+            elif device != "cpu":
+                continue
+            else:
+                import onnxruntime  # noqa: F401
+                import onnxscript  # noqa: F401
+        except (ImportError, RuntimeError, ValueError):  # not installed; a CPU-only CTranslate2 on a GPU machine
+            continue
+        export_model(Path(folder, "model"), Path(folder, arm), format=form, quantization=quantization)
+        if form == "ctranslate2":
+            engine = ExportedModel(Path(folder, arm), device, compute_type=quantization or "float32",
+                                   threads=torch.get_num_threads())  # fmt: skip
+
+            def decode(rows, batch, beams, engine=engine):
+                tokens = [engine.tokenizer.tokens(ids) for ids in rows]
+                results = engine.translator.translate_batch(
+                    tokens, beam_size=beams, length_penalty=DEMO_ALPHA,
+                    max_decoding_length=max_decoding_length(max(map(len, tokens))),
+                )  # fmt: skip
+                return [tokenizer.convert_tokens_to_ids(r.hypotheses[0]) for r in results]
+        else:
+            engine = OnnxTranslator(Path(folder, arm), threads=torch.get_num_threads())
+
+            def decode(rows, batch, beams, engine=engine):
+                ids, mask = batch["input_ids"].numpy(), batch["attention_mask"].numpy()
+                found = engine.search(ids, mask, DecodingSettings(beams, DEMO_ALPHA))
+                sequences = torch.tensor(np.stack([hypotheses[0][1] for hypotheses in found]))
+                return output_tokens(sequences, engine.eos, engine.pad)
+
+        arms[arm] = decode
+    return arms
+
+
+def engine_decoding_rows(setup: DecodingSetup, *, quick: bool = False, device: str = "cpu") -> list[dict]:
+    """Rows `beam4_default` and `greedy_default` again, decoded by the other engines from `aayn export`s of the
+    model (CTranslate2 and ONNX Runtime; float32 and int8 weights): seconds per sentence beside aayn's (from the
+    same repeats, alternating), and how many outputs differ from aayn's. ONNX Runtime runs aayn's search, so its
+    float32 outputs equal aayn's up to float rounding; CTranslate2's greedy float32 output may differ only where one
+    search stopped at its length limit and the other went on (counted apart: `differ_by_limit`) or where two tokens
+    tie within float rounding. [] where no other engine is installed."""
     model, tokenizer, batches = setup.model, setup.tokenizer, setup.batches
     repeats = 2 if quick else 5
-    sources = []  # token strings, outside the timed calls
+    sources = []  # token id rows without padding, outside the timed calls
     for batch in batches:
         rows = zip(batch["input_ids"].tolist(), batch["attention_mask"].sum(1).tolist())
-        sources.append([tokenizer.convert_ids_to_tokens(ids[:length]) for ids, length in rows])
+        sources.append([ids[:length] for ids, length in rows])
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(Path(folder, "model"))
         tokenizer.save_pretrained(Path(folder, "model"))
-        translators = {}
-        engine_device = device.split(":")[0]
-        try:
-            supported = ctranslate2.get_supported_compute_types(engine_device)
-        except (RuntimeError, ValueError):  # a CPU-only build of CTranslate2 on a GPU machine
-            return []
-        for arm, quantization in CT2_WEIGHTS.items():
-            if (quantization or "float32") not in supported:
-                continue
-            export_model(Path(folder, "model"), Path(folder, arm), quantization=quantization)
-            exported = ExportedModel(Path(folder, arm), device, compute_type=quantization or "float32",
-                                     threads=torch.get_num_threads())  # fmt: skip
-            translators[arm] = exported.translator  # timed on token ids as aayn's arms, outside the tokenizer
+        translators = engine_arms(Path(folder), device, tokenizer)
+    if not translators:
+        return []
 
     def decode(arm: str, beams: int) -> list[list[int]]:
         outputs = []
@@ -286,11 +321,7 @@ def ctranslate2_decoding_rows(setup: DecodingSetup, *, quick: bool = False, devi
                     out = model.generate(**batch, num_beams=beams, length_penalty=DEMO_ALPHA)
                 outputs += output_tokens(out, model.config.eos_token_id, model.config.pad_token_id)
                 continue
-            results = translators[arm].translate_batch(
-                batch_sources, beam_size=beams, length_penalty=DEMO_ALPHA,
-                max_decoding_length=max_decoding_length(max(map(len, batch_sources))),
-            )  # fmt: skip
-            outputs += [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
+            outputs += translators[arm](batch_sources, batch, beams)
         return outputs
 
     for name, beams in (("beam4_default", 4), ("greedy_default", 1)):

@@ -27,7 +27,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from transformers.utils import logging
 
 from ..folders import staged_folder
-from ..policy_aayn import BASE_VOCAB_SIZE
+from ..policy_aayn import BASE_VOCAB_SIZE, TOKENIZER_TYPE
 from .loading import load_translation_dataset, local_split_files
 from .preprocess import tokenize_dataset
 from .tokenizer import save_tokenizer, train_sentencepiece, train_tokenizer
@@ -57,7 +57,9 @@ class DataPlan:
     max_target_length: int = 256
     overlong: str = "drop"  # the training split's; validation and test are truncated, as evaluation needs them whole
     vocab_size: int = BASE_VOCAB_SIZE  # a new vocabulary's
-    tokenizer_type: str = "bpe"  # a new vocabulary's kind: byte-level BPE or SentencePiece (aayn.data.tokenizer)
+    tokenizer_type: str = (
+        TOKENIZER_TYPE  # a new vocabulary's kind: byte-level BPE or SentencePiece (aayn.data.tokenizer)
+    )
     sentencepiece_model_type: str = "unigram"
     input_sentence_size: int = 2_000_000  # sentences a new BPE reads (0: all)
     tokenizer_name: str | None = None  # a saved tokenizer instead of a new BPE
@@ -217,14 +219,14 @@ def _bpe(plan: DataPlan, identities: dict[str, str], raw, root: Path) -> PreTrai
         "vocab_size": plan.vocab_size,
         "input_sentence_size": plan.input_sentence_size,
     }
-    if plan.tokenizer_type != "bpe":  # (a byte-level BPE's key predates the choice)
+    if plan.tokenizer_type != TOKENIZER_TYPE:  # (a byte-level BPE's key predates the choice)
         parts["tokenizer_type"] = f"{plan.tokenizer_type} {plan.sentencepiece_model_type}"
     folder = root / f"bpe-{name}-{text_digest(parts)[:16]}"
     if not (folder / RECORD).is_file():
         _say_what_changed(root, f"bpe-{name}-", parts)
         train, options = (
             (train_tokenizer, {})
-            if plan.tokenizer_type == "bpe"
+            if plan.tokenizer_type == TOKENIZER_TYPE
             else (train_sentencepiece, {"model_type": plan.sentencepiece_model_type})
         )
         tokenizer = train(

@@ -17,12 +17,12 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from transformers import PreTrainedTokenizerFast
 from transformers.utils import logging
 
-from ..policy_aayn import BASE_VOCAB_SIZE
+from ..policy_aayn import BASE_VOCAB_SIZE, MAX_POSITIONS, TOKENIZER_TYPE
 from .loading import translation_languages
 
 logger = logging.get_logger(__name__)
 
-TOKENIZER_TYPES = ("bpe", "sentencepiece")  # byte-level BPE (tokenizers), SentencePiece (sentencepiece)
+TOKENIZER_TYPES = (TOKENIZER_TYPE, "sentencepiece")  # byte-level BPE (tokenizers), SentencePiece (sentencepiece)
 SENTENCEPIECE_TYPES = ("unigram", "bpe")
 SENTENCEPIECE_FILE = "sentencepiece.model"  # saved beside tokenizer.json (Argos Translate packages need it)
 
@@ -70,7 +70,7 @@ def train_tokenizer(
     target_lang: str,
     vocab_size: int = BASE_VOCAB_SIZE,
     min_frequency: int = 2,
-    model_max_length: int = 1024,
+    model_max_length: int = MAX_POSITIONS,
     batch_size: int = 1000,
     show_progress: bool = True,
     input_sentence_size: int = 0,
@@ -130,7 +130,7 @@ def train_sentencepiece(
     target_lang: str,
     vocab_size: int = BASE_VOCAB_SIZE,
     model_type: str = "unigram",
-    model_max_length: int = 1024,
+    model_max_length: int = MAX_POSITIONS,
     batch_size: int = 1000,
     input_sentence_size: int = 0,
     seed: int = 0,
@@ -181,7 +181,7 @@ def train_sentencepiece(
     return sentencepiece_tokenizer(model.getvalue(), model_max_length)
 
 
-def sentencepiece_tokenizer(model: bytes, model_max_length: int = 1024) -> PreTrainedTokenizerFast:
+def sentencepiece_tokenizer(model: bytes, model_max_length: int = MAX_POSITIONS) -> PreTrainedTokenizerFast:
     """A SentencePiece model (aayn's special ids) as transformers' fast tokenizer, `</s>` appended."""
     from ..compat_aayn import sentencepiece_backend
 

@@ -20,7 +20,17 @@ from pathlib import Path
 
 import yaml
 
-from ..policy_aayn import BASE_D_MODEL, BASE_FFN_DIM, BASE_HEADS, BASE_LAYERS, BASE_VOCAB_SIZE
+from ..policy_aayn import (
+    BASE_D_MODEL,
+    BASE_DROPOUT,
+    BASE_FFN_DIM,
+    BASE_HEADS,
+    BASE_LAYERS,
+    BASE_VOCAB_SIZE,
+    LICENSE,
+    MAX_POSITIONS,
+    TOKENIZER_TYPE,
+)
 from .recipe_keys import SourceField, aayn_fields, enum_choices, imported_trainer_fields, trainer_fields
 
 
@@ -38,7 +48,7 @@ class ModelArguments:
         default=BASE_VOCAB_SIZE, metadata={"help": "size of the shared vocabulary trained for a new model"}
     )
     tokenizer_type: str = field(
-        default="bpe",
+        default=TOKENIZER_TYPE,
         metadata={"help": "a new vocabulary's kind: bpe (byte-level, the tokenizers library) or sentencepiece"},
     )
     sentencepiece_model_type: str = field(
@@ -49,14 +59,14 @@ class ModelArguments:
     decoder_layers: int = field(default=BASE_LAYERS)
     attention_heads: int = field(default=BASE_HEADS, metadata={"help": "heads of every attention layer"})
     ffn_dim: int = field(default=BASE_FFN_DIM, metadata={"help": "inner size of the feed-forward layers"})
-    dropout: float = field(default=0.1, metadata={"help": "residual and embedding dropout, P_drop of §5.4"})
+    dropout: float = field(default=BASE_DROPOUT, metadata={"help": "residual and embedding dropout, P_drop of §5.4"})
     attention_dropout: float = field(default=0.0)
     activation_dropout: float = field(default=0.0)
     init_std: float | None = field(
         default=None, metadata={"help": "N(0, init_std) initialization; default: the paper codebases' Xavier"}
     )
     norm_first: bool = field(default=False, metadata={"help": "pre-norm instead of the paper's post-norm"})
-    max_position_embeddings: int = field(default=1024)
+    max_position_embeddings: int = field(default=MAX_POSITIONS)
     attn_implementation: str = field(
         default="sdpa",
         metadata={"help": "sdpa, eager, flex_attention or flash_attention_2 (see the model's README section)"},
@@ -128,7 +138,7 @@ class DataTrainingArguments:
         default=0.0, metadata={"help": "with early_stopping_patience: the least change that counts as improving"}
     )
     num_examples_to_print: int = field(default=5, metadata={"help": "test translations printed at the end"})
-    license: str = field(default="apache-2.0", metadata={"help": "license in the model card's metadata"})
+    license: str = field(default=LICENSE, metadata={"help": "license in the model card's metadata"})
 
     def __post_init__(self):
         from ..data.preprocess import OVERLONG
