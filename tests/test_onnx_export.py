@@ -19,7 +19,7 @@ from aayn.translator import DecodingSettings
 
 onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
-from aayn.onnx_engine import FILES, OnnxTranslator, top_in_order
+from aayn.onnx_engine import FILES, OnnxTranslator
 from aayn.onnx_export import cache_names, export_graphs
 
 FAIRSEQ = Path(__file__).parent / "data" / "fairseq" / "postnorm-spm"
@@ -155,17 +155,36 @@ def test_what_cannot_be_exported_is_refused_in_one_line(trained, tmp_path, capsy
     assert not (tmp_path / "out").exists() and not (tmp_path / "o").exists()
 
 
-def test_the_beam_search_s_top_candidates_are_a_stable_sort_s_first():
-    """`top_in_order` (a partition, then a sort of the few chosen) against numpy's full stable descending sort, on
-    rows full of ties and -inf (the candidates of finished or forced beams)."""
+def test_the_search_s_candidates_are_a_stable_sort_s_first(trained):
+    """The engine's candidates graph (log-softmax, bans, scores, ONNX's TopK) against numpy: the first `count` of
+    a stable descending sort of each sentence's scored candidates, on rows full of ties and -inf scores (beams not
+    yet live), with rows at their limit (eos only) and pad banned."""
+    _, exported, _ = trained
+    sessions = OnnxTranslator(exported).sessions
+    vocab, eos, pad = (
+        sessions.config["decoder_vocab_size"],
+        sessions.config["eos_token_id"],
+        sessions.config["pad_token_id"],
+    )
     rng = np.random.default_rng(0)
-    for _ in range(2000):
-        rows, width = int(rng.integers(1, 5)), int(rng.integers(1, 60))
-        values = rng.integers(-3, 3, size=(rows, width)).astype(np.float32)
-        values[rng.random((rows, width)) < 0.3] = -np.inf
-        count = int(rng.integers(1, width + 1))
-        expected = np.argsort(-values, axis=1, kind="stable")[:, :count]
-        assert (top_in_order(values, count) == expected).all()
+    for _ in range(200):
+        n, k = int(rng.integers(1, 4)), int(rng.integers(1, 5))
+        logits = rng.integers(-3, 3, size=(n * k, vocab)).astype(np.float32)
+        scores = rng.integers(-4, 0, size=(n, k)).astype(np.float32)
+        scores[rng.random((n, k)) < 0.3] = -np.inf
+        at_limit = rng.random(n) < 0.3
+        count = int(rng.integers(1, 2 * k + 1))
+        values, beams, words = sessions.candidates(logits, scores, at_limit, count)
+        log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        log_probs[:, pad] = -np.inf
+        log_probs[np.repeat(at_limit, k)] = np.where(
+            np.arange(vocab) == eos, log_probs[np.repeat(at_limit, k)], -np.inf
+        )
+        expected = (scores.reshape(-1, 1) + log_probs).reshape(n, -1)
+        order = np.argsort(-expected, axis=1, kind="stable")[:, :count]
+        finite = np.isfinite(np.take_along_axis(expected, order, 1))
+        assert ((beams * vocab + words == order) | ~finite).all()
+        np.testing.assert_allclose(values, np.take_along_axis(expected, order, 1), rtol=1e-5)
 
 
 def cli_lines(capsys, *argv) -> list[str]:

@@ -32,20 +32,43 @@ def import_onnxruntime():
     return onnxruntime
 
 
-def top_in_order(values: np.ndarray, count: int) -> np.ndarray:
-    """Per row, the indices of the `count` largest values, largest first, equal values by index: the first
-    `count` of a stable descending sort, without sorting the whole row (a partition, then `count` values)."""
-    kth = -np.partition(-values, count - 1, axis=1)[:, count - 1 : count]  # each row's count-th largest
-    above = values > kth
-    ties = (values == kth) & (np.cumsum(values == kth, axis=1) <= count - above.sum(1, keepdims=True))
-    chosen = np.nonzero(above | ties)[1].reshape(values.shape[0], count)  # ascending indices, `count` a row
-    ranks = np.argsort(-np.take_along_axis(values, chosen, 1), axis=1, kind="stable")
-    return np.take_along_axis(chosen, ranks, 1)
-
-
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     shifted = logits.astype(np.float32) - logits.max(-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def candidates_graph():
+    """A small graph of the search's scoring and choosing phases, run by ONNX Runtime beside the model's (its
+    kernels are threaded and fused; numpy's passes over (rows, vocab) took most of a step): the rows' log-softmax,
+    the banned tokens (`ban`: pad; `only_eos`: all but eos, for rows at their limit), plus each row's score, then
+    per sentence (`shape`: sentences, -1) the `count` best candidates over its beams and words, largest first,
+    equal values by index (ONNX's TopK), as `BeamSearch.step` chooses them."""
+    from onnx import TensorProto, helper
+
+    floats, longs = TensorProto.FLOAT, TensorProto.INT64
+    nodes = [
+        helper.make_node("LogSoftmax", ["logits"], ["log_probs"], axis=-1),
+        helper.make_node("Where", ["at_limit", "only_eos", "ban"], ["bias"]),
+        helper.make_node("Add", ["log_probs", "bias"], ["allowed"]),
+        helper.make_node("Add", ["allowed", "scores"], ["scored"]),
+        helper.make_node("Reshape", ["scored", "shape"], ["per_sentence"]),
+        helper.make_node("TopK", ["per_sentence", "count"], ["values", "indices"], axis=-1, largest=1, sorted=1),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("logits", floats, ["rows", "vocab"]),
+        helper.make_tensor_value_info("scores", floats, ["rows", 1]),
+        helper.make_tensor_value_info("at_limit", TensorProto.BOOL, ["rows", 1]),
+        helper.make_tensor_value_info("only_eos", floats, [1, "vocab"]),
+        helper.make_tensor_value_info("ban", floats, [1, "vocab"]),
+        helper.make_tensor_value_info("shape", longs, [2]),
+        helper.make_tensor_value_info("count", longs, [1]),
+    ]
+    outputs = [
+        helper.make_tensor_value_info("values", floats, ["sentences", "count"]),
+        helper.make_tensor_value_info("indices", longs, ["sentences", "count"]),
+    ]
+    graph = helper.make_graph(nodes, "aayn_candidates", inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
 
 
 class OnnxSessions:
@@ -68,6 +91,23 @@ class OnnxSessions:
             raise ValueError(f"--model {folder}: ONNX Runtime cannot load it ({error})") from None
         self.config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         self.layers = self.config["decoder_layers"]
+        alone = onnxruntime.SessionOptions()
+        alone.intra_op_num_threads = 1  # on the caller's thread: a second pool would spin against the model's
+        self.chooser = onnxruntime.InferenceSession(candidates_graph(), alone, providers=["CPUExecutionProvider"])
+        vocab, eos, pad = self.config["decoder_vocab_size"], self.config["eos_token_id"], self.config["pad_token_id"]
+        self.only_eos = np.where(np.arange(vocab) == eos, 0.0, -np.inf).astype(np.float32)[None]
+        self.ban = np.where((np.arange(vocab) == pad) & (pad != eos), -np.inf, 0.0).astype(np.float32)[None]
+
+    def candidates(self, logits: np.ndarray, scores: np.ndarray, at_limit: np.ndarray, count: int):
+        """The `count` best candidates of each sentence (`scores`: (n, k) its beams' log P; `at_limit`: (n,) the
+        sentences at their limit): their values, beams and words, each (n, count)."""
+        n, k = scores.shape
+        feed = {
+            "logits": logits, "scores": scores.reshape(-1, 1), "at_limit": np.repeat(at_limit, k)[:, None],
+            "only_eos": self.only_eos, "ban": self.ban, "shape": np.array([n, -1]), "count": np.array([count]),
+        }  # fmt: skip
+        values, indices = self.chooser.run(None, feed)
+        return values, *np.divmod(indices, logits.shape[-1])
 
     def encode(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         return self.encoder.run(None, {"input_ids": input_ids, "attention_mask": attention_mask})[0]
@@ -87,7 +127,7 @@ class OnnxSessions:
             feed[f"past_key_values.{i}.decoder.key"], feed[f"past_key_values.{i}.decoder.value"] = past[i]
             feed[f"past_key_values.{i}.encoder.key"], feed[f"past_key_values.{i}.encoder.value"] = cross[i]
         outputs = self.later.run(None, feed)
-        return outputs[0][:, -1], [outputs[1 + 2 * i : 3 + 2 * i] for i in range(self.layers)]
+        return np.ascontiguousarray(outputs[0][:, -1]), [outputs[1 + 2 * i : 3 + 2 * i] for i in range(self.layers)]
 
 
 class Beams:
@@ -189,11 +229,12 @@ class OnnxTranslator(Translator):
         logits = np.repeat(logits[:, -1], k, 0)  # every beam starts from the start token: one decoder row each
         beams, layout = Beams(limits, k, self.start, self.pad), 1  # cache rows per sentence: 1 until the first step
         for step in range(1, int(limits.max()) + 1):
-            log_probs = self.allowed(log_softmax(logits).reshape(beams.scores.shape[0], k, -1), beams.limits, step)
+            at_limit = step >= beams.limits
+            candidates = sessions.candidates(logits, beams.scores, at_limit, 1 if k == 1 else 2 * k)
             if k == 1:
-                done, parents = self.greedy_step(beams, log_probs, step, alpha), np.zeros((len(beams.limits), 1), int)
+                done, parents = self.greedy_step(beams, *candidates, step, alpha)
             else:
-                done, parents = self.beam_step(beams, log_probs, step, alpha, returned)
+                done, parents = self.beam_step(beams, *candidates, step, alpha, returned)
             beams.store(done, returned)
             kept = np.flatnonzero(~done)
             if kept.size == 0:
@@ -211,34 +252,20 @@ class OnnxTranslator(Translator):
             logits, past = sessions.next_step(words, mask, past, cross)
         return beams.results
 
-    def allowed(self, log_probs: np.ndarray, limits: np.ndarray, step: int) -> np.ndarray:
-        """pad never (unless it is eos), and eos the only choice at a sentence's limit."""
-        if self.pad != self.eos:
-            log_probs[:, :, self.pad] = -np.inf
-        at_limit = step >= limits
-        if at_limit.any():
-            eos = log_probs[at_limit, :, self.eos]
-            log_probs[at_limit] = -np.inf
-            log_probs[at_limit, :, self.eos] = eos
-        return log_probs
-
-    def greedy_step(self, beams: Beams, log_probs: np.ndarray, step: int, alpha: float) -> np.ndarray:
-        """The likeliest token; eos ends the hypothesis. Returns which sentences are done."""
-        words = log_probs[:, 0].argmax(-1)
-        beams.scores = beams.scores + np.take_along_axis(log_probs[:, 0], words[:, None], 1)
+    def greedy_step(self, beams: Beams, values, parents, words, step: int, alpha: float):
+        """The likeliest token (`values`: the score with it); eos ends the hypothesis. Returns which sentences are
+        done, and each row's parent (its own)."""
+        beams.scores, words = values, words[:, 0]
         beams.history[:, step] = words
         done = words == self.eos
         beams.finished[done] = beams.scores[done] / gnmt_length_penalty(step, alpha)
         beams.finished_tokens[done, 0] = beams.history[done]
-        return done
+        return done, parents
 
-    def beam_step(self, beams: Beams, log_probs: np.ndarray, step: int, alpha: float, returned: int):
-        """One step of §6.1's beam search (`BeamSearch.step`, `SearchState.finish`, `live_on`, `_search_done`).
-        Returns which sentences are done and each new beam's parent beam, (m, k)."""
-        m, k, vocab = log_probs.shape
-        candidates = (beams.scores[:, :, None] + log_probs).reshape(m, -1)
-        order = top_in_order(candidates, 2 * k)
-        values, (parents, words) = np.take_along_axis(candidates, order, 1), np.divmod(order, vocab)
+    def beam_step(self, beams: Beams, values, parents, words, step: int, alpha: float, returned: int):
+        """One step of §6.1's beam search after its candidates are chosen (`SearchState.finish`, `live_on`,
+        `_search_done`). Returns which sentences are done and each new beam's parent beam, (m, k)."""
+        m, k = beams.scores.shape
         # finish: the candidates among the first k that end in eos join the best k finished hypotheses
         ending = (words[:, :k] == self.eos) & np.isfinite(values[:, :k])
         if ending.any():
