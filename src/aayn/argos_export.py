@@ -22,14 +22,10 @@ from pathlib import Path
 from transformers.utils import logging
 
 from .folders import staged_file
+from .languages import language_name
 
 logger = logging.get_logger(__name__)
 
-LANGUAGE_NAMES = {
-    "ar": "Arabic", "de": "German", "en": "English", "es": "Spanish", "fa": "Persian", "fr": "French",
-    "it": "Italian", "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
-    "ro": "Romanian", "ru": "Russian", "tl": "Tagalog", "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
-}  # fmt: skip
 ARGOS_SEARCH = {"num_beams": 4, "length_penalty": 0.2}  # what Argos Translate 1.11 passes CTranslate2
 
 
@@ -47,9 +43,9 @@ def package_metadata(model_dir: Path, source_lang, target_lang, source_name, tar
         "package_version": version,
         "argos_version": "1.9",
         "from_code": source_lang,
-        "from_name": source_name or LANGUAGE_NAMES.get(source_lang, source_lang),
+        "from_name": source_name or language_name(source_lang),
         "to_code": target_lang,
-        "to_name": target_name or LANGUAGE_NAMES.get(target_lang, target_lang),
+        "to_name": target_name or language_name(target_lang),
         "type": "translate",
         "links": [],
     }

@@ -239,8 +239,9 @@ def generate_options(args: argparse.Namespace) -> dict:
 
 
 def serve(args: argparse.Namespace) -> None:
-    """Serve a saved model (several: an ensemble) or a CTranslate2 export over HTTP: POST /translate (the Hub's
-    translation request shape), GET /health, GET /openapi.json; concurrent requests are batched by tokens."""
+    """Serve saved models (a pair each, or several as an ensemble), CTranslate2 or ONNX exports over HTTP:
+    LibreTranslate's API and the Hub's request shape on POST /translate, GET /languages, POST /detect, a page at /;
+    concurrent requests are batched by tokens, a batcher per pair."""
     from . import MissingExtra
 
     try:
@@ -248,20 +249,19 @@ def serve(args: argparse.Namespace) -> None:
         import uvicorn  # noqa: F401
     except ImportError as error:
         raise MissingExtra("aayn serve needs starlette and uvicorn: pip install 'aayn[serve]'") from error
-    from .checks import available_cores
-    from .opening import open_translator
-    from .serve import ServeSettings, start_workers
+    from .serve import Pair, ServeSettings, read_api_keys
     from .serve import serve as run_server
 
     if args.max_wait_ms < 0:
         raise ValueError(f"--max_wait_ms must be >= 0, got {args.max_wait_ms}")
-    # CTranslate2 folders need no torch, nor does the server itself where worker processes hold the model
-    setup = functools.partial(prepare_transformers, progress_bars=args.verbose)
-    if args.workers == 1:
-        translators = open_translator(args.model, args.device, threads=args.threads, setup=setup)
-    else:  # processes of their own, sharing the cores unless told otherwise
-        threads = args.threads or max(1, available_cores() // args.workers)
-        translators = start_workers(args.model, args.device, args.workers, threads, setup)
+    if bool(args.model) == bool(args.pair):
+        raise ValueError("give --model (one direction; repeat it for an ensemble) or --pair SRC:TGT=FOLDER (repeat it)")
+    api_keys = read_api_keys(args.api_keys) if args.api_keys else None
+    served = [served_pair(value) for value in args.pair] if args.pair else [(*card_languages(args.model), args.model)]
+    seen = [(source, target) for source, target, _ in served if source]
+    if len(seen) != len(set(seen)):
+        raise ValueError(f"--pair serves a direction twice: {sorted(seen)}")
+    pairs = [Pair(source, target, names, open_served(args, names)) for source, target, names in served]
     settings = ServeSettings(
         batch_tokens=args.batch_tokens,
         max_wait_ms=args.max_wait_ms,
@@ -269,7 +269,38 @@ def serve(args: argparse.Namespace) -> None:
         max_sentences=args.max_sentences,
         max_chars=args.max_chars,
     )
-    run_server(translators, args.model, settings, args.host, args.port)
+    run_server(pairs, settings, args.host, args.port, api_keys)
+
+
+def served_pair(value: str) -> tuple[str, str, list[str]]:
+    """`--pair SRC:TGT=FOLDER` as (source, target, [folder])."""
+    languages, _, folder = value.partition("=")
+    source, _, target = languages.partition(":")
+    if not (source and target and folder) or not (source.isalpha() and target.isalpha()) or source == target:
+        raise ValueError(f"--pair {value}: give SRC:TGT=FOLDER with two language codes, e.g. en:fr=runs/demo")
+    return source.lower(), target.lower(), [folder]
+
+
+def card_languages(names: list[str]) -> tuple[str | None, str | None]:
+    """The direction the first --model's card names (None, None where it names none: the Hub's shape only)."""
+    from .hub import card_metadata
+
+    card = card_metadata(names[0]) if Path(names[0]).is_dir() else None
+    return (card["source_lang"], card["target_lang"]) if card else (None, None)
+
+
+def open_served(args: argparse.Namespace, names: list[str]) -> list:
+    """The translators of one served pair: one in this process, or --workers processes of its own."""
+    from .checks import available_cores
+    from .opening import open_translator
+    from .serve import start_workers
+
+    # CTranslate2 folders need no torch, nor does the server itself where worker processes hold the model
+    setup = functools.partial(prepare_transformers, progress_bars=args.verbose)
+    if args.workers == 1:
+        return [open_translator(names, args.device, threads=args.threads, setup=setup)]
+    threads = args.threads or max(1, available_cores() // args.workers)  # sharing the cores unless told otherwise
+    return start_workers(names, args.device, args.workers, threads, setup)
 
 
 def bench(args: argparse.Namespace) -> None:
@@ -473,9 +504,17 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = ServeSettings()
     parser.add_argument(
         "--model",
-        required=True,
         action="append",
-        help="saved model folder, Hub id or CTranslate2 export (repeat for an ensemble)",
+        help="saved model folder, Hub id, CTranslate2 or ONNX export (repeat for an ensemble); its card's languages",
+    )
+    parser.add_argument(
+        "--pair",
+        action="append",
+        metavar="SRC:TGT=FOLDER",
+        help="a served language pair and its model (repeat for more pairs; each has its own batcher)",
+    )
+    parser.add_argument(
+        "--api_keys", metavar="FILE", help="API keys, one a line: LibreTranslate requests must carry one (api_key)"
     )
     device_argument(parser)
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: this machine only)")

@@ -1,22 +1,12 @@
-"""`aayn serve`: a model folder behind HTTP, the way the Hub's inference API answers translation requests.
-
-`POST /translate` takes `{"inputs": "text" or ["text", ...], "parameters": {...}}` and answers
-`[{"translation_text": "..."}, ...]` in input order (with `num_return_sequences` above 1: a list per input, each
-hypothesis with its `score`); `GET /health` says what is loaded; `GET /openapi.json` describes both.
-
-Sentences of concurrent requests wait at most `max_wait_ms` in a bounded queue, then one worker thread (the event
-loop never runs the model) translates those with the same parameters together through the same `Translator` as
-`aayn translate` (`aayn.translator`): sorted by length, one model call per batch of at most `batch_tokens`. A full
-queue answers 503 with Retry-After; a bad request 400 or 413 with one line; a model error 500 with one line, and
-the worker goes on. A client that goes away costs only its own sentences that were not decoded yet. SIGTERM
-(uvicorn's graceful shutdown) stops taking requests, answers those in flight, and exits 0.
-
-With `workers` above 1, each of that many threads hands its batches to its own process holding the model
-(`WorkerTranslator`, `threads` CPU threads each), and batches decode side by side: the batches a few dozen clients
-make are small, and a small batch keeps one thread busier than it keeps two, so two one-thread processes translate
-two such batches faster than one two-thread process translates both as one. A worker process that dies answers its
-batch 500 and is started again.
-"""
+"""The batching behind `aayn serve`: sentences of concurrent requests wait at most `max_wait_ms` in a bounded
+queue, then one worker thread (the event loop never runs the model) translates those with the same parameters
+together through the same `Translator` as `aayn translate` (`aayn.translator`): sorted by length, one model call per
+batch of at most `batch_tokens`. A model error answers its requests and the worker goes on. With `workers` above 1,
+each of that many threads hands its batches to its own process holding the model (`WorkerTranslator`, `threads`
+CPU threads each), and batches decode side by side: the batches a few dozen clients make are small, and a small
+batch keeps one thread busier than it keeps two, so two one-thread processes translate two such batches faster than
+one two-thread process translates both as one. A worker process that dies answers its batch 500 and is started
+again."""
 
 from __future__ import annotations
 
@@ -28,74 +18,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .policy_aayn import returned_fault
-from .translator import DECODING_BATCH_TOKENS, DecodingSettings, Translator
-
-# the parameters a request may set, with what each must be (the generation options `aayn translate` takes)
-PARAMETERS = {
-    "num_beams": "an integer >= 1",
-    "length_penalty": "a finite number",
-    "max_new_tokens": "an integer >= 1",
-    "num_return_sequences": "an integer >= 1, at most num_beams",
-}
-
-
-class RequestError(ValueError):
-    """What is wrong with a request, in one line, and the HTTP status that says so."""
-
-    def __init__(self, message: str, status: int = 400, headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.headers = status, headers or {}
-
-
-@dataclass
-class ServeSettings:
-    batch_tokens: int = DECODING_BATCH_TOKENS
-    max_wait_ms: float = 10.0
-    max_queue: int = 1024  # sentences waiting or being decoded
-    max_sentences: int = 64  # per request
-    max_chars: int = 2000  # per sentence
-
-
-def read_request(body: bytes, settings: ServeSettings) -> tuple[list[str], dict]:
-    """(the texts, the generation options) of a request body (one text alone is a list of one, as the Hub's API
-    answers it), or RequestError."""
-    try:
-        request = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise RequestError(f"the body is not JSON ({error})") from None
-    if not isinstance(request, dict) or "inputs" not in request:
-        raise RequestError('the body must be a JSON object with "inputs" (a text or a list of texts)')
-    unknown = sorted(set(request) - {"inputs", "parameters", "options"})
-    if unknown:
-        raise RequestError(f"unknown field {unknown[0]!r} (the body takes inputs and parameters)")
-    texts = [request["inputs"]] if isinstance(request["inputs"], str) else request["inputs"]
-    if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
-        raise RequestError('"inputs" must be a text or a list of texts')
-    if len(texts) > settings.max_sentences:
-        raise RequestError(f"{len(texts)} inputs: at most {settings.max_sentences} a request (--max_sentences)", 413)
-    for i, text in enumerate(texts):
-        if len(text) > settings.max_chars:
-            raise RequestError(f"input {i} has {len(text)} characters: at most {settings.max_chars} (--max_chars)", 413)
-    return texts, read_parameters(request.get("parameters") or {})
-
-
-def read_parameters(parameters) -> dict:
-    if not isinstance(parameters, dict):
-        raise RequestError('"parameters" must be a JSON object')
-    for name, value in parameters.items():
-        if name not in PARAMETERS:
-            raise RequestError(f"unknown parameter {name!r} (known: {', '.join(PARAMETERS)})")
-        if name == "length_penalty":
-            good = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        else:
-            good = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-        if not good:
-            raise RequestError(f"parameter {name} must be {PARAMETERS[name]}, got {json.dumps(value)}")
-    fault = returned_fault(parameters.get("num_return_sequences", 1), parameters.get("num_beams"))
-    if fault:
-        raise RequestError(f"parameter {fault}")
-    return dict(parameters)
+from ..translator import DecodingSettings, Translator
+from .hub_api import RequestError, ServeSettings
 
 
 @dataclass
@@ -341,7 +265,7 @@ def _worker(connection, names: list[str], device: str, threads: int, setup) -> N
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        from .opening import open_translator
+        from ..opening import open_translator
 
         translator = open_translator(names, device, threads=threads, setup=setup)
         known = (describe(translator, names), translator.generation, translator.source_limit, translator.abilities)
@@ -396,7 +320,7 @@ def describe(translator: Translator, names: list[str]) -> dict:
     """What /health says of the model: its kind, folders, parameters and direction (where its card names one)."""
     from pathlib import Path
 
-    from .hub import card_metadata
+    from ..hub import card_metadata
 
     models = getattr(translator, "models", None)
     kind = translator.kind if models is None else ("aayn ensemble" if len(models) > 1 else models[0].config.model_type)
@@ -407,131 +331,3 @@ def describe(translator: Translator, names: list[str]) -> dict:
     if card is not None:
         info["direction"] = f"{card['source_lang']} -> {card['target_lang']}"
     return info
-
-
-def openapi() -> dict:
-    """The OpenAPI description of the endpoints (served at /openapi.json)."""
-    texts = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
-    parameters = {
-        "num_beams": {"type": "integer", "minimum": 1},
-        "length_penalty": {"type": "number", "description": "GNMT's alpha"},
-        "max_new_tokens": {"type": "integer", "minimum": 1},
-        "num_return_sequences": {"type": "integer", "minimum": 1},
-    }
-    body = {
-        "type": "object",
-        "required": ["inputs"],
-        "properties": {"inputs": texts, "parameters": {"type": "object", "properties": parameters}},
-    }
-    one = {"type": "object", "properties": {"translation_text": {"type": "string"}, "score": {"type": "number"}}}
-    answers = {"type": "array", "items": {"oneOf": [one, {"type": "array", "items": one}]}}
-    responses = {
-        "200": {
-            "description": "one answer per input, in input order (num_return_sequences > 1: a list per input)",
-            "content": {"application/json": {"schema": answers}},
-        },
-        "400": {"description": "a bad request, named in one line"},
-        "413": {"description": "too many inputs or too long an input"},
-        "500": {"description": "the model failed; the server goes on"},
-        "503": {"description": "the queue is full: retry after Retry-After seconds"},
-    }
-    translate = {
-        "summary": "Translate texts with the paper's search (beam 4, GNMT's penalty, source + 50 tokens)",
-        "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
-        "responses": responses,
-    }
-    health = {
-        "summary": "Whether the model is loaded, and what it is",
-        "responses": {"200": {"description": "status, model type, folders, parameters, direction"}},
-    }
-    return {
-        "openapi": "3.1.0",
-        "info": {"title": "aayn serve", "version": "1"},
-        "paths": {"/translate": {"post": translate}, "/health": {"get": health}},
-    }
-
-
-async def disconnected(request) -> None:
-    """Returns once the client has gone (no polling: the server's next message after the body is the disconnect)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
-def build_app(translators: Translator | list[Translator], names: list[str], settings: ServeSettings):
-    """The Starlette application serving `translators` (one, or worker processes: `WorkerTranslator`)."""
-    import contextlib
-
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
-
-    batcher = Batcher(translators, settings)
-    first = batcher.translators[0]
-    health = {"status": "ok", "model": getattr(first, "description", None) or describe(first, names)}
-
-    async def translate(request: Request):
-        try:
-            texts, options = read_request(await request.body(), settings)
-            loop = asyncio.get_running_loop()
-            job = Job(texts, options, loop, loop.create_future())
-            batcher.submit(job)
-        except RequestError as error:
-            return JSONResponse({"error": str(error)}, error.status, headers=error.headers)
-        # the answer, or the client gone: once the body is read, the next message the server gets is a disconnect
-        gone = asyncio.ensure_future(disconnected(request))
-        await asyncio.wait({job.answer, gone}, return_when=asyncio.FIRST_COMPLETED)
-        if not job.answer.done():
-            job.abandoned = True
-            return JSONResponse({"error": "the client went away"}, 499)
-        gone.cancel()
-        error = job.answer.exception()
-        if error is not None:
-            return JSONResponse({"error": f"the model failed: {one_line(error)}"}, 500)
-        best = job.answer.result()
-        returned = options.get("num_return_sequences", 1)
-        if returned == 1:
-            answers = [{"translation_text": hypotheses[0][1]} for hypotheses in best]
-        else:
-            answers = [
-                [{"translation_text": text, "score": score} for score, text in hypotheses] for hypotheses in best
-            ]
-        return JSONResponse(answers)
-
-    async def healthy(request: Request):
-        counts = {"batches": batcher.batches, "sentences": batcher.sentences, "waiting": batcher.waiting}
-        workers = {"workers": len(batcher.translators)}
-        pids = [t.process.pid for t in batcher.translators if isinstance(t, WorkerTranslator)]  # restarted ones too
-        if pids:
-            workers["worker_pids"] = pids
-        return JSONResponse({**health, **workers, **counts})
-
-    async def schema(request: Request):
-        return JSONResponse(openapi())
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app):
-        batcher.start()
-        yield
-        await asyncio.get_running_loop().run_in_executor(None, batcher.stop)
-
-    routes = [
-        Route("/translate", translate, methods=["POST"]),
-        Route("/health", healthy, methods=["GET"]),
-        Route("/openapi.json", schema, methods=["GET"]),
-    ]
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.batcher = batcher
-    return app
-
-
-def serve(translators, names: list[str], settings: ServeSettings, host: str, port: int) -> None:
-    import signal
-
-    import uvicorn
-
-    app = build_app(translators, names, settings)
-    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again to the handler it found: one that
-    # returns lets the command end with 0 (the default one would end it as killed)
-    signal.signal(signal.SIGTERM, lambda signum, frame: None)
-    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=60)

@@ -1,0 +1,121 @@
+"""The Hub's inference request shape on `aayn serve`: `POST /translate` with `{"inputs": "text" or [...],
+"parameters": {...}}`, answered `[{"translation_text": "..."}, ...]` in input order (with `num_return_sequences`
+above 1: a list per input, each hypothesis with its `score`); its errors (400, 413, 503 with Retry-After) and the
+OpenAPI description of the server's endpoints."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from ..policy_aayn import returned_fault
+from ..translator import DECODING_BATCH_TOKENS
+
+# the parameters a request may set, with what each must be (the generation options `aayn translate` takes)
+PARAMETERS = {
+    "num_beams": "an integer >= 1",
+    "length_penalty": "a finite number",
+    "max_new_tokens": "an integer >= 1",
+    "num_return_sequences": "an integer >= 1, at most num_beams",
+}
+
+
+class RequestError(ValueError):
+    """What is wrong with a request, in one line, and the HTTP status that says so."""
+
+    def __init__(self, message: str, status: int = 400, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.headers = status, headers or {}
+
+
+@dataclass
+class ServeSettings:
+    batch_tokens: int = DECODING_BATCH_TOKENS
+    max_wait_ms: float = 10.0
+    max_queue: int = 1024  # sentences waiting or being decoded
+    max_sentences: int = 64  # per request
+    max_chars: int = 2000  # per sentence
+
+
+def read_request(body: bytes, settings: ServeSettings) -> tuple[list[str], dict]:
+    """(the texts, the generation options) of a request body (one text alone is a list of one, as the Hub's API
+    answers it), or RequestError."""
+    try:
+        request = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise RequestError(f"the body is not JSON ({error})") from None
+    if not isinstance(request, dict) or "inputs" not in request:
+        raise RequestError('the body must be a JSON object with "inputs" (a text or a list of texts)')
+    unknown = sorted(set(request) - {"inputs", "parameters", "options"})
+    if unknown:
+        raise RequestError(f"unknown field {unknown[0]!r} (the body takes inputs and parameters)")
+    texts = [request["inputs"]] if isinstance(request["inputs"], str) else request["inputs"]
+    if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+        raise RequestError('"inputs" must be a text or a list of texts')
+    if len(texts) > settings.max_sentences:
+        raise RequestError(f"{len(texts)} inputs: at most {settings.max_sentences} a request (--max_sentences)", 413)
+    for i, text in enumerate(texts):
+        if len(text) > settings.max_chars:
+            raise RequestError(f"input {i} has {len(text)} characters: at most {settings.max_chars} (--max_chars)", 413)
+    return texts, read_parameters(request.get("parameters") or {})
+
+
+def read_parameters(parameters) -> dict:
+    if not isinstance(parameters, dict):
+        raise RequestError('"parameters" must be a JSON object')
+    for name, value in parameters.items():
+        if name not in PARAMETERS:
+            raise RequestError(f"unknown parameter {name!r} (known: {', '.join(PARAMETERS)})")
+        if name == "length_penalty":
+            good = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        else:
+            good = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        if not good:
+            raise RequestError(f"parameter {name} must be {PARAMETERS[name]}, got {json.dumps(value)}")
+    fault = returned_fault(parameters.get("num_return_sequences", 1), parameters.get("num_beams"))
+    if fault:
+        raise RequestError(f"parameter {fault}")
+    return dict(parameters)
+
+
+def openapi() -> dict:
+    """The OpenAPI description of the endpoints (served at /openapi.json)."""
+    texts = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+    parameters = {
+        "num_beams": {"type": "integer", "minimum": 1},
+        "length_penalty": {"type": "number", "description": "GNMT's alpha"},
+        "max_new_tokens": {"type": "integer", "minimum": 1},
+        "num_return_sequences": {"type": "integer", "minimum": 1},
+    }
+    body = {
+        "type": "object",
+        "required": ["inputs"],
+        "properties": {"inputs": texts, "parameters": {"type": "object", "properties": parameters}},
+    }
+    one = {"type": "object", "properties": {"translation_text": {"type": "string"}, "score": {"type": "number"}}}
+    answers = {"type": "array", "items": {"oneOf": [one, {"type": "array", "items": one}]}}
+    responses = {
+        "200": {
+            "description": "one answer per input, in input order (num_return_sequences > 1: a list per input)",
+            "content": {"application/json": {"schema": answers}},
+        },
+        "400": {"description": "a bad request, named in one line"},
+        "413": {"description": "too many inputs or too long an input"},
+        "500": {"description": "the model failed; the server goes on"},
+        "503": {"description": "the queue is full: retry after Retry-After seconds"},
+    }
+    translate = {
+        "summary": "Translate texts with the paper's search (beam 4, GNMT's penalty, source + 50 tokens)",
+        "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+        "responses": responses,
+    }
+    health = {
+        "summary": "Whether the model is loaded, and what it is",
+        "responses": {"200": {"description": "status, model type, folders, parameters, direction"}},
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "aayn serve", "version": "1"},
+        "paths": {"/translate": {"post": translate}, "/health": {"get": health}},
+    }

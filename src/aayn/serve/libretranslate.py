@@ -1,0 +1,134 @@
+"""LibreTranslate's API (as LibreTranslate 1.9's `app.py` answers it) on `aayn serve`: what a request says, checked
+in LibreTranslate's order with its messages, and its answers' shapes. Errors are `{"error": "..."}` with 400 (a
+missing or bad field, too many texts or characters, a pair not served), 403 (a bad API key), 429 (the queue is
+full) and 500 (the model failed)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+from .hub_api import RequestError, ServeSettings
+from .markup import Fragment
+
+FORMATS = ("text", "html")
+
+
+class Lines:
+    """A plain text as texts to translate: each line with letters in it, the others (blank, numbers only) kept."""
+
+    def __init__(self, source: str):
+        self.lines = source.split("\n")
+        self.slots = [i for i, line in enumerate(self.lines) if any(c.isalpha() for c in line)]
+        self.texts = [self.lines[i].strip() for i in self.slots]
+
+    def rebuilt(self, translations: list[str]) -> str:
+        lines = list(self.lines)
+        for i, translation in zip(self.slots, translations):
+            lines[i] = translation
+        return "\n".join(lines)
+
+
+@dataclass
+class LibreRequest:
+    """One `POST /translate` in LibreTranslate's shape, checked."""
+
+    documents: list  # one `Lines` or `Fragment` per text of `q`
+    batch: bool  # `q` was a list
+    source: str  # a code, or "auto"
+    target: str
+    alternatives: int
+    api_key: str | None
+
+    @property
+    def texts(self) -> list[str]:
+        return [text for document in self.documents for text in document.texts]
+
+    def answer(self, best: list[list[tuple[float, str]]], detected: dict | None) -> dict:
+        """LibreTranslate's answer from each text's hypotheses (in `texts` order)."""
+        translated, alternatives, start = [], [], 0
+        for document in self.documents:
+            hypotheses = best[start : start + len(document.texts)]
+            start += len(document.texts)
+            first = document.rebuilt([h[0][1] for h in hypotheses])
+            translated.append(first)
+            others = []
+            if self.alternatives and isinstance(document, Lines):
+                ranks = min((len(h) for h in hypotheses), default=1)
+                for rank in range(1, ranks):  # alternative i: each line's i-th hypothesis (LibreTranslate: no html)
+                    text = document.rebuilt([h[rank][1] for h in hypotheses])
+                    if text != first and text not in others:
+                        others.append(text)
+            alternatives.append(others)
+        result = {"translatedText": translated if self.batch else translated[0]}
+        if detected is not None:
+            result["detectedLanguage"] = [detected] * len(translated) if self.batch else detected
+        if self.alternatives > 0:
+            result["alternatives"] = alternatives if self.batch else alternatives[0]
+        return result
+
+
+def read_fields(body: bytes, content_type: str) -> dict:
+    """The request's fields: a JSON object, or a form (application/x-www-form-urlencoded) whose `q` has its line
+    ends made `\\n` (LibreTranslate's rule, for its character limits)."""
+    if "json" in content_type:
+        try:
+            fields = json.loads(body or b"null")
+        except (ValueError, UnicodeDecodeError):
+            fields = None
+        if not isinstance(fields, dict):
+            raise RequestError("Invalid JSON format")
+        return fields
+    if "multipart" in content_type:
+        raise RequestError("Invalid request: send JSON or a form (application/x-www-form-urlencoded)")
+    try:
+        form = parse_qs(body.decode("utf-8"), keep_blank_values=True)
+    except UnicodeDecodeError:
+        raise RequestError("Invalid request: the form is not UTF-8") from None
+    fields = {name: values[0] for name, values in form.items()}
+    if isinstance(fields.get("q"), str):
+        fields["q"] = "\n".join(fields["q"].splitlines())
+    return fields
+
+
+def check_api_key(fields: dict, keys: frozenset | None) -> None:
+    """With API keys required (`--api_keys FILE`): a request without one is told to ask for one (400), one with an
+    unknown key is refused (403), as LibreTranslate answers both."""
+    if keys is None:
+        return
+    key = fields.get("api_key")
+    if not key:
+        raise RequestError("Please contact the server operator to get an API key")
+    if key not in keys:
+        raise RequestError("Invalid API key", 403)
+
+
+def read_translate(fields: dict, settings: ServeSettings, max_alternatives: int) -> LibreRequest:
+    """A `POST /translate` in LibreTranslate's shape, checked in its order, or RequestError with its message."""
+    q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
+    if "q" not in fields:  # neither shape's texts: name both
+        raise RequestError('Invalid request: missing q parameter (or "inputs": a text or a list, the Hub\'s shape)')
+    for name, value in (("q", q), ("source", source), ("target", target)):
+        if not value:
+            raise RequestError(f"Invalid request: missing {name} parameter")
+    try:
+        alternatives = max(0, int(fields.get("alternatives") or 0))
+    except (TypeError, ValueError):
+        raise RequestError("Invalid request: alternatives parameter is not a number") from None
+    if alternatives > max_alternatives:
+        raise RequestError(f"Invalid request: alternatives parameter must be <= {max_alternatives}")
+    batch = isinstance(q, list)
+    texts = q if batch else [q]
+    if not all(isinstance(text, str) for text in texts) or not isinstance(source, str) or not isinstance(target, str):
+        raise RequestError("Invalid request: q must be a text or a list of texts, source and target language codes")
+    if len(texts) > settings.max_sentences:
+        raise RequestError(f"Invalid request: request ({len(texts)}) exceeds text limit ({settings.max_sentences})")
+    for text in texts:
+        if len(text) > settings.max_chars:
+            raise RequestError(f"Invalid request: request ({len(text)}) exceeds text limit ({settings.max_chars})")
+    form = fields.get("format") or "text"
+    if form not in FORMATS:
+        raise RequestError(f"{form} format is not supported")
+    documents = [Fragment(text) if form == "html" else Lines(text) for text in texts]
+    return LibreRequest(documents, batch, source, target, alternatives, fields.get("api_key"))

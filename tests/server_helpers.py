@@ -1,0 +1,62 @@
+"""`aayn serve` in a subprocess, asked over real HTTP (urllib): shared by the server's tests."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`aayn serve` in a subprocess, until stopped; `url` once it answers /health."""
+
+    def __init__(self, folder, *flags):
+        """`folder`: the --model (None: the flags name what is served, --pair)."""
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+        model = ["--model", str(folder)] if folder is not None else []
+        command = [sys.executable, "-m", "aayn.cli", "serve", *model, "--port", str(self.port), *map(str, flags)]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"the server exited: {self.process.stderr.read()[-3000:]}")
+            try:
+                self.get("/health")
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError("the server did not answer /health in 120 s")
+
+    def get(self, path: str) -> dict:
+        with urllib.request.urlopen(self.url + path, timeout=30) as response:
+            return json.loads(response.read())
+
+    def post(
+        self, body, raw: bool = False, path: str = "/translate", content_type: str = "application/json"
+    ) -> tuple[int, dict, dict]:
+        """(status, JSON answer, headers in lower case) of a POST of `body` (JSON-encoded unless `raw`)."""
+        data = body if raw else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data, {"Content-Type": content_type})
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                return response.status, json.loads(response.read()), {k.lower(): v for k, v in response.headers.items()}
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read()), {k.lower(): v for k, v in error.headers.items()}
+
+    def stop(self) -> tuple[int, str]:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        _, stderr = self.process.communicate(timeout=120)
+        return self.process.returncode, stderr

@@ -1,0 +1,189 @@
+"""`aayn serve` as a LibreTranslate server: the API as LibreTranslate 1.9 answers it (fields, answers, error shapes
+and codes, CORS), several pairs with `source=auto` detected among the served sources, `format=html`, API keys, a
+full queue; its answers equal `aayn translate`'s for the same model; asked by `libretranslatepy` itself and in the
+exact shape Mastodon sends. The server runs in a subprocess and is asked over real HTTP."""
+
+import json
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from server_helpers import Server
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+TEXTS = ["Six one eight.", "Two.", "Zero nine nine five three four."]
+
+
+@pytest.fixture(scope="module")
+def expected(saved):
+    """What `aayn translate` gives for a text (and its 3-best list) with the folder's own settings."""
+    from aayn.opening import open_translator
+
+    translator = open_translator([str(saved[0])])
+    words = ["Six", "one", "eight.", "Two", "Tom & Jerry"]
+    best = dict(zip(TEXTS + words, translator.translate(TEXTS + words)))
+    return best, {text: [t for _, t in hypotheses] for text, hypotheses in zip(TEXTS, translator.nbest(TEXTS, 3))}
+
+
+@pytest.fixture(scope="module")
+def server(saved, tmp_path_factory):
+    pytest.importorskip("lingua")
+    keys = tmp_path_factory.mktemp("keys") / "keys.txt"
+    keys.write_text("# one a line\nsecret-key\n")
+    folder = saved[0]
+    running = Server(None, "--pair", f"en:fr={folder}", "--pair", f"fr:en={folder}", "--max_sentences", 4,
+                     "--max_chars", 200, "--max_wait_ms", 5)  # fmt: skip
+    yield running
+    assert running.stop()[0] == 0
+
+
+def test_translate_answers_as_libretranslate_in_input_order(server, expected):
+    best, nbest = expected
+    status, answer, _ = server.post({"q": TEXTS[0], "source": "en", "target": "fr"})
+    assert status == 200 and answer == {"translatedText": best[TEXTS[0]]}
+    status, answer, _ = server.post({"q": TEXTS, "source": "en", "target": "fr"})
+    assert answer == {"translatedText": [best[text] for text in TEXTS]}
+    status, answer, _ = server.post({"q": TEXTS[0], "source": "en", "target": "fr", "alternatives": 2})
+    others = [text for text in nbest[TEXTS[0]][1:] if text != best[TEXTS[0]]]
+    assert answer == {"translatedText": best[TEXTS[0]], "alternatives": list(dict.fromkeys(others))}
+    form = urllib.parse.urlencode({"q": "Six one eight.\r\n\r\nTwo.", "source": "en", "target": "fr"}).encode()
+    status, answer, _ = server.post(form, raw=True, content_type="application/x-www-form-urlencoded")
+    assert status == 200 and answer == {"translatedText": f"{best['Six one eight.']}\n\n{best['Two.']}"}
+    status, answer, _ = server.post({"q": ["Two.", "12 345", ""], "source": "en", "target": "fr"})
+    assert answer == {"translatedText": [best["Two."], "12 345", ""]}  # no letters: given back, as LibreTranslate
+
+
+def test_several_pairs_languages_detection_and_settings(server):
+    assert server.get("/languages") == [
+        {"code": "en", "name": "English", "targets": ["fr"]},
+        {"code": "fr", "name": "French", "targets": ["en"]},
+    ]
+    status, answer, _ = server.post({"q": "This is an English sentence, clearly.", "source": "auto", "target": "fr"})
+    assert status == 200 and answer["detectedLanguage"]["language"] == "en"
+    assert 0 < answer["detectedLanguage"]["confidence"] <= 100
+    status, answer, _ = server.post({"q": "C'est une phrase en français, sans doute.", "source": "auto",
+                                     "target": "en"})  # fmt: skip
+    assert status == 200 and answer["detectedLanguage"]["language"] == "fr"
+    status, answer, _ = server.post({"q": "Une phrase.", "source": "fr", "target": "en"})
+    assert status == 200 and isinstance(answer["translatedText"], str)
+    status, detected, _ = server.post({"q": "Ceci est une phrase en français."}, path="/detect")
+    assert status == 200 and detected[0]["language"] == "fr" and {d["language"] for d in detected} == {"en", "fr"}
+    settings = server.get("/frontend/settings")
+    assert settings["charLimit"] == 200 and settings["apiKeys"] is False and settings["keyRequired"] is False
+    assert settings["language"] == {"source": {"code": "en", "name": "English"},
+                                    "target": {"code": "fr", "name": "French"}}  # fmt: skip
+    health = server.get("/health")
+    assert health["pairs"] == ["en:fr", "fr:en"] and health["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"source": "en", "target": "fr"}, "Invalid request: missing q parameter"),
+        ({"q": "Two.", "target": "fr"}, "Invalid request: missing source parameter"),
+        ({"q": "Two.", "source": "en"}, "Invalid request: missing target parameter"),
+        ({"q": "Two.", "source": "en", "target": "fr", "alternatives": "x"},
+         "Invalid request: alternatives parameter is not a number"),
+        ({"q": "Two.", "source": "en", "target": "fr", "alternatives": 9},
+         "Invalid request: alternatives parameter must be <= 8"),
+        ({"q": ["a"] * 5, "source": "en", "target": "fr"}, "Invalid request: request (5) exceeds text limit (4)"),
+        ({"q": "a" * 201, "source": "en", "target": "fr"}, "Invalid request: request (201) exceeds text limit (200)"),
+        ({"q": "Two.", "source": "en", "target": "fr", "format": "xml"}, "xml format is not supported"),
+        ({"q": "Two.", "source": "de", "target": "fr"}, "de is not supported (served: en -> fr, fr -> en)"),
+        ({"q": "Two.", "source": "en", "target": "en"},
+         "English (en) is not available as a target language from English (en) (served: en -> fr, fr -> en)"),
+    ],
+)  # fmt: skip
+def test_bad_requests_get_libretranslate_s_error_shape_and_the_server_goes_on(server, expected, body, message):
+    status, answer, _ = server.post(body)
+    assert status == 400 and answer["error"].startswith(message) and set(answer) == {"error"}
+    assert server.post({"q": "Two.", "source": "en", "target": "fr"})[1] == {"translatedText": expected[0]["Two."]}
+
+
+def test_the_hub_shape_cors_and_the_page_on_the_same_server(server, expected):
+    import urllib.request
+
+    status, answer, _ = server.post({"inputs": TEXTS[:2]})
+    assert status == 200 and answer == [{"translation_text": expected[0][text]} for text in TEXTS[:2]]
+    assert server.post({"inputs": 3})[0:2] == (400, {"error": '"inputs" must be a text or a list of texts'})
+    request = urllib.request.Request(server.url + "/translate", method="OPTIONS", headers={
+        "Origin": "https://mastodon.example", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type"})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200 and "POST" in response.headers["Access-Control-Allow-Methods"]
+    request = urllib.request.Request(server.url + "/languages", headers={"Origin": "https://mastodon.example"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.headers["Access-Control-Allow-Origin"] in ("*", "https://mastodon.example")
+    with urllib.request.urlopen(server.url + "/", timeout=30) as response:
+        page = response.read().decode()
+    assert response.headers["content-type"].startswith("text/html") and "<textarea" in page and "http" not in page
+
+
+def test_html_keeps_every_tag_and_translates_the_text_between(server, expected):
+    best, _ = expected
+    html = '<p class="a">Six <b>one <i>eight.</i></b> <a href="/x?a=1&amp;b=2">Two</a><br/> 42 <!-- keep --></p>'
+    status, answer, _ = server.post({"q": [html, "Tom &amp; Jerry"], "source": "en", "target": "fr",
+                                     "format": "html"})  # fmt: skip
+    assert status == 200
+    escape = lambda text: text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    first = (
+        f'<p class="a">{escape(best["Six"])} <b>{escape(best["one"])} <i>{escape(best["eight."])}</i></b> '
+        f'<a href="/x?a=1&amp;b=2">{escape(best["Two"])}</a><br/> 42 <!-- keep --></p>'
+    )
+    assert answer["translatedText"] == [first, escape(best["Tom & Jerry"])]
+
+
+def test_markup_comes_back_as_it_went_in():
+    """The fragment's pieces: kept markup exactly as written (case, spacing, entities, script and code text), the
+    texts between tags to translate, in order."""
+    from aayn.serve.markup import Fragment
+
+    source = ('<DIV id=x>Hello &amp; <B>bold</B > world<br>\n<script>if (a < b) { go(); }</script>'
+              '<code>x = 1</code> &copy; 2026 <![CDATA[raw]]><p>Last &#8212; line</p></DIV>')  # fmt: skip
+    fragment = Fragment(source)
+    assert fragment.texts == ["Hello &", "bold", "world", "Last — line"]
+    assert fragment.rebuilt(["[1] & <", "[2]", "[3]", "[4]"]) == (
+        "<DIV id=x>[1] &amp; &lt; <B>[2]</B > [3]<br>\n<script>if (a < b) { go(); }</script>"
+        "<code>x = 1</code> &copy; 2026 <![CDATA[raw]]><p>[4]</p></DIV>"
+    )
+
+
+def test_api_keys_a_full_queue_and_mastodon_s_exact_calls(saved, tmp_path, expected):
+    """Mastodon (app/lib/translation_service/libre_translate.rb) posts JSON with `q` a list of HTML texts,
+    `source` auto, `format` html and its `api_key`, reads `translatedText[i]` and `detectedLanguage[i].language`,
+    and maps 403 to a quota exceeded and 429 to too many requests."""
+    best, _ = expected
+    keys = tmp_path / "keys.txt"
+    keys.write_text("secret-key\n")
+    server = Server(None, "--pair", f"en:fr={saved[0]}", "--api_keys", keys, "--max_queue", 3)
+    try:
+        call = {"q": ["<p>Six one eight.</p>", "<p>Two.</p>"], "source": "auto", "target": "fr", "format": "html",
+                "api_key": "secret-key"}  # fmt: skip
+        status, answer, _ = server.post(call)
+        assert status == 200
+        assert [answer["translatedText"][i] for i in range(2)] == [f"<p>{best[t]}</p>" for t in TEXTS[:2]]
+        assert [answer["detectedLanguage"][i]["language"] for i in range(2)] == ["en", "en"]  # one source served
+        assert server.post({**call, "api_key": "wrong"})[0:2] == (403, {"error": "Invalid API key"})
+        assert server.post({**call, "api_key": ""})[0:2] == (
+            400,
+            {"error": "Please contact the server operator to get an API key"},
+        )
+        assert server.get("/frontend/settings")["keyRequired"] is True
+        status, answer, _ = server.post({**call, "q": ["One.", "Two.", "Three.", "Four."]})
+        assert (status, answer["error"].split(":")[0]) == (429, "Slowdown")
+        with ThreadPoolExecutor(8) as pool:  # the server goes on: each request answered, none lost
+            answers = list(pool.map(lambda _: server.post(call), range(8)))
+        assert {status for status, _, _ in answers} <= {200, 429} and any(s == 200 for s, _, _ in answers)
+    finally:
+        assert server.stop()[0] == 0
+
+
+def test_libretranslatepy_talks_to_aayn_serve(server, expected):
+    libretranslatepy = pytest.importorskip("libretranslatepy")
+    client = libretranslatepy.LibreTranslateAPI(server.url + "/")
+    assert [language["code"] for language in client.languages()] == ["en", "fr"]
+    assert client.translate(TEXTS[0], "en", "fr") == expected[0][TEXTS[0]]
+    assert client.detect("Ceci est une phrase en français.")[0]["language"] == "fr"
+    assert json.loads(json.dumps(client.detect("This is English."))) == client.detect("This is English.")
