@@ -18,6 +18,7 @@ NOT_HERE = {
     "bash .ci/run": "CI itself: it runs this suite",
     "accelerate launch --multi_gpu --num_processes 8": "8 GPUs and the Hub's wmt/wmt14",
     "aayn serve": "a server runs until stopped: tests/test_serve.py starts one and asks it over HTTP",
+    "curl -s localhost:8000/translate": "asks the server above: tests/test_libretranslate.py asks one the same way",
 }
 SETUP = re.compile(r"^(python3 -m venv|\. \.venv/bin/activate|pip install)")  # what .ci/run does before the suite
 # appended to every training (and preprocess) command: the flags win over the recipe, as a user's would

@@ -18,7 +18,7 @@ from aayn import AaynConfig, AaynForConditionalGeneration, AaynModel
 try:
     sys.path.insert(0, str(suite_folder()))
 except RuntimeError as error:  # no package index at hand: a user's offline machine
-    if os.environ.get("CI"):
+    if os.environ.get("AAYN_STRICT"):  # the README's test command, bash .ci/run: nothing that matters skips
         raise
     pytest.skip(f"transformers' common tests are not at hand: {error}", allow_module_level=True)
 common = importlib.import_module(f"{PACKAGE}.test_modeling_common")
