@@ -67,7 +67,7 @@ def test_both_decoder_graphs_give_the_torch_model_s_logits_within_1e_4(trained):
                                      "encoder_hidden_states": hidden})  # fmt: skip
     feed = {"input_ids": prefix[:, 3:], "encoder_attention_mask": mask}
     feed.update(zip(cache_names(model.config.decoder_layers, "past_key_values"), first[1:]))
-    later = runtime.later.run(None, feed)
+    later = onnxruntime.InferenceSession(str(exported / FILES[2])).run(None, feed)  # the file as exported
     with torch.no_grad():
         logits = model(input_ids=source, attention_mask=attention, decoder_input_ids=torch.from_numpy(prefix)).logits
     np.testing.assert_allclose(first[0], logits[:, :3].numpy(), atol=1e-4, rtol=0)

@@ -37,6 +37,28 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
 
 
+def reordering(path: Path, layers: int) -> bytes:
+    """The later steps' graph with the beams' reordering inside it: each past self-attention key and value is
+    gathered by a new input, `beam_rows`, before the graph grows it (ONNX Runtime copies rows on its threads; numpy
+    took a sixth of a beam search doing it on one). The exported file is left as optimum's layout has it."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    reordered = {f"past_key_values.{i}.decoder.{part}" for i in range(layers) for part in ("key", "value")}
+    gathers = []
+    for value in graph.input:
+        if value.name in reordered:
+            gathers.append(helper.make_node("Gather", [f"{value.name}.previous", "beam_rows"], [value.name], axis=0))
+            value.name = f"{value.name}.previous"
+            value.type.tensor_type.shape.dim[0].dim_param = "previous_rows"
+    graph.input.append(helper.make_tensor_value_info("beam_rows", TensorProto.INT64, ["rows"]))
+    for node in reversed(gathers):
+        graph.node.insert(0, node)
+    return model.SerializeToString()
+
+
 def candidates_graph():
     """A small graph of the search's scoring and choosing phases, run by ONNX Runtime beside the model's (its
     kernels are threaded and fused; numpy's passes over (rows, vocab) took most of a step): the rows' log-softmax,
@@ -82,15 +104,17 @@ class OnnxSessions:
         options = onnxruntime.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
-        try:
-            self.encoder, self.first, self.later = (
-                onnxruntime.InferenceSession(str(folder / name), options, providers=["CPUExecutionProvider"])
-                for name in FILES
-            )
-        except Exception as error:  # noqa: BLE001  onnxruntime raises its own classes for a damaged graph
-            raise ValueError(f"--model {folder}: ONNX Runtime cannot load it ({error})") from None
         self.config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         self.layers = self.config["decoder_layers"]
+        try:
+            self.encoder, self.first = (
+                onnxruntime.InferenceSession(str(folder / name), options, providers=["CPUExecutionProvider"])
+                for name in FILES[:2]
+            )
+            later = reordering(folder / FILES[2], self.layers)
+            self.later = onnxruntime.InferenceSession(later, options, providers=["CPUExecutionProvider"])
+        except Exception as error:  # noqa: BLE001  onnxruntime raises its own classes for a damaged graph
+            raise ValueError(f"--model {folder}: ONNX Runtime cannot load it ({error})") from None
         alone = onnxruntime.SessionOptions()
         alone.intra_op_num_threads = 1  # on the caller's thread: a second pool would spin against the model's
         self.chooser = onnxruntime.InferenceSession(candidates_graph(), alone, providers=["CPUExecutionProvider"])
@@ -120,11 +144,13 @@ class OnnxSessions:
         cross = [outputs[3 + 4 * i : 5 + 4 * i] for i in range(self.layers)]
         return outputs[0], past, cross
 
-    def next_step(self, words: np.ndarray, mask: np.ndarray, past: list, cross: list):
-        """(the next token's logits (B, vocab), the grown self-attention keys and values per layer)."""
-        feed = {"input_ids": words[:, None], "encoder_attention_mask": mask}
-        for i in range(self.layers):
-            feed[f"past_key_values.{i}.decoder.key"], feed[f"past_key_values.{i}.decoder.value"] = past[i]
+    def next_step(self, words: np.ndarray, mask: np.ndarray, past: list, cross: list, rows: np.ndarray):
+        """(the next token's logits (B, vocab), the grown self-attention keys and values per layer); `rows`: the
+        rows of `past` (the previous step's) each row continues."""
+        feed = {"input_ids": words[:, None], "encoder_attention_mask": mask, "beam_rows": rows}
+        for i in range(self.layers):  # the past as the previous step gave it: the graph reorders it (`reordering`)
+            feed[f"past_key_values.{i}.decoder.key.previous"] = past[i][0]
+            feed[f"past_key_values.{i}.decoder.value.previous"] = past[i][1]
             feed[f"past_key_values.{i}.encoder.key"], feed[f"past_key_values.{i}.encoder.value"] = cross[i]
         outputs = self.later.run(None, feed)
         return np.ascontiguousarray(outputs[0][:, -1]), [outputs[1 + 2 * i : 3 + 2 * i] for i in range(self.layers)]
@@ -245,11 +271,9 @@ class OnnxTranslator(Translator):
             if layout != k or kept.size != m:  # the encoder's keys and values of the sentences left, k rows each
                 same = np.repeat(kept * layout, k)
                 cross, mask = [(key[same], value[same]) for key, value in cross], mask[same]
-            if not (layout == k and kept.size == m and np.array_equal(rows, np.arange(rows.size))):
-                past = [(key[rows], value[rows]) for key, value in past]
             beams.keep(kept)
             layout = k
-            logits, past = sessions.next_step(words, mask, past, cross)
+            logits, past = sessions.next_step(words, mask, past, cross, rows)
         return beams.results
 
     def greedy_step(self, beams: Beams, values, parents, words, step: int, alpha: float):

@@ -42,6 +42,71 @@ def post(url: str, body: dict, timeout: float = 120) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def libretranslate_env(work: Path, whole_sentences: bool) -> dict:
+    """LibreTranslate's environment in `work`: its own packages and data folders; with `whole_sentences` a
+    `sitecustomize` that keeps each text whole instead of MiniSBD (which downloads its model at first use)."""
+    env = dict(os.environ, ARGOS_PACKAGES_DIR=str(work / "packages"), XDG_DATA_HOME=str(work / "data"),
+               XDG_CACHE_HOME=str(work / "cache"), XDG_CONFIG_HOME=str(work / "config"))  # fmt: skip
+    if whole_sentences:
+        (work / "site").mkdir(parents=True, exist_ok=True)
+        (work / "site" / "sitecustomize.py").write_text(
+            "import argostranslate.sbd\n"
+            "argostranslate.sbd.MiniSBDSentencizer.split_sentences = lambda self, text: [text]\n"
+        )
+        env["PYTHONPATH"] = str(work / "site")
+    return env
+
+
+def start_libretranslate(libre_python: str, models: list[str], work: Path, whole_sentences: bool, *flags: str):
+    """Export `models` (aayn folders of both directions) as Argos packages, install them with LibreTranslate's own
+    Argos Translate, and start LibreTranslate on a free loopback port: (process, url, log file), or (None, None,
+    None) with what went wrong printed."""
+    from aayn.formats import export_model
+    from aayn.hub import card_metadata
+
+    work.mkdir(parents=True, exist_ok=True)
+    env = libretranslate_env(work, whole_sentences)
+    packages, codes = [], []
+    for folder in models:
+        meta = card_metadata(folder)
+        path = work / f"{meta['source_lang']}_{meta['target_lang']}.argosmodel"
+        if not path.exists():
+            export_model(folder, path, format="argos")
+        packages.append(path)
+        codes += [meta["source_lang"], meta["target_lang"]]
+        print(f"exported {folder} -> {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    install = "import sys, argostranslate.package as p\nfor path in sys.argv[1:]: p.install_from_path(path)\n"
+    subprocess.run([libre_python, "-c", install, *map(str, packages)], check=True, env=env)
+    port = free_port()
+    command = [libre_python, "-m", "libretranslate.main", "--host", "127.0.0.1", "--port", str(port),
+               "--load-only", ",".join(sorted(set(codes))), "--disable-web-ui", "--disable-files-translation",
+               *flags]  # fmt: skip
+    log = open(work / "libretranslate.log", "w")  # noqa: SIM115 (the server's, closed by the caller)
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    print(f"started: {' '.join(command)} (log: {work / 'libretranslate.log'})")
+    deadline = time.monotonic() + 300
+    while True:
+        if server.poll() is not None:
+            print(f"LibreTranslate exited with {server.returncode}:\n{(work / 'libretranslate.log').read_text()}")
+            return None, None, None
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/languages", timeout=5) as response:
+                print(f"GET /languages: {response.read().decode()}")
+            return server, f"http://127.0.0.1:{port}", log
+        except OSError:
+            if time.monotonic() > deadline:
+                print("LibreTranslate did not answer within 300 s")
+                server.terminate()
+                return None, None, None
+            time.sleep(1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--libre_python", required=True, help="the python of a venv with libretranslate")
@@ -55,51 +120,15 @@ def main() -> int:
     from aayn.hub import card_metadata
 
     work = Path(args.work)
-    env = dict(os.environ, ARGOS_PACKAGES_DIR=str(work / "packages"), XDG_DATA_HOME=str(work / "data"),
-               XDG_CACHE_HOME=str(work / "cache"), XDG_CONFIG_HOME=str(work / "config"))  # fmt: skip
-    if args.whole_sentences:
-        (work / "site").mkdir(parents=True, exist_ok=True)
-        (work / "site" / "sitecustomize.py").write_text(
-            "import argostranslate.sbd\n"
-            "argostranslate.sbd.MiniSBDSentencizer.split_sentences = lambda self, text: [text]\n"
-        )
-        env["PYTHONPATH"] = str(work / "site")
-    packages = []
-    for folder in (args.model, args.reverse_model):
-        meta = card_metadata(folder)
-        path = work / f"{meta['source_lang']}_{meta['target_lang']}.argosmodel"
-        export_model(folder, path, format="argos")
-        packages.append(path)
-        print(f"exported {folder} -> {path} ({path.stat().st_size / 1e6:.1f} MB)")
-    install = "import sys, argostranslate.package as p\nfor path in sys.argv[1:]: p.install_from_path(path)\n"
-    subprocess.run([args.libre_python, "-c", install, *map(str, packages)], check=True, env=env)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     source, target = card_metadata(args.model)["source_lang"], card_metadata(args.model)["target_lang"]
-    command = [args.libre_python, "-m", "libretranslate.main", "--host", "127.0.0.1", "--port", str(port),
-               "--load-only", f"{source},{target}", "--disable-web-ui", "--disable-files-translation"]  # fmt: skip
-    log = open(work / "libretranslate.log", "w")  # noqa: SIM115 (the server's, closed below)
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    print(f"started: {' '.join(command)} (log: {work / 'libretranslate.log'})")
+    server, url, log = start_libretranslate(args.libre_python, [args.model, args.reverse_model], work,
+                                            args.whole_sentences)  # fmt: skip
+    if server is None:
+        return 1
     answers = []
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            if server.poll() is not None:
-                print(f"LibreTranslate exited with {server.returncode}:\n{(work / 'libretranslate.log').read_text()}")
-                return 1
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/languages", timeout=5) as response:
-                    print(f"GET /languages: {response.read().decode()}")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    print("LibreTranslate did not answer within 300 s")
-                    return 1
-                time.sleep(1)
         for text in TEXTS:
-            status, body = post(f"http://127.0.0.1:{port}/translate", {"q": text, "source": source, "target": target})
+            status, body = post(f"{url}/translate", {"q": text, "source": source, "target": target})
             print(f"POST /translate {text!r}: {status} {body}")
             answers.append(json.loads(body).get("translatedText") if status == 200 else None)
     finally:
@@ -116,7 +145,8 @@ def main() -> int:
         "pairs = json.loads(sys.argv[1])\nprint(json.dumps([unescape(improve(s, t)) for s, t in pairs]))\n"
     )
     done = subprocess.run([args.libre_python, "-c", formatting, json.dumps(list(zip(TEXTS, ours)))],
-                          capture_output=True, text=True, check=True, env=env)  # fmt: skip
+                          capture_output=True, text=True, check=True,
+                          env=libretranslate_env(work, args.whole_sentences))  # fmt: skip
     ours = json.loads(done.stdout.splitlines()[-1])
     print(f"... formatted as LibreTranslate formats: {json.dumps(ours, ensure_ascii=False)}")
     same = answers == ours
