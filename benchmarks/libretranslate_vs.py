@@ -31,7 +31,8 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "scripts"))
-from libretranslate_offline import free_port, start_libretranslate
+from libretranslate_offline import start_libretranslate
+from serve_load import start
 
 REQUESTS = [  # (what it is, the body)
     ("one text", {"q": "Jesus wept.", "source": "en", "target": "fr"}),
@@ -117,20 +118,8 @@ def load(url: str, texts: list[str], expected: dict, clients: int, per_request: 
 
 
 def start_aayn(pairs: list[str], *flags: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    command = [sys.executable, "-m", "aayn.cli", "serve", "--port", str(port), "--max_chars", "2000",
-               "--max_sentences", "64", *[f for pair in pairs for f in ("--pair", pair)], *flags]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            urllib.request.urlopen(url + "/health", timeout=5).read()
-            return process, url
-        except OSError:
-            if process.poll() is not None:
-                raise SystemExit(process.stderr.read()[-3000:]) from None
-            time.sleep(0.2)
-    raise SystemExit("aayn serve did not start")
+    served = [flag for pair in pairs for flag in ("--pair", pair)]
+    return start(*served, "--max_chars", "2000", "--max_sentences", "64", *flags)
 
 
 def main() -> None:

@@ -39,9 +39,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(folder: str, *flags: str) -> tuple[subprocess.Popen, str]:
+def start(*flags: str) -> tuple[subprocess.Popen, str]:
+    """`aayn serve FLAGS` on a free loopback port, once it answers /health: (process, url)."""
     port = free_port()
-    command = [sys.executable, "-m", "aayn.cli", "serve", "--model", folder, "--port", str(port), *flags]
+    command = [sys.executable, "-m", "aayn.cli", "serve", "--port", str(port), *flags]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -165,7 +166,7 @@ def main() -> None:
         threads = getattr(args, f"{name}_threads")
         flags = ("--max_wait_ms", args.max_wait_ms, "--workers", getattr(args, f"{name}_workers"))
         flags += ("--threads", threads) if threads else ()
-        process, url = start(path, "--max_queue", str(args.max_queue), *flags)
+        process, url = start("--model", path, "--max_queue", str(args.max_queue), *flags)
         try:
             for clients in args.clients:
                 rows.append(level(url, texts, expected, clients, args.seconds))
@@ -173,7 +174,7 @@ def main() -> None:
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=120)
-        process, url = start(path, "--max_queue", str(args.overflow_queue), *flags)
+        process, url = start("--model", path, "--max_queue", str(args.overflow_queue), *flags)
         try:
             overflow = level(url, texts, expected, 128, args.seconds)
             print(json.dumps({"arm": name, "overflow_queue": args.overflow_queue, **overflow}), flush=True)
