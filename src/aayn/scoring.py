@@ -5,10 +5,10 @@ log-probability of every target token. Batched by padded tokens, like translatio
 from __future__ import annotations
 
 import torch
-from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .policy_aayn import gnmt_length_penalty
+from .translate import TorchTranslator, token_log_probs
 from .translator import DECODING_BATCH_TOKENS, Score
 
 
@@ -18,14 +18,9 @@ def score_ids(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """For a padded batch (labels -100 where there is no token): per row log P (float64), the normalized score, and
     the (rows, target length) token log-probabilities (0 at padding). One forward pass, teacher-forced."""
-    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
-    present = labels != -100
-    exact = torch.promote_types(logits.dtype, torch.float32)  # float32, or float64 for a float64 model
-    log_probs = F.log_softmax(logits.to(exact), dim=-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
-    per_token = log_probs.double().masked_fill(~present, 0.0)
+    per_token = token_log_probs(model, input_ids, attention_mask, labels)
     total = per_token.sum(-1)
-    return total, total / gnmt_length_penalty(present.sum(-1).double(), alpha), per_token
+    return total, total / gnmt_length_penalty((labels != -100).sum(-1).double(), alpha), per_token
 
 
 def score_texts(
@@ -40,8 +35,6 @@ def score_texts(
 ) -> list[Score]:
     """Scores of the pairs (sources[i], targets[i]) in input order; `length_penalty` is alpha (default: the model's
     generation config's). Texts are tokenized as in training (the target side with `text_target`, eos appended)."""
-    from .translate import TorchTranslator
-
     model.eval()
     return TorchTranslator([model], tokenizer).score(
         sources, targets, length_penalty=length_penalty, per_token=per_token, batch_tokens=batch_tokens

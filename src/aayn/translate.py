@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import torch
+from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .data.token_batches import padded
@@ -69,14 +70,12 @@ class TorchTranslator(Translator):
 
     @torch.inference_mode()
     def score_batch(self, sources: list[list[int]], targets: list[list[int]]) -> list[list[float]]:
-        from .scoring import score_ids
-
         model = self.model
         inputs = padded(self.tokenizer, sources).to(model.device)
         labels = torch.full((len(targets), max(map(len, targets))), -100, dtype=torch.long)
         for row, ids in enumerate(targets):
             labels[row, : len(ids)] = torch.tensor(ids)
-        _, _, per_token = score_ids(model, inputs["input_ids"], inputs["attention_mask"], labels.to(model.device), 1.0)
+        per_token = token_log_probs(model, inputs["input_ids"], inputs["attention_mask"], labels.to(model.device))
         return [per_token[row, : len(ids)].tolist() for row, ids in enumerate(targets)]
 
     @torch.inference_mode()
@@ -128,6 +127,19 @@ class TorchTranslator(Translator):
         figure.savefig(path, dpi=110)
         plt.close(figure)
         return tokenizer.decode(output, skip_special_tokens=True).strip()
+
+
+@torch.inference_mode()
+def token_log_probs(
+    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+) -> torch.Tensor:
+    """(rows, target length) float64 log-probabilities of the labels' tokens (0 where labels are -100): one
+    teacher-forced forward pass of a padded batch."""
+    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+    exact = torch.promote_types(logits.dtype, torch.float32)  # float32, or float64 for a float64 model
+    log_probs = F.log_softmax(logits.to(exact), dim=-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+    return log_probs.double().masked_fill(labels == -100, 0.0)
 
 
 def prefix_inputs(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prefixes: list[str]) -> dict:
