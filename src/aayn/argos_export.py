@@ -9,7 +9,9 @@ be packaged: Argos has no byte-level BPE. The zip is written beside its final na
 
 Argos Translate decodes with CTranslate2 by `ARGOS_SEARCH`: beam 4 (its `ARGOS_BEAM_SIZE` variable changes it)
 and `length_penalty=0.2` (CTranslate2's log P / |Y|^0.2), unknown pieces replaced by the source's, at most 256
-tokens; it splits text into sentences first (MiniSBD or stanza models) and joins the translations.
+tokens, weights in the compute type CTranslate2 finds fastest on the machine (`ARGOS_COMPUTE_TYPE=auto`: int8 on
+CPUs with its int8 kernels, so outputs may differ from float32's); it splits text into sentences first (MiniSBD or
+stanza models) and joins the translations.
 """
 
 from __future__ import annotations
