@@ -297,7 +297,7 @@ def test_a_damaged_model_folder_is_named(saved, corpus, tmp_path, capsys, damage
 
 
 def test_export_onto_a_full_disk_leaves_nothing_and_a_rerun_works(saved, tmp_path, monkeypatch, capsys):
-    from aayn import export
+    from aayn.data import tokenizer  # what every exported folder's tokenizer is written with
 
     def full_disk(tokenizer, folder):
         (Path(folder) / "tokenizer.json").write_bytes(b"{")  # cut short, as by a full disk
@@ -305,7 +305,7 @@ def test_export_onto_a_full_disk_leaves_nothing_and_a_rerun_works(saved, tmp_pat
 
     argv = ["export", "--format", "ctranslate2", "--model", saved[0], "--output_dir", tmp_path / "ct2"]
     with monkeypatch.context() as patch:
-        patch.setattr(export, "save_tokenizer", full_disk)
+        patch.setattr(tokenizer, "save_tokenizer", full_disk)
         assert "No space left on device" in fails(capsys, *argv)
     assert list(tmp_path.iterdir()) == []
     assert aayn([*map(str, argv)]) == 0

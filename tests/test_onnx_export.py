@@ -226,8 +226,8 @@ def test_aayn_score_and_evaluate_on_the_folder_equal_the_torch_model_s(trained, 
     np.testing.assert_allclose(np.concatenate(ours), np.concatenate(theirs), rtol=1e-4, atol=1e-4)
     data = tmp_path / "data"
     data.mkdir()
-    (data / "test.en").write_text("\n".join(verses[:16]) + "\n", encoding="utf-8")
-    (data / "test.fr").write_text("\n".join(verses[16:32]) + "\n", encoding="utf-8")
+    (data / "test.en").write_text("\n".join(verses[:12]) + "\n", encoding="utf-8")  # the references: other verses
+    (data / "test.fr").write_text("\n".join(verses[12:24]) + "\n", encoding="utf-8")
     scores = [
         json.loads("".join(cli_lines(capsys, "evaluate", "--model", str(model), "--dataset_name", str(data),
                                      "--source_lang", "en", "--target_lang", "fr", "--num_beams", "2")))
