@@ -192,12 +192,12 @@ def cli_lines(capsys, *argv) -> list[str]:
     return capsys.readouterr().out.splitlines()
 
 
-@pytest.mark.parametrize("beams", ["1", "4"])
-def test_aayn_translate_and_nbest_on_the_folder_equal_the_torch_model_s(trained, capsys, beams):
+def test_aayn_translate_and_nbest_on_the_folder_equal_the_torch_model_s(trained, capsys):
     """The folder's translations through the `Translator` template, the same batches as torch's: the texts and the
-    n-best lists (with their scores, within float rounding) equal the torch model's, greedy and §6.1's search."""
+    n-best lists (with their scores, within float rounding) equal the torch model's, §6.1's search (greedy: the
+    search tests above)."""
     folder, exported, verses = trained
-    flags = ["--num_beams", beams, "--length_penalty", "0.6", "--batch_tokens", "300", *verses[:24]]
+    flags = ["--num_beams", "4", "--length_penalty", "0.6", "--batch_tokens", "300", *verses[:24]]
     assert cli_lines(capsys, "translate", "--model", str(exported), *flags) == cli_lines(
         capsys, "translate", "--model", str(folder), *flags
     )

@@ -84,10 +84,11 @@ def decode(options: dict) -> dict:
     out = model(0, attn or "sdpa").generate(ids, return_dict_in_generate=True, **kwargs)
     record = {"sequences": out.sequences.tolist(), "scores": out.sequences_scores.tolist()}
     if outputs:
-        record["step_scores"] = [step.sum().item() for step in out.scores]
-        record["attentions"] = [sum(a.sum().item() for a in step) for step in out.decoder_attentions]
-        record["cross_attentions"] = [sum(a.sum().item() for a in step) for step in out.cross_attentions]
-        record["hidden_states"] = [sum(h.sum().item() for h in step) for step in out.decoder_hidden_states]
+        # checksums summed in float64: a float32 sum's order (the CPU's vector width) changes its last bit
+        record["step_scores"] = [step.double().sum().item() for step in out.scores]
+        record["attentions"] = [sum(a.double().sum().item() for a in step) for step in out.decoder_attentions]
+        record["cross_attentions"] = [sum(a.double().sum().item() for a in step) for step in out.cross_attentions]
+        record["hidden_states"] = [sum(h.double().sum().item() for h in step) for step in out.decoder_hidden_states]
     return record
 
 
