@@ -162,7 +162,14 @@ def translate(args: argparse.Namespace) -> None:
         if len(lines) != 1:
             raise ValueError(f"--show_attention draws one sentence; got {len(lines)} lines")
     generate = generate_options(args)
+    if args.glossary:
+        from .glossary_aayn import Glossary
+
+        if args.show_attention:
+            raise ValueError("--show_attention draws one plain translation: no --glossary with it")
+        generate["glossary"] = Glossary.read(args.glossary)
     needs = ("prefixes",) * bool(args.prefix) + ("attention",) * bool(args.show_attention)
+    needs += ("glossary",) * bool(args.glossary)
     setup = functools.partial(prepare_transformers, progress_bars=args.verbose)  # not for a CTranslate2 folder
     translator = open_translator(args.model, args.device, needs, setup=setup)
     if args.show_attention:
@@ -498,6 +505,12 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--prefix", metavar="FILE", help="target prefixes, one per input line (empty lines for none), to continue from"
+    )
+    parser.add_argument(
+        "--glossary",
+        metavar="TERMS.tsv",
+        help="source term<TAB>target term per line: a sentence containing a source term (its words, case as "
+        "written) gets the target term in its translation (lexically constrained search)",
     )
 
 

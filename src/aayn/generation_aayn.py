@@ -18,6 +18,7 @@ from transformers import GenerationConfig
 from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
 from transformers.utils import logging
 
+from .constraints_aayn import ConstrainedSearch
 from .ops_aayn import cpu_decoding_layout
 from .policy_aayn import length_penalty_in_force, paper_length_limit, returned_fault
 from .search_aayn import SearchSettings, paper_search
@@ -186,19 +187,64 @@ def generate(model, inputs, generation_config, paper_decoding, parent_generate, 
     base = model.generation_config if generation_config is None else generation_config
     paper = model.config.paper_decoding if paper_decoding is None else paper_decoding
     kwargs.pop("labels", None)  # Seq2SeqTrainer's predict_with_generate passes them along
+    phrases = _pop_constraints(kwargs)  # before transformers sees them: some of its lines have a field of that name
     with cpu_decoding_layout(model):
         if not paper:
+            if phrases is not None:
+                raise ValueError("constraints need the paper's search: not with paper_decoding=False")
             return parent_generate(inputs, generation_config=generation_config, **kwargs)
         config, given, others = resolve_options(base, kwargs)
         input_ids = inputs if inputs is not None else kwargs.get("input_ids")
         if input_ids is None:
             others.add("inputs_embeds" if kwargs.get("inputs_embeds") is not None else "no input_ids")
         if config.do_sample or others:
+            if phrases is not None:
+                raise ValueError(
+                    f"constraints need the paper's search: not with {sorted(others) or ['do_sample=True']}"
+                )
             return _transformers_search(model, inputs, generation_config, parent_generate, given, others, kwargs)
-        return _paper_generate([model], config, given, input_ids, kwargs)
+        return _paper_generate([model], config, given, input_ids, kwargs, constraints=phrases)
 
 
-def _paper_generate(models: list, config: GenerationConfig, given: dict, input_ids, kwargs: dict, average=None):
+def _pop_constraints(kwargs: dict):
+    """`constraints` (one list of target phrases per input sentence, each phrase a list of token ids) and
+    `ordered_constraints` taken out of `generate`'s keywords: None where no sentence has a phrase."""
+    phrases, ordered = kwargs.pop("constraints", None), kwargs.pop("ordered_constraints", False)
+    if not isinstance(ordered, bool):
+        raise ValueError(f"`ordered_constraints` must be True or False, got {ordered!r}")  # noqa: TRY004  as transformers
+    if phrases is None:
+        return None
+    if not isinstance(phrases, (list, tuple)) or not all(isinstance(each, (list, tuple)) for each in phrases):
+        raise ValueError("`constraints` must hold one list of phrases (lists of token ids) per input sentence")
+    if not any(phrases):
+        return None
+    return [[list(phrase) for phrase in each] for each in phrases], ordered
+
+
+def _constrained_search(constraints, settings: SearchSettings, vocab: int, limits: torch.Tensor, batch: int):
+    """The constraint states for `paper_search`, the phrases checked against the batch, the vocabulary, the
+    special tokens and the length limits (ValueError naming the sentence)."""
+    phrases, ordered = constraints
+    if len(phrases) != batch:
+        raise ValueError(f"`constraints` has {len(phrases)} lists of phrases for {batch} input sentences")
+    for i, (each, limit) in enumerate(zip(phrases, limits.tolist())):
+        for phrase in each:
+            if not phrase or not all(_is_token(t, vocab) and t not in (settings.eos, settings.pad) for t in phrase):
+                raise ValueError(
+                    f"constraint {phrase!r} of sentence {i}: a phrase is a non-empty list of token ids < {vocab}, "
+                    f"without eos ({settings.eos}) or pad ({settings.pad})"
+                )
+        if sum(map(len, each)) > limit - 1:
+            raise ValueError(
+                f"the constraints of sentence {i} hold {sum(map(len, each))} tokens: more than its length limit "
+                f"({limit} tokens, eos included) leaves room for"
+            )
+    return ConstrainedSearch(phrases, settings.num_beams, ordered)
+
+
+def _paper_generate(
+    models: list, config: GenerationConfig, given: dict, input_ids, kwargs: dict, average=None, constraints=None
+):
     """The paper's search for one model or an ensemble, with the generation values in force."""
     if set(given) & SAMPLING_ONLY:
         ignored = sorted(set(given) & SAMPLING_ONLY)
@@ -216,7 +262,12 @@ def _paper_generate(models: list, config: GenerationConfig, given: dict, input_i
         )
         prefix, forced = prefix.to(input_ids.device), forced.to(input_ids.device)
     limits = length_limits(attention_mask, given, forced)
-    sequences, scores = paper_search(models, input_ids, attention_mask, limits, settings, prefix)
+    if constraints is not None:
+        if prefix is not None:
+            raise ValueError("constraints and a target prefix (decoder_input_ids) cannot be combined")
+        vocab = model.config.decoder_vocab_size
+        constraints = _constrained_search(constraints, settings, vocab, limits, input_ids.shape[0])
+    sequences, scores = paper_search(models, input_ids, attention_mask, limits, settings, prefix, constraints)
     if not config.return_dict_in_generate:
         return sequences
     options = {option for option in OUTPUT_OPTIONS if getattr(config, option, False)}
@@ -250,6 +301,7 @@ def generate_ensemble(models, input_ids, attention_mask=None, *, average: str = 
                     f"{getattr(first.config, name)}: an ensemble's models must share their vocabulary"
                 )
     kwargs = {**kwargs, "attention_mask": attention_mask}
+    phrases = _pop_constraints(kwargs)
     config, given, others = resolve_options(first.generation_config, kwargs)
     if config.do_sample or others:
         raise ValueError(
@@ -258,7 +310,7 @@ def generate_ensemble(models, input_ids, attention_mask=None, *, average: str = 
     with contextlib.ExitStack() as stack:
         for model in models:
             stack.enter_context(cpu_decoding_layout(model))
-        return _paper_generate(models, config, given, input_ids, kwargs, average)
+        return _paper_generate(models, config, given, input_ids, kwargs, average, phrases)
 
 
 def _transformers_search(model, inputs, generation_config, parent_generate, given, others, kwargs):

@@ -57,8 +57,10 @@ def open_translator(
     exported = next((folder for folder in folders if folder.format), None)
     if exported is not None:
         return open_exported(exported, len(folders), device, needs, threads, setup)
-    if len(folders) > 1 and set(needs) - {"prefixes"}:
-        raise ValueError(f"an ensemble translates (with --prefix too); {' and '.join(needs)}: give one --model")
+    if len(folders) > 1 and set(needs) - {"prefixes", "glossary"}:
+        raise ValueError(
+            f"an ensemble translates (with --prefix and --glossary too); {' and '.join(needs)}: give one --model"
+        )
     if setup is not None:
         setup()
     from .checks import check_device
@@ -80,8 +82,9 @@ def open_exported(folder: ModelFolder, count: int, device: str, needs: tuple[str
     engine = entry.load("engine")
     missing = [need for need in needs if need not in engine.abilities]
     if count > 1 or missing:
-        what = "alone" if count > 1 else "without " + {"prefixes": "--prefix", "attention": "--show_attention",
-                                                        "scores": "scoring pairs"}[missing[0]]  # fmt: skip
+        flags = {"prefixes": "--prefix", "attention": "--show_attention", "scores": "scoring pairs",
+                 "glossary": "--glossary"}  # fmt: skip
+        what = "alone" if count > 1 else "without " + flags[missing[0]]
         raise ValueError(
             f"--model {folder.name} is {entry.article} {entry.title} model (`aayn export`): it translates {what}; "
             "give the aayn folder it was exported from for that"

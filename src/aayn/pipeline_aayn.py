@@ -10,6 +10,8 @@ from __future__ import annotations
 from transformers import Pipeline
 from transformers.utils import logging
 
+from .glossary_aayn import Glossary, term_ids
+
 logger = logging.get_logger(__name__)
 
 
@@ -17,7 +19,9 @@ class AaynTranslationPipeline(Pipeline):
     """Translate text: `[{"translation_text": ...}]` per input, as transformers' TranslationPipeline did.
 
     Accepts one string or a list (batched with `batch_size=`); keyword arguments other than `max_source_length`
-    go to `generate` (`num_beams`, `max_new_tokens`, `length_penalty`, `num_return_sequences`, ...). An empty
+    and `glossary` go to `generate` (`num_beams`, `max_new_tokens`, `length_penalty`, `num_return_sequences`,
+    ...). `glossary` ({source term: target term}, a list of pairs, or a TSV file's path): each input's
+    translation contains the target terms of the source terms it contains (glossary_aayn.py). An empty
     string translates to an empty string; an input longer than `max_source_length` tokens (default: what the
     model was trained for) is truncated with a warning.
     """
@@ -27,8 +31,10 @@ class AaynTranslationPipeline(Pipeline):
     _load_image_processor = False
     _load_feature_extractor = False
 
-    def _sanitize_parameters(self, max_source_length: int | None = None, **generate_kwargs):
+    def _sanitize_parameters(self, max_source_length: int | None = None, glossary=None, **generate_kwargs):
         preprocess = {} if max_source_length is None else {"max_source_length": max_source_length}
+        if glossary is not None:
+            preprocess["glossary"] = Glossary.parse(glossary)
         return preprocess, generate_kwargs, {}
 
     def __call__(self, inputs, **kwargs):
@@ -40,7 +46,7 @@ class AaynTranslationPipeline(Pipeline):
     def _default_max_source_length(self) -> int:
         return min(self.tokenizer.model_max_length, self.model.config.max_position_embeddings)
 
-    def preprocess(self, text: str, max_source_length: int | None = None):
+    def preprocess(self, text: str, max_source_length: int | None = None, glossary: Glossary | None = None):
         if not isinstance(text, str):
             raise TypeError(f"the translation pipeline takes a string or a list of strings, got {type(text).__name__}")
         limit = max_source_length or self._default_max_source_length()
@@ -50,10 +56,16 @@ class AaynTranslationPipeline(Pipeline):
             logger.warning(f"input of {length} tokens truncated to max_source_length={limit}: {text[:60]!r}...")
             inputs = self.tokenizer(text, return_tensors="pt", truncation=True, max_length=limit)
         inputs["empty"] = not text.strip()
+        if glossary is not None:
+            inputs["terms"] = _Terms([term_ids(self.tokenizer, term) for term in glossary.terms_for(text)])
         return inputs
 
     def _forward(self, model_inputs, **generate_kwargs):
         empty = model_inputs.pop("empty")
+        terms = model_inputs.pop("terms", None)
+        if terms is not None:  # one input's, or (batch_size > 1) a list of each input's
+            rows = terms if isinstance(terms, list) else [terms]
+            generate_kwargs = {**generate_kwargs, "constraints": [row.phrases for row in rows]}
         output_ids = self.model.generate(**model_inputs, **generate_kwargs)
         returned = output_ids.shape[0] // model_inputs["input_ids"].shape[0]
         return {"output_ids": output_ids.reshape(model_inputs["input_ids"].shape[0], returned, -1), "empty": empty}
@@ -63,3 +75,10 @@ class AaynTranslationPipeline(Pipeline):
         empty = empty[0] if isinstance(empty, list) else empty
         texts = self.tokenizer.batch_decode(model_outputs["output_ids"][0], skip_special_tokens=True)
         return [{"translation_text": "" if empty else text.strip()} for text in texts]
+
+
+class _Terms:
+    """One input's target terms as token ids, kept whole through the pipeline's batching (not a list or tensor)."""
+
+    def __init__(self, phrases: list[list[int]]):
+        self.phrases = phrases

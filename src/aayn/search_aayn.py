@@ -21,6 +21,7 @@ from typing import ClassVar
 
 import torch
 
+from .constraints_aayn import ConstrainedSearch
 from .policy_aayn import gnmt_length_penalty
 
 
@@ -206,6 +207,7 @@ def paper_search(
     max_new_tokens: torch.Tensor,
     settings,
     prefix: torch.LongTensor | None = None,
+    constraints: ConstrainedSearch | None = None,
 ) -> tuple[torch.LongTensor, torch.Tensor]:
     """Beam search with GNMT's length penalty and a length limit per sentence (`max_new_tokens`, (batch,));
     `num_beams=1` is greedy decoding (the likeliest token at each step until eos, as tensor2tensor, the paper's
@@ -224,6 +226,9 @@ def paper_search(
     sentences of all processes are done (a sharded model's forward is a collective).
     `prefix` (batch, P), -1 after a row's end, forces each sentence's first tokens (a target prefix): at those
     steps the prefix token is the only choice, and its log-probability counts in the score like any other token's.
+    `constraints` (constraints_aayn.py) makes each sentence's output contain its target phrases: the candidates
+    of a step are chosen by dynamic beam allocation instead of by score alone (greedy decoding then runs as a
+    search of one beam), and a hypothesis ends only once it met them.
     Returns the `returned` best hypotheses per sentence (start token, tokens, eos, padding after eos) and their
     scores log P / lp(|Y|).
     """
@@ -246,16 +251,22 @@ def paper_search(
         else:
             log_probs = _score(decoders, state, step, dtype, s.ensemble_average)
             log_probs = _allowed(log_probs, state, step, rules, step >= shortest, not_eos)
-            if s.num_beams == 1:
+            if s.num_beams == 1 and constraints is None:
                 done, parents = _greedy_step(state, log_probs, step, s), None
             else:
-                candidates = search.step(state.scores, log_probs)
+                if constraints is None:
+                    candidates = search.step(state.scores, log_probs)
+                else:
+                    constraints.ban_unmet_eos(log_probs, s.eos)
+                    candidates = constraints.step(state.scores, log_probs)
                 state.finish(*candidates, step, s)
                 scores, parents, words = search.live_on(*candidates)
                 at_limit = step >= state.limits
                 done = at_limit | _search_done(state.finished, scores.max(-1).values, state.limits, step, s)
                 state.live_on(scores, parents, words, step)
-            searching = _drop_done(state, hypotheses, decoders, parents, done)
+                if constraints is not None:
+                    constraints.live_on(parents, words)
+            searching = _drop_done(state, hypotheses, decoders, parents, done, constraints)
         if not s.synced_gpus:
             if not searching:
                 break
@@ -305,7 +316,7 @@ def _greedy_step(state: SearchState, log_probs, step: int, settings: SearchSetti
     return done
 
 
-def _drop_done(state: SearchState, hypotheses: Hypotheses, decoders: list, parents, done) -> bool:
+def _drop_done(state: SearchState, hypotheses: Hypotheses, decoders: list, parents, done, constraints=None) -> bool:
     """The phase that ends sentences: the done ones' hypotheses are stored and they leave the state and every
     model's cache, which also learn the beams' parents. Returns whether any sentence is still searched."""
     flags = done.tolist()  # the one host read of the step; the indices below are built from it on the host
@@ -314,8 +325,11 @@ def _drop_done(state: SearchState, hypotheses: Hypotheses, decoders: list, paren
         hypotheses.store(state, torch.tensor([i for i, flag in enumerate(flags) if flag], device=device))
         searching = not all(flags)
         if searching:
-            keep = torch.tensor([i for i, flag in enumerate(flags) if not flag], device=device)  # (m,)
+            kept = [i for i, flag in enumerate(flags) if not flag]
+            keep = torch.tensor(kept, device=device)  # (m,)
             state.keep(keep)
+            if constraints is not None:
+                constraints.keep(kept)
     if searching:
         for decoder in decoders:
             decoder.next_step(parents, keep)

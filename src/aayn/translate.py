@@ -11,6 +11,7 @@ from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .data.token_batches import padded
+from .glossary_aayn import term_ids
 from .policy_aayn import source_limit
 from .translator import ABILITIES, DecodingSettings, Translator
 
@@ -23,7 +24,7 @@ class TorchTranslator(Translator):
         self.models, self.tokenizer = list(models), tokenizer
         self.model = self.models[0]
         self.name = name or getattr(self.model.config, "_name_or_path", None) or "the model"
-        self.abilities = frozenset(ABILITIES if len(self.models) == 1 else ("prefixes",))
+        self.abilities = frozenset(ABILITIES if len(self.models) == 1 else ("prefixes", "glossary"))
         config = self.model.generation_config
         self.generation = {"num_beams": config.num_beams, "length_penalty": config.length_penalty}
         self.source_limit = source_limit(tokenizer.model_max_length, self.model.config.max_position_embeddings)
@@ -48,13 +49,19 @@ class TorchTranslator(Translator):
 
     @torch.inference_mode()
     def decode_batch(
-        self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None
+        self,
+        sources: list[list[int]],
+        settings: DecodingSettings,
+        prefixes: list[str] | None,
+        terms: list[list[str]] | None = None,
     ) -> list[list[tuple[float, str]]]:
         model, tokenizer, nbest = self.model, self.tokenizer, settings.nbest
         inputs = padded(tokenizer, sources).to(model.device)
         if prefixes is not None:
             inputs.update(prefix_inputs(model, tokenizer, prefixes))
         options = self.generate_options(settings)
+        if terms is not None:
+            options["constraints"] = [[term_ids(tokenizer, term) for term in each] for each in terms]
         if len(self.models) > 1:
             from .generation_aayn import generate_ensemble
 

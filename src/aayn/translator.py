@@ -20,8 +20,9 @@ from .policy_aayn import beams_for, gnmt_length_penalty, length_penalty_in_force
 
 DECODING_BATCH_TOKENS = 4096  # padded source tokens a decoding (or scoring) batch holds by default
 
-# what a caller may ask of a translator beyond translating: target prefixes, drawing attention, scoring pairs
-ABILITIES = ("prefixes", "attention", "scores")
+# what a caller may ask of a translator beyond translating: target prefixes, drawing attention, scoring pairs,
+# glossaries (target terms each translation must contain)
+ABILITIES = ("prefixes", "attention", "scores", "glossary")
 
 Hypotheses = list[tuple[float, str]]  # one input's best translations as (score, text), best first
 
@@ -87,10 +88,11 @@ class Translator:
         raise NotImplementedError
 
     def decode_batch(
-        self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None
+        self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None, terms=None
     ) -> list[Hypotheses]:
         """The `settings.nbest` best hypotheses of each source of one batch (similar lengths, at most the batch
-        budget); `prefixes`: a target prefix per source ("" for none), where the engine has that ability."""
+        budget); `prefixes`: a target prefix per source ("" for none), where the engine has that ability;
+        `terms=` (given only with the "glossary" ability): the target terms each translation must contain."""
         raise NotImplementedError
 
     def settings(self, nbest: int = 1, **given) -> DecodingSettings:
@@ -107,14 +109,16 @@ class Translator:
         length_penalty: float | None = None,
         max_new_tokens: int | None = None,
         prefixes: list[str] | None = None,
+        glossary=None,
         progress: str | None = None,
     ) -> list[Hypotheses]:
         """Per input, in input order, the `nbest` best hypotheses as (score, text), ranked as the search ranks
         them. Sentences of similar length are batched up to `batch_tokens` padded source tokens (the training
         batch sampler, unshuffled), so the batches, and with them the length limits, are the same on every
         engine. An empty or blank line gives one empty hypothesis with score 0. `prefixes` (one per input, "" for
-        none): target prefixes each translation continues from. `progress`: a description for a progress bar over
-        the sentences on stderr, shown once the work has taken a second."""
+        none): target prefixes each translation continues from. `glossary` (`aayn.glossary_aayn.Glossary`): the
+        target terms of the source terms each input contains must appear in its translations. `progress`: a
+        description for a progress bar over the sentences on stderr, shown once the work has taken a second."""
         settings = self.settings(nbest, num_beams=num_beams, length_penalty=length_penalty,
                                  max_new_tokens=max_new_tokens)  # fmt: skip
         if prefixes is not None:
@@ -123,10 +127,17 @@ class Translator:
             if len(prefixes) != len(texts):
                 message = f"{len(prefixes)} prefixes for {len(texts)} inputs: one prefix (or an empty line) per input"
                 raise ValueError(message)
+        terms = None
+        if glossary is not None and glossary.entries:
+            if "glossary" not in self.abilities:
+                raise ValueError(f"--model {self.name} translates without a glossary (give an aayn model folder)")
+            terms = [glossary.terms_for(text) for text in texts]
         outputs: list[Hypotheses] = [[(0.0, "")] for _ in texts]
         for todo, batch, sources in self._batches(texts, batch_tokens, progress):
             chosen = None if prefixes is None else [prefixes[todo[j]] for j in batch]
-            for j, hypotheses in zip(batch, self.decode_batch(sources, settings, chosen)):
+            batch_terms = None if terms is None else [terms[todo[j]] for j in batch]
+            extra = {"terms": batch_terms} if batch_terms and any(batch_terms) else {}
+            for j, hypotheses in zip(batch, self.decode_batch(sources, settings, chosen, **extra)):
                 outputs[todo[j]] = hypotheses
         return outputs
 

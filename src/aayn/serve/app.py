@@ -35,6 +35,13 @@ class Pair:
         return f"{self.source}:{self.target}" if self.source else ",".join(self.names)
 
 
+def check_glossary(pair: Pair, glossary):
+    """`glossary`, where the pair's engine can hold one (not a CTranslate2 or ONNX export), else RequestError."""
+    if "glossary" not in pair.translators[0].abilities:
+        raise RequestError(f"Invalid request: {pair.names[0]} translates without a glossary (it is an export)")
+    return glossary
+
+
 async def disconnected(request) -> None:
     """Returns once the client has gone (no polling: the server's next message after the body is the disconnect)."""
     while (await request.receive())["type"] != "http.disconnect":
@@ -117,6 +124,8 @@ class Service:
 
     async def hub(self, body: bytes, request):
         texts, options = read_request(body, self.settings)
+        if "glossary" in options:
+            check_glossary(self.pairs[0], options["glossary"])
         best = await translated(self.pairs[0].batcher, texts, options, request, "the model failed")
         if best is None:
             return {"error": "the client went away"}, 499
@@ -133,6 +142,8 @@ class Service:
             source = detected["language"]
         pair = self.pair_for(source, asked.target)
         options = {"num_return_sequences": asked.alternatives + 1} if asked.alternatives else {}
+        if asked.glossary is not None:
+            options["glossary"] = check_glossary(pair, asked.glossary)
         texts = asked.texts
         try:
             best = await translated(pair.batcher, texts, options, request, "Cannot translate text") if texts else []

@@ -112,7 +112,7 @@ class Batcher:
                     self.shares.extend(parts[1:])
             groups: dict[str, list[Job]] = {}
             for job in jobs:
-                groups.setdefault(json.dumps(job.options, sort_keys=True), []).append(job)
+                groups.setdefault(json.dumps(job.options, sort_keys=True, default=repr), []).append(job)
             for group in groups.values():
                 self._translate(translator, group)
             last_call_end, expected = time.perf_counter(), self.jobs.qsize() + len(jobs)
@@ -237,8 +237,10 @@ class WorkerTranslator(Translator):
     def encode(self, texts: list[str]) -> list[list[int]]:
         return self._call("encode", list(texts))
 
-    def decode_batch(self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None):
-        return self._call("decode_batch", sources, settings, prefixes)
+    def decode_batch(
+        self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None, terms=None
+    ):
+        return self._call("decode_batch", sources, settings, prefixes, *([] if terms is None else [terms]))
 
     def close(self) -> None:
         """Ends the process once it has answered what it was sent."""

@@ -18,6 +18,7 @@ PARAMETERS = {
     "length_penalty": "a finite number",
     "max_new_tokens": "an integer >= 1",
     "num_return_sequences": "an integer >= 1, at most num_beams",
+    "glossary": "an object {source term: target term} or a list of [source term, target term] pairs",
 }
 
 
@@ -64,9 +65,13 @@ def read_request(body: bytes, settings: ServeSettings) -> tuple[list[str], dict]
 def read_parameters(parameters) -> dict:
     if not isinstance(parameters, dict):
         raise RequestError('"parameters" must be a JSON object')
+    parameters = dict(parameters)
     for name, value in parameters.items():
         if name not in PARAMETERS:
             raise RequestError(f"unknown parameter {name!r} (known: {', '.join(PARAMETERS)})")
+        if name == "glossary":
+            parameters[name] = read_glossary(value)
+            continue
         if name == "length_penalty":
             good = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         else:
@@ -76,7 +81,19 @@ def read_parameters(parameters) -> dict:
     fault = returned_fault(parameters.get("num_return_sequences", 1), parameters.get("num_beams"))
     if fault:
         raise RequestError(f"parameter {fault}")
-    return dict(parameters)
+    return parameters
+
+
+def read_glossary(value):
+    """A request's `glossary` (JSON or TSV text; never a path on the server), or RequestError naming the fault."""
+    from ..glossary_aayn import Glossary
+
+    if not isinstance(value, (str, dict, list)):
+        raise RequestError(f"glossary must be {PARAMETERS['glossary']}")
+    try:
+        return Glossary.parse(value, files=False)
+    except ValueError as error:
+        raise RequestError(f"Invalid request: glossary: {error}") from None
 
 
 def openapi() -> dict:

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from .hub_api import RequestError, ServeSettings
+from .hub_api import RequestError, ServeSettings, read_glossary
 from .markup import Fragment
 
 FORMATS = ("text", "html")
@@ -40,6 +40,7 @@ class LibreRequest:
     target: str
     alternatives: int
     api_key: str | None
+    glossary: object = None  # aayn's own field: a `Glossary`
 
     @property
     def texts(self) -> list[str]:
@@ -131,4 +132,5 @@ def read_translate(fields: dict, settings: ServeSettings, max_alternatives: int)
     if form not in FORMATS:
         raise RequestError(f"{form} format is not supported")
     documents = [Fragment(text) if form == "html" else Lines(text) for text in texts]
-    return LibreRequest(documents, batch, source, target, alternatives, fields.get("api_key"))
+    glossary = read_glossary(fields["glossary"]) if fields.get("glossary") else None
+    return LibreRequest(documents, batch, source, target, alternatives, fields.get("api_key"), glossary)
