@@ -214,7 +214,10 @@ def _pop_constraints(kwargs: dict):
         raise ValueError(f"`ordered_constraints` must be True or False, got {ordered!r}")  # noqa: TRY004  as transformers
     if phrases is None:
         return None
-    if not isinstance(phrases, (list, tuple)) or not all(isinstance(each, (list, tuple)) for each in phrases):
+    if not isinstance(phrases, (list, tuple)) or not all(
+        isinstance(each, (list, tuple)) and all(isinstance(phrase, (list, tuple)) for phrase in each)
+        for each in phrases
+    ):
         raise ValueError("`constraints` must hold one list of phrases (lists of token ids) per input sentence")
     if not any(phrases):
         return None

@@ -14,7 +14,12 @@ embeddings shared, Moses tokenization and subword-nmt BPE). Each folder holds th
 wrote it), the dictionaries, the subword model and `fairseq.json`: for the test verses, the ids fairseq feeds
 the model, `fairseq-generate`'s hypotheses (greedy, beam 4 with its default length normalization; the length limit
 set to aayn's, `LIMIT`) with their positional scores, `--score-reference`'s scores of the references, and
-fairseq-interactive's detokenized output.
+fairseq-interactive's detokenized output. `fairseq-interactive` itself (`interactive_cli`) gives the outputs of
+its command line: lexically constrained beam search (`--constraints`, on terms drawn from the references),
+`--print-alignment`'s pairs of greedy decoding, and its default search (beam 5, lenpen 1, max-len-b 200).
+
+`--reuse` records on the committed fixtures instead of training (fairseq-interactive reads only the checkpoint,
+the dictionaries and the subword model): the recorded keys are added to, the checkpoint left as it is.
 """
 
 from __future__ import annotations
@@ -177,6 +182,77 @@ def record(kind: str, work: Path, checkpoint: Path, splits, subword_files: dict[
     return result
 
 
+def constraint_terms(index: int, reference: str) -> list[str]:
+    """The target terms verse `index` is constrained to: the longest word of its reference (five letters or more),
+    and on odd verses the second longest too, in the reference's order."""
+    import re
+
+    words = list(dict.fromkeys(word for word in re.findall(r"\w+", reference) if len(word) >= 5))
+    chosen = sorted(words, key=lambda word: -len(word))[: 1 + index % 2]
+    return [word for word in words if word in chosen]
+
+
+def interactive_cli(kind: str, folder: Path, texts: list[str], references: list[str]) -> dict:
+    """What `fairseq-interactive` prints for the test verses: its H- (tokens), D- (detokenized), P- and A- lines per
+    verse, for constrained beam 4 (raw log P: --lenpen 0, the limit `LIMIT`), greedy with --print-alignment, and
+    its default search."""
+    data = folder / "dicts"
+    data.mkdir(exist_ok=True)
+    for lang in ("en", "fr"):
+        shutil.copy(folder / f"dict.{lang}.txt", data / f"dict.{lang}.txt")
+    if (folder / "sentencepiece.bpe.model").is_file():
+        subword = ["--bpe", "sentencepiece", "--sentencepiece-model", str(folder / "sentencepiece.bpe.model")]
+    else:
+        subword = ["--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(folder / "bpe.codes")]
+    limit = ["--max-len-a", str(LIMIT["max_len_a"]), "--max-len-b", str(LIMIT["max_len_b"])]
+    terms = [constraint_terms(i, reference) for i, reference in enumerate(references)]
+    runs = {
+        "constrained_beam4": (["--beam", "4", "--lenpen", "0", "--constraints", "unordered", *limit],
+                              ["\t".join([text, *each]) for text, each in zip(texts, terms)]),
+        "aligned_greedy": (["--beam", "1", "--print-alignment", *limit], texts),
+        "default": ([], texts),
+    }  # fmt: skip
+    result = {"terms": terms}
+    for name, (flags, lines) in runs.items():
+        command = [fairseq_tool("fairseq-interactive"), str(data), "--path", str(folder / "checkpoint.pt"),
+                   "--source-lang", "en", "--target-lang", "fr", "--cpu", "--buffer-size", "1", "--batch-size", "1",
+                   *subword, *flags]  # fmt: skip
+        result[name] = [interactive_line(command, line) for line in lines]
+    return result
+
+
+def interactive_line(command: list[str], line: str) -> dict:
+    """fairseq-interactive's H- (tokens), D- (detokenized), P- and A- lines for one input line (one process per
+    line: a line fairseq fails on is recorded as its error, the last line it wrote to stderr)."""
+    done = subprocess.run(command, input=line + "\n", capture_output=True, text=True)
+    if done.returncode:
+        return {"error": done.stderr.strip().splitlines()[-1]}
+    row = {}
+    for printed in done.stdout.splitlines():
+        tag, _, rest = printed.partition("-")
+        if tag in ("H", "D", "P", "A") and rest[:1].isdigit():
+            fields = rest.split("\t")
+            row.setdefault(tag, fields[-1] if tag != "A" or len(fields) > 1 else "")
+            if tag == "H":
+                row["score"] = float(fields[1])
+    return row
+
+
+def reuse(kind: str) -> None:
+    """Adds `interactive_cli`'s records to a committed fixture, from its own checkpoint."""
+    english, french = bible("4"), bible("l")
+    test_start = 26000
+    texts, references = (side[test_start : test_start + TEST_VERSES] for side in (english, french))
+    out = HERE / kind
+    recorded = json.loads((out / "fairseq.json").read_text(encoding="utf-8"))
+    if recorded["interactive"]["source_texts"] != texts:
+        raise SystemExit(f"{out}: its test verses are not the Bible's verses {test_start}-: not reused")
+    recorded["interactive_cli"] = interactive_cli(kind, out, texts, references)
+    (out / "fairseq.json").write_text(json.dumps(recorded, ensure_ascii=False) + "\n", encoding="utf-8")
+    shutil.rmtree(out / "dicts")
+    print(f"recorded fairseq-interactive's outputs in {out / 'fairseq.json'}")
+
+
 def make(kind: str, updates: int, work_root: str) -> None:
     english, french = bible("4"), bible("l")
     test_start = 26000  # in the New Testament, away from the training verses
@@ -209,6 +285,7 @@ def make(kind: str, updates: int, work_root: str) -> None:
         recorded.pop(key, None)
     recorded["limit"] = LIMIT
     (out / "fairseq.json").write_text(json.dumps(recorded, ensure_ascii=False) + "\n", encoding="utf-8")
+    reuse(kind)
     print(f"wrote {out}")
 
 
@@ -218,9 +295,13 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=1200)
     parser.add_argument("--work", default=tempfile.mkdtemp(prefix="fairseq-fixtures-"),
                         help="work folder (kept; a model trained there before is reused)")  # fmt: skip
+    parser.add_argument("--reuse", action="store_true", help="record fairseq-interactive on the committed fixtures")
     args = parser.parse_args()
-    print(f"work folder: {args.work}")
     for kind in args.kinds.split(","):
+        if args.reuse:
+            reuse(kind)
+            continue
+        print(f"work folder: {args.work}")
         make(kind, args.updates, args.work)
 
 
