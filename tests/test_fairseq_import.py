@@ -385,12 +385,12 @@ def test_a_glossary_gives_fairseq_interactive_s_constrained_output(imported):
     (AssertionError at its length limit: its bank sort key `(C - bank) * -100 + score` mixes the banks once log P
     falls below -100, and the hypotheses that met the terms leave its beam; raising that constant, it answers);
     there aayn's output holds the term."""
-    from aayn.glossary_aayn import Glossary, WORD
+    from aayn.glossary_aayn import WORD, Glossary
     from aayn.opening import open_translator
 
     folder, record = imported
     cli, texts = record["interactive_cli"], record["interactive"]["source_texts"]
-    entries = [tuple((text.split()[i], term) for i, term in enumerate(terms)) for text, terms in zip(texts, cli["terms"])]
+    entries = [tuple(zip(text.split(), terms)) for text, terms in zip(texts, cli["terms"])]
     translator = open_translator([str(folder)])
     failed = 0
     for text, glossary_entries, terms, row in zip(texts, entries, cli["terms"], cli["constrained_beam4"]):

@@ -70,11 +70,13 @@ class TorchTranslator(Translator):
             out = model.generate(**inputs, **options, return_dict_in_generate=True)
         texts = [text.strip() for text in tokenizer.batch_decode(out.sequences, skip_special_tokens=True)]
         scores = out.sequences_scores.tolist() if getattr(out, "sequences_scores", None) is not None else None
+        # a glossary may leave fewer than nbest hypotheses that hold it: the others (scored -inf) are left out
+        kept = [r == row * nbest or not scores or scores[r] > -math.inf for row in range(len(sources))
+                for r in range(row * nbest, (row + 1) * nbest)]  # fmt: skip
         return [
-            [(scores[r] if scores else math.nan, texts[r]) for r in range(row * nbest, (row + 1) * nbest)
-             if r == row * nbest or not scores or scores[r] > -math.inf]  # fmt: skip
+            [(scores[r] if scores else math.nan, texts[r]) for r in range(row * nbest, (row + 1) * nbest) if kept[r]]
             for row in range(len(sources))
-        ]  # a glossary may leave fewer than nbest hypotheses that hold it: the others (scored -inf) are left out
+        ]
 
     @torch.inference_mode()
     def score_batch(self, sources: list[list[int]], targets: list[list[int]]) -> list[list[float]]:
