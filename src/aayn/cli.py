@@ -168,13 +168,23 @@ def translate(args: argparse.Namespace) -> None:
         if args.show_attention:
             raise ValueError("--show_attention draws one plain translation: no --glossary with it")
         generate["glossary"] = Glossary.read(args.glossary)
+    if args.print_alignment:
+        from .alignment import AlignmentSettings
+
+        if args.show_attention:
+            generate["alignment_settings"] = AlignmentSettings(args.alignment_layer, args.alignment_heads)
+        else:
+            generate["alignment"] = AlignmentSettings(args.alignment_layer, args.alignment_heads)
     needs = ("prefixes",) * bool(args.prefix) + ("attention",) * bool(args.show_attention)
-    needs += ("glossary",) * bool(args.glossary)
+    needs += ("glossary",) * bool(args.glossary) + ("alignment",) * bool(args.print_alignment)
     setup = functools.partial(prepare_transformers, progress_bars=args.verbose)  # not for a CTranslate2 folder
     translator = open_translator(args.model, args.device, needs, setup=setup)
     if args.show_attention:
+        drawn = generate.pop("alignment_settings", None)
         settings = translator.settings(**generate)
-        text = translator.plot_cross_attention(lines[0], args.show_attention, per_head=args.per_head, settings=settings)
+        text = translator.plot_cross_attention(
+            lines[0], args.show_attention, per_head=args.per_head, settings=settings, alignment=drawn
+        )
         print(text)
         print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
         return
@@ -188,9 +198,9 @@ def translate(args: argparse.Namespace) -> None:
         best = translator.nbest(batch, args.nbest or 1, batch_tokens=args.batch_tokens, **generate)
         for index, hypotheses in enumerate(best, start=done):
             if not args.nbest:  # one line out per line in, whatever the model emits
-                print(" ".join(hypotheses[0][1].splitlines()))
+                print(aligned_line(hypotheses[0][1:], args.print_alignment))
                 continue
-            for rank, (score, text) in enumerate(hypotheses):
+            for rank, (score, *text) in enumerate(hypotheses):
                 print(nbest_line(index, rank, score, text, args.format))
         sys.stdout.flush()
         done += len(batch)
@@ -198,13 +208,26 @@ def translate(args: argparse.Namespace) -> None:
         raise ValueError(f"--prefix {args.prefix} has {len(prefixes)} lines for {done} inputs")
 
 
-def nbest_line(index: int, rank: int, score: float, text: str, form: str | None) -> str:
-    text = " ".join(text.splitlines())
+def aligned_line(hypothesis: tuple, form: str | None) -> str:
+    """A translation's line: its text; with --print_alignment, TEXT<TAB>PAIRS (hard) or a JSON object (json)."""
+    text = " ".join(hypothesis[0].splitlines())
+    if form == "json":
+        import json
+
+        return json.dumps({"text": text, **hypothesis[1].as_dict()}, ensure_ascii=False)
+    return f"{text}\t{hypothesis[1].pairs()}" if form else text
+
+
+def nbest_line(index: int, rank: int, score: float, hypothesis: list, form: str | None) -> str:
+    """One --nbest line: INDEX<TAB>SCORE<TAB>TEXT[<TAB>PAIRS], or a JSON object (jsonl, alignment fields too)."""
+    text = " ".join(hypothesis[0].splitlines())
+    aligned = hypothesis[1] if len(hypothesis) > 1 else None
     if form == "jsonl":
         import json
 
-        return json.dumps({"index": index, "rank": rank, "score": score, "text": text}, ensure_ascii=False)
-    return f"{index}\t{score:.6f}\t{text}"
+        extra = aligned.as_dict() if aligned is not None else {}
+        return json.dumps({"index": index, "rank": rank, "score": score, "text": text, **extra}, ensure_ascii=False)
+    return f"{index}\t{score:.6f}\t{text}" + (f"\t{aligned.pairs()}" if aligned is not None else "")
 
 
 def score(args: argparse.Namespace) -> None:
@@ -215,14 +238,30 @@ def score(args: argparse.Namespace) -> None:
     sources, targets = (read_lines(path, flag) for path, flag in ((args.source, "--source"), (args.target, "--target")))
     if len(sources) != len(targets):
         raise ValueError(f"--source {args.source} has {len(sources)} lines, --target {args.target} {len(targets)}")
-    translator = open_translator([args.model], args.device, needs=("scores",))
+    alignment = None
+    if args.print_alignment:
+        from .alignment import AlignmentSettings
+
+        alignment = AlignmentSettings(args.alignment_layer, args.alignment_heads)
+    needs = ("scores",) + ("alignment",) * bool(alignment)
+    translator = open_translator([args.model], args.device, needs=needs)
     scores = translator.score(
-        sources, targets, length_penalty=args.length_penalty, per_token=args.per_token, batch_tokens=args.batch_tokens
-    )
+        sources, targets, length_penalty=args.length_penalty, per_token=args.per_token,
+        batch_tokens=args.batch_tokens, alignment=alignment,
+    )  # fmt: skip
     for pair in scores:
+        if args.print_alignment == "json":
+            import json
+
+            fields = {"log_prob": pair.log_prob, "score": pair.score}
+            fields.update({"tokens": pair.tokens} if args.per_token else {})
+            print(json.dumps({**fields, **pair.alignment.as_dict()}, ensure_ascii=False))
+            continue
         columns = [f"{pair.log_prob:.6f}", f"{pair.score:.6f}"]
         if args.per_token:
             columns.append(" ".join(f"{value:.6f}" for value in pair.tokens))
+        if alignment is not None:
+            columns.append(pair.alignment.pairs())
         print("\t".join(columns))
 
 
@@ -477,6 +516,23 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def alignment_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--print_alignment",
+        nargs="?",
+        const="hard",
+        choices=["hard", "json"],
+        help="word alignments from cross-attention: hard (fairseq's i-j pairs of token positions, a last column) or "
+        "json (a JSON object a line, with the links' weights and the tokens)",
+    )
+    parser.add_argument(
+        "--alignment_layer", type=int, help="the decoder layer that aligns, from 0 (default: the last, as fairseq)"
+    )
+    parser.add_argument(
+        "--alignment_heads", type=positive_int, help="average its first N heads (default: all, as fairseq)"
+    )
+
+
 def translate_arguments(parser: argparse.ArgumentParser) -> None:
     decoding_arguments(parser)
     parser.add_argument("text", nargs="*", help="sentences to translate; none: read standard input")
@@ -512,6 +568,7 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
         help="source term<TAB>target term per line: a sentence containing a source term (its words, case as "
         "written) gets the target term in its translation (lexically constrained search)",
     )
+    alignment_arguments(parser)
 
 
 def serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -571,6 +628,7 @@ def score_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", required=True, help="their translations, one per line, aligned with --source")
     parser.add_argument("--length_penalty", type=float, help="alpha of the score's normalization (default: model's)")
     parser.add_argument("--per_token", action="store_true", help="a third column: each target token's log P")
+    alignment_arguments(parser)
     batch_tokens_argument(parser, "padded tokens per batch")
     device_argument(parser)
 

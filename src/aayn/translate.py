@@ -24,7 +24,7 @@ class TorchTranslator(Translator):
         self.models, self.tokenizer = list(models), tokenizer
         self.model = self.models[0]
         self.name = name or getattr(self.model.config, "_name_or_path", None) or "the model"
-        self.abilities = frozenset(ABILITIES if len(self.models) == 1 else ("prefixes", "glossary"))
+        self.abilities = frozenset(ABILITIES if len(self.models) == 1 else ("prefixes", "glossary", "alignment"))
         config = self.model.generation_config
         self.generation = {"num_beams": config.num_beams, "length_penalty": config.length_penalty}
         self.source_limit = source_limit(tokenizer.model_max_length, self.model.config.max_position_embeddings)
@@ -54,7 +54,8 @@ class TorchTranslator(Translator):
         settings: DecodingSettings,
         prefixes: list[str] | None,
         terms: list[list[str]] | None = None,
-    ) -> list[list[tuple[float, str]]]:
+        alignment=None,
+    ) -> list[list[tuple]]:
         model, tokenizer, nbest = self.model, self.tokenizer, settings.nbest
         inputs = padded(tokenizer, sources).to(model.device)
         if prefixes is not None:
@@ -70,13 +71,17 @@ class TorchTranslator(Translator):
             out = model.generate(**inputs, **options, return_dict_in_generate=True)
         texts = [text.strip() for text in tokenizer.batch_decode(out.sequences, skip_special_tokens=True)]
         scores = out.sequences_scores.tolist() if getattr(out, "sequences_scores", None) is not None else None
+        if alignment is not None:  # the first model's attention (an ensemble's too)
+            rows = [sources[r // nbest] for r in range(len(texts))]
+            aligned = self.align_batch(rows, [produced(row, model.config) for row in out.sequences.tolist()], alignment)
+            texts = list(zip(texts, aligned))
         # a glossary may leave fewer than nbest hypotheses that hold it: the others (scored -inf) are left out
         kept = [r == row * nbest or not scores or scores[r] > -math.inf for row in range(len(sources))
                 for r in range(row * nbest, (row + 1) * nbest)]  # fmt: skip
-        return [
-            [(scores[r] if scores else math.nan, texts[r]) for r in range(row * nbest, (row + 1) * nbest) if kept[r]]
-            for row in range(len(sources))
-        ]
+        hypotheses = [(scores[r] if scores else math.nan, *(texts[r] if alignment is not None else (texts[r],)))
+                      for r in range(len(texts))]  # fmt: skip
+        rows = range(len(sources))
+        return [[hypotheses[r] for r in range(row * nbest, (row + 1) * nbest) if kept[r]] for row in rows]
 
     @torch.inference_mode()
     def score_batch(self, sources: list[list[int]], targets: list[list[int]]) -> list[list[float]]:
@@ -88,6 +93,11 @@ class TorchTranslator(Translator):
         per_token = token_log_probs(model, inputs["input_ids"], inputs["attention_mask"], labels.to(model.device))
         return [per_token[row, : len(ids)].tolist() for row, ids in enumerate(targets)]
 
+    def align_batch(self, sources: list[list[int]], targets: list[list[int]], settings) -> list:
+        from .alignment import align_ids
+
+        return align_ids(self.model, self.tokenizer, sources, targets, settings)
+
     @torch.inference_mode()
     def plot_cross_attention(
         self,
@@ -96,9 +106,12 @@ class TorchTranslator(Translator):
         *,
         per_head: bool = False,
         settings: DecodingSettings | None = None,
+        alignment=None,
     ) -> str:
         """Translate `text`, then draw the last decoder layer's cross-attention (target rows, source columns) to a PNG,
-        averaged over heads or one panel per head. Returns the translation (one model only)."""
+        averaged over heads or one panel per head. `alignment` (`aayn.alignment.AlignmentSettings`): draw that
+        layer's attention instead, and its alignment's links over it (red squares). Returns the translation (one
+        model only)."""
         model, tokenizer = self.model, self.tokenizer
         import matplotlib
 
@@ -108,7 +121,20 @@ class TorchTranslator(Translator):
         inputs = tokenizer([text], return_tensors="pt").to(model.device)
         output = model.generate(**inputs, **self.generate_options(settings or self.settings()))[0]
         outputs = model(**inputs, decoder_input_ids=output[None, :-1], output_attentions=True)
-        weights = outputs.cross_attentions[-1][0].float().cpu()  # heads x target x source
+        layer, links = -1, []
+        if alignment is not None:
+            from .alignment import align_ids
+
+            layer, heads = alignment.check(model.config)
+            source_ids = inputs["input_ids"][0].tolist()
+            found = align_ids(model, tokenizer, [source_ids], [produced(output.tolist(), model.config)], alignment)[0]
+            special = {model.config.eos_token_id, model.config.pad_token_id}
+            source_at = [i for i, token in enumerate(source_ids) if token not in special]
+            target_at = [j for j, token in enumerate(output[1:].tolist()) if token not in special]
+            links = [(target_at[j], source_at[i]) for i, j, _ in found.links]
+        weights = outputs.cross_attentions[layer][0].float().cpu()  # heads x target x source
+        if alignment is not None and not per_head:
+            weights = weights[:heads]
         source = token_labels(tokenizer, inputs["input_ids"][0].tolist())
         target = token_labels(tokenizer, output[1:].tolist())
         panels = (
@@ -130,9 +156,12 @@ class TorchTranslator(Translator):
             axis.set_xticks(range(len(source)), source, rotation=90, fontsize=8)
             axis.set_yticks(range(len(target)), target, fontsize=8)
             axis.set_title(title, fontsize=9)
+            for row, column in links:
+                axis.add_patch(plt.Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="red", lw=1.5))
         for axis in list(axes.flat)[len(panels) :]:
             axis.axis("off")
-        figure.suptitle("cross-attention of the last decoder layer", fontsize=10)
+        which = "the last decoder layer" if alignment is None else f"decoder layer {layer} (from 0), alignment in red"
+        figure.suptitle(f"cross-attention of {which}", fontsize=10)
         figure.tight_layout()
         figure.savefig(path, dpi=110)
         plt.close(figure)
@@ -150,6 +179,12 @@ def token_log_probs(
     exact = torch.promote_types(logits.dtype, torch.float32)  # float32, or float64 for a float64 model
     log_probs = F.log_softmax(logits.to(exact), dim=-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
     return log_probs.double().masked_fill(labels == -100, 0.0)
+
+
+def produced(row: list[int], config) -> list[int]:
+    """The tokens a search produced in one row of `sequences`: after the start token, up to eos (kept)."""
+    tokens = row[1:]
+    return tokens[: tokens.index(config.eos_token_id) + 1] if config.eos_token_id in tokens else tokens
 
 
 def prefix_inputs(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prefixes: list[str]) -> dict:

@@ -21,10 +21,11 @@ from .policy_aayn import beams_for, gnmt_length_penalty, length_penalty_in_force
 DECODING_BATCH_TOKENS = 4096  # padded source tokens a decoding (or scoring) batch holds by default
 
 # what a caller may ask of a translator beyond translating: target prefixes, drawing attention, scoring pairs,
-# glossaries (target terms each translation must contain)
-ABILITIES = ("prefixes", "attention", "scores", "glossary")
+# glossaries (target terms each translation must contain), word alignments
+ABILITIES = ("prefixes", "attention", "scores", "glossary", "alignment")
 
-Hypotheses = list[tuple[float, str]]  # one input's best translations as (score, text), best first
+# one input's best translations as (score, text), best first; asked for alignments, (score, text, Alignment)
+Hypotheses = list[tuple]
 
 
 @dataclass(frozen=True)
@@ -65,11 +66,13 @@ class DecodingSettings:
 class Score:
     """One pair's score: `log_prob` = log P(target | source), eos included; `score` = log_prob / lp(|Y|) with
     GNMT's lp(|Y|) = ((5 + |Y|) / 6)^alpha, |Y| counting eos (what the search ranks its own outputs by);
-    `tokens`: the log-probability of each target token, eos last (empty unless asked for)."""
+    `tokens`: the log-probability of each target token, eos last (empty unless asked for); `alignment`: the
+    pair's `aayn.alignment.Alignment` where asked for."""
 
     log_prob: float
     score: float
     tokens: list[float] = field(default_factory=list)
+    alignment: object = None
 
 
 class Translator:
@@ -88,11 +91,18 @@ class Translator:
         raise NotImplementedError
 
     def decode_batch(
-        self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None, terms=None
+        self,
+        sources: list[list[int]],
+        settings: DecodingSettings,
+        prefixes: list[str] | None,
+        terms=None,
+        alignment=None,
     ) -> list[Hypotheses]:
         """The `settings.nbest` best hypotheses of each source of one batch (similar lengths, at most the batch
         budget); `prefixes`: a target prefix per source ("" for none), where the engine has that ability;
-        `terms=` (given only with the "glossary" ability): the target terms each translation must contain."""
+        `terms=` (given only with the "glossary" ability): the target terms each translation must contain;
+        `alignment=` (`aayn.alignment.AlignmentSettings`, only with the "alignment" ability): each hypothesis
+        comes with its `Alignment` as a third element."""
         raise NotImplementedError
 
     def settings(self, nbest: int = 1, **given) -> DecodingSettings:
@@ -110,6 +120,7 @@ class Translator:
         max_new_tokens: int | None = None,
         prefixes: list[str] | None = None,
         glossary=None,
+        alignment=None,
         progress: str | None = None,
     ) -> list[Hypotheses]:
         """Per input, in input order, the `nbest` best hypotheses as (score, text), ranked as the search ranks
@@ -117,7 +128,8 @@ class Translator:
         batch sampler, unshuffled), so the batches, and with them the length limits, are the same on every
         engine. An empty or blank line gives one empty hypothesis with score 0. `prefixes` (one per input, "" for
         none): target prefixes each translation continues from. `glossary` (`aayn.glossary_aayn.Glossary`): the
-        target terms of the source terms each input contains must appear in its translations. `progress`: a
+        target terms of the source terms each input contains must appear in its translations. `alignment`
+        (`aayn.alignment.AlignmentSettings`): each hypothesis is (score, text, `Alignment`). `progress`: a
         description for a progress bar over the sentences on stderr, shown once the work has taken a second."""
         settings = self.settings(nbest, num_beams=num_beams, length_penalty=length_penalty,
                                  max_new_tokens=max_new_tokens)  # fmt: skip
@@ -132,11 +144,21 @@ class Translator:
             if "glossary" not in self.abilities:
                 raise ValueError(f"--model {self.name} translates without a glossary (give an aayn model folder)")
             terms = [glossary.terms_for(text) for text in texts]
-        outputs: list[Hypotheses] = [[(0.0, "")] for _ in texts]
+        extra = {}
+        if alignment is not None:
+            if "alignment" not in self.abilities:
+                raise ValueError(f"--model {self.name} gives no alignments (give an aayn model folder)")
+            from .alignment import Alignment
+
+            extra["alignment"] = alignment
+        blank = (0.0, "", Alignment()) if alignment is not None else (0.0, "")
+        outputs: list[Hypotheses] = [[blank] for _ in texts]
         for todo, batch, sources in self._batches(texts, batch_tokens, progress):
             chosen = None if prefixes is None else [prefixes[todo[j]] for j in batch]
             batch_terms = None if terms is None else [terms[todo[j]] for j in batch]
-            extra = {"terms": batch_terms} if batch_terms and any(batch_terms) else {}
+            extra.pop("terms", None)
+            if batch_terms and any(batch_terms):
+                extra["terms"] = batch_terms
             for j, hypotheses in zip(batch, self.decode_batch(sources, settings, chosen, **extra)):
                 outputs[todo[j]] = hypotheses
         return outputs
@@ -169,6 +191,10 @@ class Translator:
         """Per pair of one batch, the log-probability of each target token (teacher-forced), eos last."""
         raise NotImplementedError
 
+    def align_batch(self, sources: list[list[int]], targets: list[list[int]], settings) -> list:
+        """Per pair of one batch, its `aayn.alignment.Alignment` (teacher-forced; the "alignment" ability)."""
+        raise NotImplementedError
+
     def score(
         self,
         sources: list[str],
@@ -177,9 +203,11 @@ class Translator:
         length_penalty: float | None = None,
         per_token: bool = False,
         batch_tokens: int = DECODING_BATCH_TOKENS,
+        alignment=None,
     ) -> list[Score]:
         """Scores of the pairs (sources[i], targets[i]) in input order (fairseq's `--score-reference`);
-        `length_penalty` is alpha (default: the folder's generation config's)."""
+        `length_penalty` is alpha (default: the folder's generation config's); `alignment`
+        (`aayn.alignment.AlignmentSettings`): each `Score` carries the pair's `Alignment` (teacher-forced)."""
         from .data.token_batches import decoding_batches
 
         if "scores" not in self.abilities:
@@ -190,11 +218,16 @@ class Translator:
         source_ids, target_ids = self.encode(list(sources)), self.encode_targets(list(targets))
         lengths = [max(len(s), len(t)) for s, t in zip(source_ids, target_ids)]
         scores: list[Score | None] = [None] * len(sources)
+        if alignment is not None and "alignment" not in self.abilities:
+            raise ValueError(f"--model {self.name} gives no alignments (give an aayn model folder)")
         for batch in decoding_batches(lengths, batch_tokens):
-            rows = self.score_batch([source_ids[i] for i in batch], [target_ids[i] for i in batch])
-            for i, tokens in zip(batch, rows):
+            pair = [source_ids[i] for i in batch], [target_ids[i] for i in batch]
+            rows = self.score_batch(*pair)
+            aligned = self.align_batch(*pair, alignment) if alignment is not None else [None] * len(batch)
+            for i, tokens, links in zip(batch, rows, aligned):
                 total = math.fsum(tokens)
                 scores[i] = Score(total, total / gnmt_length_penalty(len(tokens), alpha), tokens if per_token else [])
+                scores[i].alignment = links
         return scores
 
 

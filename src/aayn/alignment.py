@@ -1,0 +1,92 @@
+"""Word alignments from cross-attention, as fairseq's `--print-alignment` gives them: the attention of one decoder
+layer (`layer`, default the last) averaged over its first `heads` heads (default all), read for each target token
+at the step that produced it, and its argmax over the source tokens. Special tokens (eos, pad) are left out on both
+sides, and positions count the other tokens from 0: a link `i-j` says target token j came from source token i.
+
+The attention is that of one teacher-forced forward pass over the output tokens (what `generate(...,
+output_attentions=True)` returns), which is the attention the search computed at each step: no second search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .data.token_batches import padded
+
+
+@dataclass(frozen=True)
+class AlignmentSettings:
+    """Which attention aligns: the decoder layer (from 0; None: the last) and how many of its first heads are
+    averaged (None: all), fairseq's `alignment_layer` and `alignment_heads`."""
+
+    layer: int | None = None
+    heads: int | None = None
+
+    def check(self, config) -> tuple[int, int]:
+        """(layer, heads) for a model `config`, or ValueError naming the bad value."""
+        layers, heads = config.decoder_layers, config.decoder_attention_heads
+        layer = layers - 1 if self.layer is None else self.layer
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
+            raise ValueError(f"alignment_layer must be a decoder layer from 0 to {layers - 1}, got {self.layer!r}")
+        count = heads if self.heads is None else self.heads
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= heads:
+            raise ValueError(f"alignment_heads must be from 1 to the layer's {heads} heads, got {self.heads!r}")
+        return layer, count
+
+
+@dataclass
+class Alignment:
+    """One pair's links (source position, target position, attention weight), and the tokens they count."""
+
+    links: list[tuple[int, int, float]] = field(default_factory=list)
+    source_tokens: list[str] = field(default_factory=list)
+    target_tokens: list[str] = field(default_factory=list)
+
+    def pairs(self) -> str:
+        """fairseq's form: `i-j` per target token, in target order."""
+        return " ".join(f"{source}-{target}" for source, target, _ in self.links)
+
+    def as_dict(self) -> dict:
+        return {
+            "alignment": [[source, target, round(weight, 6)] for source, target, weight in self.links],
+            "source_tokens": self.source_tokens,
+            "target_tokens": self.target_tokens,
+        }
+
+
+def hard_links(attention: torch.Tensor, source_ids: list[int], target_ids: list[int], special: set[int]) -> list:
+    """attention (target, source) for `target_ids` (the tokens produced) and `source_ids` -> the links of the target
+    tokens that are not special to their most attended source token that is not."""
+    source_keep = [i for i, token in enumerate(source_ids) if token not in special]
+    target_keep = [j for j, token in enumerate(target_ids) if token not in special]
+    if not source_keep or not target_keep:
+        return []
+    weights = attention[target_keep][:, source_keep].double()
+    best, where = weights.max(dim=-1)
+    return [(int(i), j, float(w)) for j, (i, w) in enumerate(zip(where.tolist(), best.tolist()))]
+
+
+@torch.inference_mode()
+def align_ids(model, tokenizer, sources: list[list[int]], targets: list[list[int]], settings: AlignmentSettings):
+    """The alignment of each (source ids, target ids) pair, target ids as produced (eos last, no start token): one
+    teacher-forced forward of the batch."""
+    layer, heads = settings.check(model.config)
+    config = model.config
+    inputs = padded(tokenizer, sources).to(model.device)
+    width = max(1, max(map(len, targets)))
+    decoder = torch.full((len(targets), width), config.pad_token_id, dtype=torch.long)
+    for row, ids in enumerate(targets):
+        decoder[row, : len(ids)] = torch.tensor([config.decoder_start_token_id, *ids[:-1]], dtype=torch.long)[:width]
+    out = model(**inputs, decoder_input_ids=decoder.to(model.device), output_attentions=True, use_cache=False)
+    attention = out.cross_attentions[layer][:, :heads].float().mean(dim=1).cpu()  # (batch, target, source)
+    special = {config.eos_token_id, config.pad_token_id}
+    source_pieces = {index: piece for piece, index in tokenizer.get_vocab().items()}  # the source side's
+    aligned = []
+    for row, (source, target) in enumerate(zip(sources, targets)):
+        links = hard_links(attention[row, : len(target), : len(source)], source, target, special)
+        kept_source, kept_target = ([t for t in ids if t not in special] for ids in (source, target))
+        pieces = [source_pieces.get(t, str(t)) for t in kept_source]
+        aligned.append(Alignment(links, pieces, tokenizer.convert_ids_to_tokens(kept_target)))
+    return aligned
