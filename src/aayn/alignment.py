@@ -11,10 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
-
-from .data.token_batches import padded
-
 
 @dataclass(frozen=True)
 class AlignmentSettings:
@@ -56,22 +52,29 @@ class Alignment:
         }
 
 
-def hard_links(attention: torch.Tensor, source_ids: list[int], target_ids: list[int], special: set[int]) -> list:
-    """attention (target, source) for `target_ids` (the tokens produced) and `source_ids` -> the links of the target
-    tokens that are not special to their most attended source token that is not."""
+def hard_links(attention, source_ids: list[int], target_ids: list[int], special: set[int]) -> list:
+    """attention (target rows, source columns: nested lists) for `target_ids` (the tokens produced) and
+    `source_ids` -> the links of the target tokens that are not special to their most attended source token that
+    is not (the first of equal weights)."""
     source_keep = [i for i, token in enumerate(source_ids) if token not in special]
     target_keep = [j for j, token in enumerate(target_ids) if token not in special]
-    if not source_keep or not target_keep:
-        return []
-    weights = attention[target_keep][:, source_keep].double()
-    best, where = weights.max(dim=-1)
-    return [(int(i), j, float(w)) for j, (i, w) in enumerate(zip(where.tolist(), best.tolist()))]
+    links = []
+    for position, j in enumerate(target_keep):
+        row = attention[j]
+        weights = [row[i] for i in source_keep]
+        if weights:
+            best = max(range(len(weights)), key=weights.__getitem__)
+            links.append((best, position, float(weights[best])))
+    return links
 
 
-@torch.inference_mode()
 def align_ids(model, tokenizer, sources: list[list[int]], targets: list[list[int]], settings: AlignmentSettings):
     """The alignment of each (source ids, target ids) pair, target ids as produced (eos last, no start token): one
     teacher-forced forward of the batch."""
+    import torch
+
+    from .data.token_batches import padded
+
     layer, heads = settings.check(model.config)
     config = model.config
     inputs = padded(tokenizer, sources).to(model.device)
@@ -79,14 +82,64 @@ def align_ids(model, tokenizer, sources: list[list[int]], targets: list[list[int
     decoder = torch.full((len(targets), width), config.pad_token_id, dtype=torch.long)
     for row, ids in enumerate(targets):
         decoder[row, : len(ids)] = torch.tensor([config.decoder_start_token_id, *ids[:-1]], dtype=torch.long)[:width]
-    out = model(**inputs, decoder_input_ids=decoder.to(model.device), output_attentions=True, use_cache=False)
-    attention = out.cross_attentions[layer][:, :heads].float().mean(dim=1).cpu()  # (batch, target, source)
+    with torch.inference_mode():
+        out = model(**inputs, decoder_input_ids=decoder.to(model.device), output_attentions=True, use_cache=False)
+    attention = out.cross_attentions[layer][:, :heads].double().mean(dim=1).cpu()  # (batch, target, source)
     special = {config.eos_token_id, config.pad_token_id}
     source_pieces = {index: piece for piece, index in tokenizer.get_vocab().items()}  # the source side's
     aligned = []
     for row, (source, target) in enumerate(zip(sources, targets)):
-        links = hard_links(attention[row, : len(target), : len(source)], source, target, special)
+        links = hard_links(attention[row, : len(target), : len(source)].tolist(), source, target, special)
         kept_source, kept_target = ([t for t in ids if t not in special] for ids in (source, target))
         pieces = [source_pieces.get(t, str(t)) for t in kept_source]
         aligned.append(Alignment(links, pieces, tokenizer.convert_ids_to_tokens(kept_target)))
     return aligned
+
+
+def pieces_alignment(attention, source_pieces: list[str], target_pieces: list[str], special: set[str]) -> Alignment:
+    """An `Alignment` from attention over pieces (an engine that names tokens by their strings: CTranslate2)."""
+    links = hard_links(attention, source_pieces, target_pieces, special)
+    keep = [[piece for piece in pieces if piece not in special] for pieces in (source_pieces, target_pieces)]
+    return Alignment(links, *keep)
+
+
+WORD_MARKS = ("▁", "Ġ")  # a piece that starts a word: SentencePiece's and byte-level BPE's space marks
+
+
+def word_links(alignment: Alignment) -> set[tuple[int, int]]:
+    """The alignment's links between words (from 0), for text whose words are separated by spaces: a piece starts a
+    word where it carries a space mark (or is the first); a Moses + BPE piece ending in `@@` runs into the next."""
+
+    def words(pieces: list[str]) -> list[int]:
+        index, out, joined = -1, [], True
+        for piece in pieces:
+            if index < 0 or piece.startswith(WORD_MARKS) or not joined:
+                index += 1
+            out.append(index)
+            joined = piece.endswith("@@") or not any(piece.endswith("@@") for piece in pieces)
+        return out
+
+    source, target = words(alignment.source_tokens), words(alignment.target_tokens)
+    return {(source[i], target[j]) for i, j, _ in alignment.links}
+
+
+def read_gold(lines) -> tuple[list[set], list[set]]:
+    """Gold alignments, one line a pair: `i-j` sure links, `ipj` possible ones (1-indexed, as given) -> (sure,
+    possible) link sets per pair, the sure ones counted among the possible."""
+    sure, possible = [], []
+    for line in lines:
+        these, maybe = set(), set()
+        for link in line.split():
+            kind = "p" if "p" in link else "-"
+            i, j = (int(part) for part in link.split(kind))
+            (maybe if kind == "p" else these).add((i, j))
+        sure.append(these)
+        possible.append(these | maybe)
+    return sure, possible
+
+
+def alignment_error_rate(predicted: list[set], sure: list[set], possible: list[set]) -> float:
+    """Och and Ney's AER over a corpus: 1 - (|A & S| + |A & P|) / (|A| + |S|), links in the gold's indexing."""
+    hits = sum(len(a & s) + len(a & p) for a, s, p in zip(predicted, sure, possible))
+    total = sum(len(a) + len(s) for a, s in zip(predicted, sure))
+    return 1.0 - hits / total if total else 0.0

@@ -62,6 +62,9 @@ class ExportedTokenizer:
         config_path = folder / "tokenizer_config.json"
         config = read_json(config_path) if config_path.is_file() else {}
         self.model_max_length = config.get("model_max_length") or NO_LIMIT
+        named = [config.get(key) for key in ("eos_token", "pad_token")]
+        # eos and pad, as alignments leave them out (fairseq's rule)
+        self.special_tokens = {t["content"] if isinstance(t, dict) else t for t in named if t}
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         return [encoding.ids for encoding in self.backend.encode_batch(texts)]
@@ -83,6 +86,7 @@ class MosesBPEExportedTokenizer:
         self.tokenizer = FairseqMosesBPETokenizer.from_pretrained(str(Path(folder).expanduser()))
         self.source_tokens = {index: token for token, index in self.tokenizer.get_vocab().items()}
         self.model_max_length = self.tokenizer.model_max_length
+        self.special_tokens = {self.tokenizer.eos_token, self.tokenizer.pad_token}
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         return [self.tokenizer(text)["input_ids"] for text in texts]
@@ -125,6 +129,7 @@ class ExportedModel(Translator):
     log P / |Y|^alpha, not by GNMT's penalty, so beam outputs may differ from aayn's; greedy ones are equal."""
 
     kind = "ctranslate2"
+    abilities = frozenset({"alignment"})  # the export's own: the last layer, all heads
 
     def __init__(self, folder: str | Path, device: str = "cpu", threads: int | None = None, **engine):
         """`threads`: CTranslate2's `intra_threads` (default: all cores); `engine`: more of
@@ -147,8 +152,13 @@ class ExportedModel(Translator):
         return self.tokenizer.encode(texts)
 
     def decode_batch(
-        self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None
-    ) -> list[list[tuple[float, str]]]:
+        self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None, alignment=None
+    ) -> list[list[tuple]]:
+        if alignment is not None and (alignment.layer is not None or alignment.heads is not None):
+            raise ValueError(
+                f"--model {self.folder} aligns with the layer and heads it was exported with (the last, all): "
+                "give the aayn folder for --alignment_layer / --alignment_heads"
+            )
         tokens = [self.tokenizer.tokens(ids) for ids in sources]
         longest = max(map(len, tokens))  # for a batch: its longest source's limit, as aayn.translate
         try:
@@ -159,6 +169,7 @@ class ExportedModel(Translator):
                 length_penalty=settings.length_penalty,
                 max_decoding_length=max_decoding_length(longest, settings.max_new_tokens),
                 return_scores=True,
+                return_attention=alignment is not None,
             )
         except RuntimeError as error:  # a position table shorter than a source and its 50 more tokens need
             if "position" not in str(error):
@@ -168,4 +179,14 @@ class ExportedModel(Translator):
                 "positions that a source and its 50 more target tokens need)"
             ) from None
         text = self.tokenizer.text
-        return [[(score, text(tokens).strip()) for tokens, score in zip(r.hypotheses, r.scores)] for r in results]
+        if alignment is None:
+            return [[(score, text(tokens).strip()) for tokens, score in zip(r.hypotheses, r.scores)] for r in results]
+        from .alignment import pieces_alignment
+
+        special = set(self.tokenizer.special_tokens)
+        aligned = []
+        for source, r in zip(tokens, results):
+            found = zip(r.hypotheses, r.scores, r.attention)
+            aligned.append([(score, text(hypothesis).strip(), pieces_alignment(attention, source, hypothesis, special))
+                            for hypothesis, score, attention in found])  # fmt: skip
+        return aligned

@@ -52,6 +52,9 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str], tar
         config.encoder_attention_heads,
         pre_norm=config.norm_first,
         activation=activations[config.activation_function],
+        # `return_attention`'s attention: the last decoder layer's, averaged over all heads (fairseq's alignment)
+        alignment_layer=-1,
+        alignment_heads=config.decoder_attention_heads,
     )
     # copies: CTranslate2 converts and quantizes the arrays it is given in place, which must not reach the model
     weights = {name: tensor.detach().to("cpu", torch.float32, copy=True) for name, tensor in model.state_dict().items()}

@@ -201,8 +201,12 @@ def prefix_inputs(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, pr
 
 
 def token_labels(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[str]:
-    """Readable token strings (byte-level BPE pieces decoded one by one; a leading space shown as '▁')."""
-    return [tokenizer.decode([i]).replace(" ", "▁") or tokenizer.convert_ids_to_tokens(i) for i in ids]
+    """Readable token strings: SentencePiece's pieces as they are; byte-level BPE pieces decoded one by one (a
+    leading space shown as '▁')."""
+    pieces = tokenizer.convert_ids_to_tokens(ids)
+    if any(piece.startswith("▁") for piece in pieces):  # an imported SentencePiece tokenizer decodes no lone "▁"
+        return pieces
+    return [tokenizer.decode([i]).replace(" ", "▁") or piece for i, piece in zip(ids, pieces)]
 
 
 def check_same_tokenizer(tokenizers: list, names: list[str]) -> None:

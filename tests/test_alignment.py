@@ -1,0 +1,135 @@
+"""Word alignments (alignment.py): against `fairseq-interactive --print-alignment` on the imported fixtures (recorded
+by tests/scripts/make_fairseq_fixtures.py), the CTranslate2 export's `return_attention`, a hand-worked case, the
+command line's forms, and the alignment error rate's code on a hand-computed case."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from aayn.alignment import AlignmentSettings, hard_links
+
+FIXTURES = Path(__file__).parent / "data" / "fairseq"
+KINDS = ["postnorm-spm", "prenorm-moses-bpe"]
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def imported(request, tmp_path_factory):
+    from aayn.fairseq_import import import_fairseq
+
+    folder = tmp_path_factory.mktemp("aligned") / request.param
+    import_fairseq(FIXTURES / request.param / "checkpoint.pt", folder, source_lang="en", target_lang="fr")
+    return folder, json.loads((FIXTURES / request.param / "fairseq.json").read_text(encoding="utf-8"))
+
+
+def test_hard_links_take_the_argmax_of_the_tokens_that_are_not_special():
+    eos, pad = 2, 0
+    attention = [[0.1, 0.5, 0.4, 0.0], [0.3, 0.1, 0.2, 0.9], [0.2, 0.2, 0.6, 0.0]]  # 3 target rows, 4 source columns
+    # source: 7 8 9 eos (eos's column ignored); target: 5 6 eos (eos's row ignored)
+    assert hard_links(attention, [7, 8, 9, eos], [5, 6, eos], {eos, pad}) == [(1, 0, 0.5), (0, 1, 0.3)]
+    assert hard_links(attention, [eos, 8, 9, eos], [5, pad, 6], {eos, pad}) == [(0, 0, 0.5), (1, 1, 0.6)]
+
+
+def test_greedy_alignments_equal_fairseq_print_alignment(imported):
+    """fairseq's `--print-alignment` (the last layer's attention averaged over all heads, argmax per target token,
+    eos and pad left out) on its greedy outputs: the same pairs for every verse, on both fixtures."""
+    from aayn.opening import open_translator
+
+    folder, record = imported
+    texts = record["interactive"]["source_texts"]
+    rows = record["interactive_cli"]["aligned_greedy"]
+    translator = open_translator([str(folder)])
+    out = translator.nbest(texts, 1, num_beams=1, alignment=AlignmentSettings())
+    assert [hypotheses[0][1] for hypotheses in out] == [row["D"] for row in rows]
+    assert [hypotheses[0][2].pairs() for hypotheses in out] == [row["A"] for row in rows]
+    # the teacher-forced alignment of the same pairs (`aayn score --print_alignment`) is the same (on verses whose
+    # text tokenizes back to the tokens produced: not those cut at the limit in the middle of a word)
+    scored = translator.score(texts[:3], [row["D"] for row in rows[:3]], alignment=AlignmentSettings())
+    assert [pair.alignment.pairs() for pair in scored] == [row["A"] for row in rows[:3]]
+
+
+def test_the_ctranslate2_export_gives_the_same_alignments(imported, tmp_path):
+    """The export sets CTranslate2's alignment layer and heads to fairseq's (the last, all): `return_attention`'s
+    argmax equals fairseq's pairs (one verse at a time: in a batch CTranslate2's limit is the longest source's)."""
+    pytest.importorskip("ctranslate2")
+    from aayn.formats import export_model
+    from aayn.opening import open_translator
+
+    folder, record = imported
+    exported = export_model(folder, tmp_path / "ct2", "ctranslate2")
+    translator = open_translator([str(exported)], needs=("alignment",))
+    texts = record["interactive"]["source_texts"][:8]
+    for text, row in zip(texts, record["interactive_cli"]["aligned_greedy"]):
+        hypothesis = translator.nbest([text], 1, num_beams=1, alignment=AlignmentSettings())[0][0]
+        assert (hypothesis[1], hypothesis[2].pairs()) == (row["D"], row["A"])
+    with pytest.raises(ValueError, match="aligns with the layer and heads it was exported with"):
+        translator.nbest(texts[:1], 1, alignment=AlignmentSettings(layer=0))
+
+
+def test_another_layer_and_fewer_heads_change_the_attention_read(imported):
+    from aayn.alignment import align_ids
+    from aayn.opening import open_translator
+
+    folder, record = imported
+    translator = open_translator([str(folder)])
+    model, tokenizer = translator.model, translator.tokenizer
+    source = tokenizer(record["interactive"]["source_texts"][:1])["input_ids"]
+    target = tokenizer(text_target=record["interactive"]["greedy"][:1])["input_ids"]
+    inputs = {"input_ids": torch.tensor(source), "decoder_input_ids": torch.tensor([[1, *target[0][:-1]]])}
+    inputs["decoder_input_ids"][0, 0] = model.config.decoder_start_token_id
+    with torch.no_grad():
+        attention = model(**inputs, output_attentions=True).cross_attentions[0][0, :1].double().mean(0)
+    special = {model.config.eos_token_id, model.config.pad_token_id}
+    want = hard_links(attention.tolist(), source[0], target[0], special)
+    got = align_ids(model, tokenizer, source, target, AlignmentSettings(layer=0, heads=1))[0].links
+    assert [(i, j) for i, j, _ in got] == [(i, j) for i, j, _ in want]
+    for bad, message in ((AlignmentSettings(layer=2), "alignment_layer must be a decoder layer from 0 to 1"),
+                         (AlignmentSettings(heads=5), "alignment_heads must be from 1 to the layer's 4 heads")):  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            align_ids(model, tokenizer, source, target, bad)
+
+
+def test_the_command_line_prints_pairs_and_json(imported, capsys, tmp_path):
+    from aayn.cli import main as aayn
+
+    folder, record = imported
+    texts = record["interactive"]["source_texts"][:2]
+    rows = record["interactive_cli"]["aligned_greedy"][:2]
+    assert aayn(["translate", "--model", str(folder), "--num_beams", "1", "--print_alignment", "hard", *texts]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{row['D']}\t{row['A']}" for row in rows]
+    assert aayn(["translate", "--model", str(folder), "--num_beams", "1", "--print_alignment", "json", texts[0]]) == 0
+    line = json.loads(capsys.readouterr().out)
+    assert line["text"] == rows[0]["D"]
+    assert " ".join(f"{i}-{j}" for i, j, _ in line["alignment"]) == rows[0]["A"]
+    assert len(line["target_tokens"]) == len(line["alignment"]) and all(0 < w <= 1 for *_, w in line["alignment"])
+    argv = ["translate", "--model", str(folder), "--num_beams", "1", "--nbest", "1", "--print_alignment", "hard", texts[0]]
+    assert aayn(argv) == 0
+    assert capsys.readouterr().out.split("\t")[3].strip() == rows[0]["A"]
+    (tmp_path / "src.txt").write_text(texts[0] + "\n")
+    (tmp_path / "tgt.txt").write_text(rows[0]["D"] + "\n")
+    argv = ["score", "--model", str(folder), "--source", str(tmp_path / "src.txt"), "--target", str(tmp_path / "tgt.txt")]
+    assert aayn([*argv, "--print_alignment"]) == 0
+    assert capsys.readouterr().out.strip().split("\t")[2] == rows[0]["A"]
+
+
+def test_show_attention_draws_the_alignment(imported, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from aayn.cli import main as aayn
+
+    folder, record = imported
+    picture = tmp_path / "attention.png"
+    text = record["interactive"]["source_texts"][0]
+    argv = ["translate", "--model", str(folder), "--show_attention", str(picture), "--print_alignment", "hard", text]
+    assert aayn(argv) == 0
+    assert picture.stat().st_size > 1000
+
+
+def test_the_alignment_error_rate_of_a_hand_computed_case():
+    """AER = 1 - (|A & S| + |A & P|) / (|A| + |S|) (Och and Ney 2003), S within P: A = {1-1, 2-2, 3-4},
+    S = {1-1, 2-3}, P = S + {2-2, 3-3}: |A & S| = 1, |A & P| = 2, so 1 - 3 / 5 = 0.4."""
+    from aayn.alignment import alignment_error_rate, read_gold
+
+    sure, possible = read_gold(["1-1 2-3 2p2 3p3"])
+    assert alignment_error_rate([{(1, 1), (2, 2), (3, 4)}], sure, possible) == pytest.approx(0.4)
+    assert alignment_error_rate([{(1, 1), (2, 3)}], sure, possible) == 0.0
