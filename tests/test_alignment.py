@@ -84,8 +84,9 @@ def test_another_layer_and_fewer_heads_change_the_attention_read(imported):
     want = hard_links(attention.tolist(), source[0], target[0], special)
     got = align_ids(model, tokenizer, source, target, AlignmentSettings(layer=0, heads=1))[0].links
     assert [(i, j) for i, j, _ in got] == [(i, j) for i, j, _ in want]
-    for bad, message in ((AlignmentSettings(layer=2), "alignment_layer must be a decoder layer from 0 to 1"),
-                         (AlignmentSettings(heads=5), "alignment_heads must be from 1 to the layer's 4 heads")):  # fmt: skip
+    refused = [(AlignmentSettings(layer=2), "alignment_layer must be a decoder layer from 0 to 1"),
+               (AlignmentSettings(heads=5), "alignment_heads must be from 1 to the layer's 4 heads")]  # fmt: skip
+    for bad, message in refused:
         with pytest.raises(ValueError, match=message):
             align_ids(model, tokenizer, source, target, bad)
 
@@ -103,12 +104,14 @@ def test_the_command_line_prints_pairs_and_json(imported, capsys, tmp_path):
     assert line["text"] == rows[0]["D"]
     assert " ".join(f"{i}-{j}" for i, j, _ in line["alignment"]) == rows[0]["A"]
     assert len(line["target_tokens"]) == len(line["alignment"]) and all(0 < w <= 1 for *_, w in line["alignment"])
-    argv = ["translate", "--model", str(folder), "--num_beams", "1", "--nbest", "1", "--print_alignment", "hard", texts[0]]
+    argv = ["translate", "--model", str(folder), "--num_beams", "1", "--nbest", "1"]
+    argv += ["--print_alignment", "hard", texts[0]]
     assert aayn(argv) == 0
     assert capsys.readouterr().out.split("\t")[3].strip() == rows[0]["A"]
     (tmp_path / "src.txt").write_text(texts[0] + "\n")
     (tmp_path / "tgt.txt").write_text(rows[0]["D"] + "\n")
-    argv = ["score", "--model", str(folder), "--source", str(tmp_path / "src.txt"), "--target", str(tmp_path / "tgt.txt")]
+    argv = ["score", "--model", str(folder), "--source", str(tmp_path / "src.txt")]
+    argv += ["--target", str(tmp_path / "tgt.txt")]
     assert aayn([*argv, "--print_alignment"]) == 0
     assert capsys.readouterr().out.strip().split("\t")[2] == rows[0]["A"]
 
