@@ -104,9 +104,23 @@ def test_an_export_refuses_a_glossary_in_one_line(saved, tmp_path):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_aayn_serve_takes_a_glossary_in_both_shapes(saved, workers):
-    server = Server(None, "--pair", f"en:fr={saved[0]}", "--workers", workers, "--max_wait_ms", 5)
+def test_aayn_serve_takes_a_glossary_and_gives_alignments_in_both_shapes(saved, workers):
+    from aayn.alignment import AlignmentSettings
+    from aayn.translate import TorchTranslator
+
+    folder, model, tokenizer = saved
+    translator = TorchTranslator([model], tokenizer)
+    local = translator.nbest(["one two", "three"], 1, alignment=AlignmentSettings())
+    alone = translator.nbest(["three"], 1, alignment=AlignmentSettings())[0][0]
+    server = Server(None, "--pair", f"en:fr={folder}", "--workers", workers, "--max_wait_ms", 5)
     try:
+        status, answer, _ = server.post({"q": ["one two", "three"], "source": "en", "target": "fr", "alignment": True})
+        assert status == 200, answer
+        assert answer["alignment"] == [[hypotheses[0][2].as_dict()] for hypotheses in local]
+        status, answer, _ = server.post({"inputs": "three", "parameters": {"alignment": True}})
+        assert answer == [{"translation_text": alone[1], **alone[2].as_dict()}]
+        status, answer, _ = server.post({"inputs": "three", "parameters": {"alignment": "yes"}})
+        assert status == 400 and "alignment must be true or false" in answer["error"]
         status, answer, _ = server.post(
             {"q": ["one two", "three"], "source": "en", "target": "fr", "glossary": {"one": "zzunn"}}
         )

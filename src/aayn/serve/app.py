@@ -42,6 +42,23 @@ def check_glossary(pair: Pair, glossary):
     return glossary
 
 
+def check_alignment(pair: Pair) -> bool:
+    """Whether the pair's engine aligns (an aayn folder, a CTranslate2 export), else RequestError."""
+    if "alignment" not in pair.translators[0].abilities:
+        raise RequestError(f"Invalid request: {pair.names[0]} gives no alignments (it is an ONNX export)")
+    return True
+
+
+def hub_item(hypothesis: tuple, scored: bool) -> dict:
+    """One hypothesis in the Hub's shape: its text, its score where asked for n-best, its alignment where asked."""
+    item = {"translation_text": hypothesis[1]}
+    if scored:
+        item["score"] = hypothesis[0]
+    if len(hypothesis) > 2:
+        item.update(hypothesis[2].as_dict())
+    return item
+
+
 async def disconnected(request) -> None:
     """Returns once the client has gone (no polling: the server's next message after the body is the disconnect)."""
     while (await request.receive())["type"] != "http.disconnect":
@@ -126,12 +143,14 @@ class Service:
         texts, options = read_request(body, self.settings)
         if "glossary" in options:
             check_glossary(self.pairs[0], options["glossary"])
+        if "alignment" in options:
+            check_alignment(self.pairs[0])
         best = await translated(self.pairs[0].batcher, texts, options, request, "the model failed")
         if best is None:
             return {"error": "the client went away"}, 499
         if options.get("num_return_sequences", 1) == 1:
-            return [{"translation_text": hypotheses[0][1]} for hypotheses in best], 200
-        return [[{"translation_text": t, "score": s} for s, t in hypotheses] for hypotheses in best], 200
+            return [hub_item(hypotheses[0], False) for hypotheses in best], 200
+        return [[hub_item(hypothesis, True) for hypothesis in hypotheses] for hypotheses in best], 200
 
     async def libretranslate(self, fields: dict, request):
         check_api_key(fields, self.api_keys)
@@ -144,6 +163,8 @@ class Service:
         options = {"num_return_sequences": asked.alternatives + 1} if asked.alternatives else {}
         if asked.glossary is not None:
             options["glossary"] = check_glossary(pair, asked.glossary)
+        if asked.alignment is not None:
+            options["alignment"] = check_alignment(pair) and asked.alignment
         texts = asked.texts
         try:
             best = await translated(pair.batcher, texts, options, request, "Cannot translate text") if texts else []

@@ -220,13 +220,13 @@ class WorkerTranslator(Translator):
                 "it is started again for the next batch"
             ) from None
 
-    def _call(self, method: str, *args):
+    def _call(self, method: str, *args, **kwargs):
         if not self.process.is_alive():
             self.close()
             self._spawn()
             self.ready()
         try:
-            self.connection.send((method, args))
+            self.connection.send((method, args, kwargs))
         except OSError:
             pass  # the process is gone: the receive below says so
         kind, value = self._receive()
@@ -237,10 +237,9 @@ class WorkerTranslator(Translator):
     def encode(self, texts: list[str]) -> list[list[int]]:
         return self._call("encode", list(texts))
 
-    def decode_batch(
-        self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None, terms=None
-    ):
-        return self._call("decode_batch", sources, settings, prefixes, *([] if terms is None else [terms]))
+    def decode_batch(self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None, **asked):
+        """`asked`: `terms` and `alignment` where given (the engine in the process has those abilities)."""
+        return self._call("decode_batch", sources, settings, prefixes, **asked)
 
     def close(self) -> None:
         """Ends the process once it has answered what it was sent."""
@@ -282,11 +281,11 @@ def _worker(connection, names: list[str], device: str, threads: int, setup) -> N
             return
         if request is None:
             return
-        method, args = request
+        method, args, kwargs = request
         try:
             if method not in WORKER_METHODS:
                 raise ValueError(f"a worker answers {' and '.join(WORKER_METHODS)}, not {method!r}")
-            reply = ("ok", getattr(translator, method)(*args))
+            reply = ("ok", getattr(translator, method)(*args, **kwargs))
         except Exception as error:  # noqa: BLE001  the batch answers 500; the worker goes on
             reply = ("error", one_line(error))
         connection.send(reply)

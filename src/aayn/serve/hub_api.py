@@ -19,6 +19,7 @@ PARAMETERS = {
     "max_new_tokens": "an integer >= 1",
     "num_return_sequences": "an integer >= 1, at most num_beams",
     "glossary": "an object {source term: target term} or a list of [source term, target term] pairs",
+    "alignment": "true or false: each translation with its word alignment (links of token positions)",
 }
 
 
@@ -72,6 +73,9 @@ def read_parameters(parameters) -> dict:
         if name == "glossary":
             parameters[name] = read_glossary(value)
             continue
+        if name == "alignment":
+            parameters[name] = read_alignment(value)
+            continue
         if name == "length_penalty":
             good = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         else:
@@ -81,7 +85,18 @@ def read_parameters(parameters) -> dict:
     fault = returned_fault(parameters.get("num_return_sequences", 1), parameters.get("num_beams"))
     if fault:
         raise RequestError(f"parameter {fault}")
+    if parameters.get("alignment") is None:
+        parameters.pop("alignment", None)
     return parameters
+
+
+def read_alignment(value):
+    """A request's `alignment` (true or false) as the translator's `AlignmentSettings` (None: not asked)."""
+    from ..alignment import AlignmentSettings
+
+    if not isinstance(value, bool):
+        raise RequestError(f"Invalid request: alignment must be true or false, got {json.dumps(value)}")
+    return AlignmentSettings() if value else None
 
 
 def read_glossary(value):

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from .hub_api import RequestError, ServeSettings, read_glossary
+from .hub_api import RequestError, ServeSettings, read_alignment, read_glossary
 from .markup import Fragment
 
 FORMATS = ("text", "html")
@@ -41,6 +41,7 @@ class LibreRequest:
     alternatives: int
     api_key: str | None
     glossary: object = None  # aayn's own field: a `Glossary`
+    alignment: object = None  # aayn's own field: `AlignmentSettings` where asked for
 
     @property
     def texts(self) -> list[str]:
@@ -63,6 +64,12 @@ class LibreRequest:
                         others.append(text)
             alternatives.append(others)
         result = {"translatedText": translated if self.batch else translated[0]}
+        if self.alignment is not None:  # per text, the alignment of each piece translated (a line, a text run)
+            aligned, start = [], 0
+            for document in self.documents:
+                aligned.append([h[0][2].as_dict() for h in best[start : start + len(document.texts)]])
+                start += len(document.texts)
+            result["alignment"] = aligned if self.batch else aligned[0]
         if detected is not None:
             result["detectedLanguage"] = [detected] * len(translated) if self.batch else detected
         if self.alternatives > 0:
@@ -133,4 +140,7 @@ def read_translate(fields: dict, settings: ServeSettings, max_alternatives: int)
         raise RequestError(f"{form} format is not supported")
     documents = [Fragment(text) if form == "html" else Lines(text) for text in texts]
     glossary = read_glossary(fields["glossary"]) if fields.get("glossary") else None
-    return LibreRequest(documents, batch, source, target, alternatives, fields.get("api_key"), glossary)
+    flag = fields.get("alignment")
+    flag = {"true": True, "false": False, "": False}.get(flag, flag) if isinstance(flag, str) else flag
+    alignment = read_alignment(flag) if flag is not None else None
+    return LibreRequest(documents, batch, source, target, alternatives, fields.get("api_key"), glossary, alignment)
