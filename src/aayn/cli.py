@@ -151,6 +151,9 @@ def translate(args: argparse.Namespace) -> None:
         raise ValueError("--show_attention draws one plain translation: no --nbest or --prefix with it")
     if args.format is not None and not args.nbest:
         raise ValueError(f"--format {args.format} needs --nbest N")
+    if args.html and (args.nbest or args.prefix or args.show_attention or args.print_alignment):
+        raise ValueError("--html translates each line's HTML once: no --nbest, --prefix, --show_attention or "
+                         "--print_alignment with it")  # fmt: skip
     if args.text:
         batches = [args.text]
     elif args.show_attention:
@@ -188,6 +191,8 @@ def translate(args: argparse.Namespace) -> None:
         print(text)
         print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
         return
+    if args.html:
+        return translate_html(translator, batches, args, generate)
     prefixes = read_lines(args.prefix, "--prefix") if args.prefix else None
     done = 0  # lines answered so far: the index of --nbest's output and of --prefix's lines
     for batch in batches:
@@ -206,6 +211,28 @@ def translate(args: argparse.Namespace) -> None:
         done += len(batch)
     if prefixes is not None and done != len(prefixes):
         raise ValueError(f"--prefix {args.prefix} has {len(prefixes)} lines for {done} inputs")
+
+
+def translate_html(translator, batches, args, generate: dict) -> None:
+    """--html: each input line an HTML fragment, its markup kept; with an engine that aligns, inline markup is
+    placed by the alignment of each sentence translated whole (`aayn.serve.markup`)."""
+    from .alignment import AlignmentSettings
+    from .serve.markup import Fragment
+
+    aligned = "alignment" in translator.abilities
+    if aligned:
+        generate["alignment"] = AlignmentSettings()
+    for batch in batches:
+        documents = [Fragment(line, aligned=aligned) for line in batch]
+        texts = [text for document in documents for text in document.texts]
+        best = translator.nbest(texts, 1, batch_tokens=args.batch_tokens, **generate) if texts else []
+        start = 0
+        for document in documents:
+            chosen = [hypotheses[0] for hypotheses in best[start : start + len(document.texts)]]
+            start += len(document.texts)
+            alignments = [hypothesis[2] for hypothesis in chosen] if aligned else None
+            print(" ".join(document.rebuilt([h[1] for h in chosen], alignments).splitlines()))
+        sys.stdout.flush()
 
 
 def aligned_line(hypothesis: tuple, form: str | None) -> str:
@@ -569,6 +596,12 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
         "written) gets the target term in its translation (lexically constrained search)",
     )
     alignment_arguments(parser)
+    parser.add_argument(
+        "--html",
+        action="store_true",
+        help="each input line is HTML: tags, comments and entities kept; inline markup (<b>, <a href>, ...) placed "
+        "around the words aligned to its own (an engine that aligns) or each text run translated alone",
+    )
 
 
 def serve_arguments(parser: argparse.ArgumentParser) -> None:

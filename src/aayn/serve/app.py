@@ -15,6 +15,7 @@ from .batcher import Batcher, Job, WorkerTranslator, describe, one_line
 from .detect import Detector
 from .hub_api import RequestError, ServeSettings, openapi, read_request
 from .libretranslate import check_api_key, read_fields, read_translate
+from .markup import Fragment
 
 MAX_ALTERNATIVES = 8  # LibreTranslate's --alternatives-limit: n-best lists beyond it are refused
 
@@ -165,6 +166,9 @@ class Service:
             options["glossary"] = check_glossary(pair, asked.glossary)
         if asked.alignment is not None:
             options["alignment"] = check_alignment(pair) and asked.alignment
+        if any(isinstance(d, Fragment) for d in asked.documents) and "alignment" in pair.translators[0].abilities:
+            asked.align_markup()  # inline markup placed by alignments, each sentence translated whole
+            options["alignment"] = asked.alignment or asked.markup_alignment
         texts = asked.texts
         try:
             best = await translated(pair.batcher, texts, options, request, "Cannot translate text") if texts else []

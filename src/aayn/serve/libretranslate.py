@@ -42,6 +42,15 @@ class LibreRequest:
     api_key: str | None
     glossary: object = None  # aayn's own field: a `Glossary`
     alignment: object = None  # aayn's own field: `AlignmentSettings` where asked for
+    markup_alignment: object = None  # alignments asked for html's markup only (not answered)
+
+    def align_markup(self) -> None:
+        """html documents translated sentence by sentence, their inline markup placed by alignments."""
+        from ..alignment import AlignmentSettings
+
+        self.documents = [Fragment(d.source, aligned=True) if isinstance(d, Fragment) else d for d in self.documents]
+        if self.alignment is None:
+            self.markup_alignment = AlignmentSettings()
 
     @property
     def texts(self) -> list[str]:
@@ -53,7 +62,10 @@ class LibreRequest:
         for document in self.documents:
             hypotheses = best[start : start + len(document.texts)]
             start += len(document.texts)
-            first = document.rebuilt([h[0][1] for h in hypotheses])
+            if isinstance(document, Fragment) and document.aligned:
+                first = document.rebuilt([h[0][1] for h in hypotheses], [h[0][2] for h in hypotheses])
+            else:
+                first = document.rebuilt([h[0][1] for h in hypotheses])
             translated.append(first)
             others = []
             if self.alternatives and isinstance(document, Lines):
