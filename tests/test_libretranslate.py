@@ -150,7 +150,8 @@ def test_html_keeps_every_tag_and_places_inline_markup_by_alignment(server, expe
             text.append(data)
 
     Reader(convert_charrefs=True).feed(first)
-    assert tags == ['<p class="a">', "<b>", "<i>", "</i>", "</b>", '<a href="/x?a=1&amp;b=2">', "</a>", "<br/>", "</br>", "</p>"]  # <br/>: start and end
+    link = '<a href="/x?a=1&amp;b=2">'
+    assert tags == ['<p class="a">', "<b>", "<i>", "</i>", "</b>", link, "</a>", "<br/>", "</br>", "</p>"]
     assert first.startswith('<p class="a">') and first.endswith("<br/> 42 <!-- keep --></p>")
     assert " ".join("".join(text).replace(" 42 ", "").split()) == " ".join(hypothesis[1].split())
     assert answer["translatedText"][1] == escape(best["Tom & Jerry"])
