@@ -404,3 +404,52 @@ def test_a_glossary_gives_fairseq_interactive_s_constrained_output(imported):
             continue
         assert ours == row["D"]
     assert failed == 1
+
+
+@pytest.fixture(scope="module")
+def every_tokenizer(imports, saved):
+    """One tokenizer of each kind aayn writes or imports: byte-level BPE, SentencePiece (trained here), and the
+    fairseq imports' SentencePiece and Moses + BPE."""
+    from aayn.data import load_translation_dataset
+    from aayn.data.tokenizer import train_sentencepiece
+
+    train = load_translation_dataset("bible", source_lang="en", target_lang="fr")["train"].select(range(500))
+    kinds = {"byte-level BPE": saved[2], "sentencepiece": train_sentencepiece(train, source_lang="en",
+             target_lang="fr", vocab_size=300, model_type="unigram")}  # fmt: skip
+    for kind in KINDS:
+        kinds[f"fairseq {kind}"] = AutoTokenizer.from_pretrained(imports(kind)[0])
+    return kinds
+
+
+def test_an_empty_translation_decodes_to_nothing_in_every_tokenizer(every_tokenizer):
+    """The search's empty output (the start token, eos, padding) is "" for every tokenizer kind (an imported
+    SentencePiece decoder that stripped a character each side panicked on it)."""
+    for kind, tokenizer in every_tokenizer.items():
+        eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+        start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else eos
+        assert tokenizer.batch_decode([[start, eos, pad], [eos]], skip_special_tokens=True) == ["", ""], kind
+        assert tokenizer.decode([], skip_special_tokens=True) == "", kind
+
+
+def test_one_empty_translation_does_not_end_a_run(imported, monkeypatch):
+    """A batch in which the model gives one sentence nothing: that line is empty, the others are translated."""
+    from aayn.opening import open_translator
+
+    folder, record = imported
+    translator = open_translator([str(folder)])
+    texts = record["interactive"]["source_texts"][:3]
+    want = translator.translate(texts, num_beams=1)
+    model, original = translator.model, translator.model.generate
+    second = translator.encode(texts[1:2])[0]
+
+    def one_empty(*args, **kwargs):
+        out = original(*args, **kwargs)
+        for row, ids in enumerate(kwargs["input_ids"].tolist()):
+            if ids[: len(second)] == second:  # the second text's row (the batch is sorted by length)
+                out.sequences[row, 1] = model.config.eos_token_id
+                out.sequences[row, 2:] = model.config.pad_token_id
+        return out
+
+    monkeypatch.setattr(model, "generate", one_empty)
+    got = translator.translate(texts, num_beams=1, batch_tokens=10**6)
+    assert got[1] == "" and [got[0], got[2]] == [want[0], want[2]]

@@ -278,9 +278,10 @@ def sentencepiece_tokenizer(model_path: Path, symbols: list[str]):
     tokenizer.normalizer = normalizers.Sequence(steps)
     prepend = "always" if spec.add_dummy_prefix else "never"
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=prepend, split=True)
-    # fairseq's decoding: pieces joined, "▁" as spaces, the text stripped at both ends
+    # fairseq's decoding: pieces joined, "▁" as spaces, the text stripped at both ends (a regular expression: a Strip
+    # of one character each side panics on an empty translation)
     tokenizer.decoder = decoders.Sequence(
-        [decoders.Replace("▁", " "), decoders.Fuse(), decoders.Strip(content=" ", left=1, right=1)]
+        [decoders.Replace("▁", " "), decoders.Fuse(), decoders.Replace(Regex(r"\A\s+|\s+\z"), "")]
     )
     eos = symbols.index("</s>")
     tokenizer.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", eos)])
