@@ -16,11 +16,9 @@ KINDS = ["postnorm-spm", "prenorm-moses-bpe"]
 
 @pytest.fixture(scope="module", params=KINDS)
 def imported(request, tmp_path_factory):
-    from aayn.fairseq_import import import_fairseq
+    from fairseq_helpers import import_as_recorded
 
-    folder = tmp_path_factory.mktemp("aligned") / request.param
-    import_fairseq(FIXTURES / request.param / "checkpoint.pt", folder, source_lang="en", target_lang="fr")
-    return folder, json.loads((FIXTURES / request.param / "fairseq.json").read_text(encoding="utf-8"))
+    return import_as_recorded(request.param, tmp_path_factory.mktemp("aligned") / request.param)
 
 
 def test_hard_links_take_the_argmax_of_the_tokens_that_are_not_special():

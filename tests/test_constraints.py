@@ -141,17 +141,11 @@ def test_a_sentence_without_phrases_in_a_constrained_batch_decodes_as_alone():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """The fairseq fixture's tiny model, trained on Bible verses, imported: (model, tokenizer, 8 test verses)."""
-    import json
-    from pathlib import Path
-
+    from fairseq_helpers import import_as_recorded
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from aayn.fairseq_import import import_fairseq
-
-    fixture = Path(__file__).parent / "data" / "fairseq" / "postnorm-spm"
-    folder = tmp_path_factory.mktemp("constraints") / "spm"
-    import_fairseq(fixture / "checkpoint.pt", folder, source_lang="en", target_lang="fr")
-    texts = json.loads((fixture / "fairseq.json").read_text(encoding="utf-8"))["interactive"]["source_texts"][:8]
+    folder, record = import_as_recorded("postnorm-spm", tmp_path_factory.mktemp("constraints") / "spm")
+    texts = record["interactive"]["source_texts"][:8]
     return AutoModelForSeq2SeqLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder), texts
 
 

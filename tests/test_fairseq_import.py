@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from fairseq_helpers import import_as_recorded
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from aayn.fairseq_import import (
@@ -37,14 +38,13 @@ def recorded(kind: str) -> dict:
 
 @pytest.fixture(scope="module")
 def imports(tmp_path_factory):
-    """Each fixture imported once for the module: kind -> (folder, fairseq's record)."""
+    """Each fixture imported once for the module, with the length limit of fairseq's recordings: kind -> (folder,
+    fairseq's record)."""
     done = {}
 
     def imported_kind(kind: str):
         if kind not in done:
-            folder = tmp_path_factory.mktemp("fairseq") / kind
-            import_fairseq(FIXTURES / kind / "checkpoint.pt", folder, source_lang="en", target_lang="fr")
-            done[kind] = folder, recorded(kind)
+            done[kind] = import_as_recorded(kind, tmp_path_factory.mktemp("fairseq") / kind)
         return done[kind]
 
     return imported_kind
@@ -453,3 +453,24 @@ def test_one_empty_translation_does_not_end_a_run(imported, monkeypatch):
     monkeypatch.setattr(model, "generate", one_empty)
     got = translator.translate(texts, num_beams=1, batch_tokens=10**6)
     assert got[1] == "" and [got[0], got[2]] == [want[0], want[2]]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_imported_folder_decodes_as_fairseq_interactive_by_default(tmp_path, kind):
+    """`aayn import` writes fairseq-interactive's default search into the folder (beam 5, log P / |Y| with
+    lenpen 1, a sentence done once 5 hypotheses finished, at most 200 tokens before eos): `aayn translate` with
+    no options gives fairseq-interactive's text (recorded by the fixture script) on every verse."""
+    from aayn.opening import open_translator
+
+    folder = tmp_path / kind
+    import_fairseq(FIXTURES / kind / "checkpoint.pt", folder, source_lang="en", target_lang="fr")
+    record = recorded(kind)
+    texts = record["interactive"]["source_texts"]
+    generation = json.loads((folder / "generation_config.json").read_text(encoding="utf-8"))
+    assert (generation["num_beams"], generation.get("length_penalty", 1.0)) == (5, 1.0)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    assert (config["length_normalization"], config["length_limit"], config["search_early_stopping"]) == (
+        "fairseq", [0, 200], True
+    )  # fmt: skip
+    ours = [open_translator([str(folder)]).translate([text])[0] for text in texts]  # one at a time, as recorded
+    assert ours == [row["D"] for row in record["interactive_cli"]["default"]]

@@ -390,7 +390,12 @@ def import_fairseq(
             "separate source and target dictionaries with --bpe sentencepiece: aayn imports SentencePiece "
             "pipelines with one joined dictionary (fairseq-preprocess --joined-dictionary)"
         )
-    model.generation_config.num_beams = 5  # fairseq-generate's default beam
+    # fairseq-interactive's default search: beam 5, hypotheses ranked by log P / |Y|^1 (--lenpen 1), k finished
+    model.generation_config.num_beams = 5
+    model.generation_config.length_penalty = 1.0
+    model.config.length_normalization = "fairseq"  # the model config keeps it (a generation config drops it)
+    model.config.length_limit = [0, 200]  # fairseq's --max-len-a 0 --max-len-b 200: 200 tokens before eos
+    model.config.search_early_stopping = True  # fairseq ends a sentence once k hypotheses have finished
     provenance = {
         "format": "fairseq",
         "fairseq_version": "0.10 to 0.12 (settings in cfg)" if source == "cfg.model" else "0.9 or earlier (args)",

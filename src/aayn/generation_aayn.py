@@ -20,7 +20,7 @@ from transformers.utils import logging
 
 from .constraints_aayn import ConstrainedSearch
 from .ops_aayn import cpu_decoding_layout
-from .policy_aayn import length_penalty_in_force, paper_length_limit, returned_fault
+from .policy_aayn import LENGTH_NORMALIZATIONS, length_penalty_in_force, paper_length_limit, returned_fault
 from .search_aayn import SearchSettings, paper_search
 
 logger = logging.get_logger(__name__)
@@ -32,6 +32,7 @@ SERVED = {
     "no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "early_stopping", "use_cache",
     "return_dict_in_generate", "output_scores", "output_logits", "output_attentions", "output_hidden_states",
     "bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "do_sample", "synced_gpus",
+    "length_normalization",
 }  # fmt: skip
 # sampling's knobs: without do_sample transformers ignores them (and warns); so does the paper's search
 SAMPLING_ONLY = {"temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff"}
@@ -69,7 +70,9 @@ def resolve_options(base: GenerationConfig, kwargs: dict) -> tuple[GenerationCon
     does not serve (anything else than SERVED and the sampling knobs, and unknown keywords)."""
     config = copy.deepcopy(base)
     passed = {key for key, value in kwargs.items() if value is not None}
-    unused = config.update(**{key: kwargs[key] for key in passed})
+    if "length_normalization" in passed:  # aayn's own field: transformers' config has no attribute for it
+        config.length_normalization = kwargs["length_normalization"]
+    unused = config.update(**{key: kwargs[key] for key in passed - {"length_normalization"}})
     given = _given(config, passed - set(unused))
     others = (set(given) - SERVED - SAMPLING_ONLY) | (set(unused) - MODEL_INPUTS)
     return config, given, others
@@ -110,7 +113,11 @@ def search_settings(model, config: GenerationConfig, given: dict, synced_gpus: b
         raise ValueError(f"`bad_words_ids` must be a list of non-empty lists of token ids < {vocab}, got {bad_words!r}")
     if [tokens["eos_token_id"]] in [list(words) for words in bad_words]:
         raise ValueError("`bad_words_ids` bans eos on its own: no hypothesis could end")
-    early = given.get("early_stopping", "never")
+    # a generation value, else the model config's (transformers 5 drops unknown generation config fields on load)
+    normalization = given.get("length_normalization", getattr(model_config, "length_normalization", None) or "gnmt")
+    if normalization not in LENGTH_NORMALIZATIONS:
+        raise ValueError(f"`length_normalization` must be one of {LENGTH_NORMALIZATIONS}, got {normalization!r}")
+    early = given.get("early_stopping", getattr(model_config, "search_early_stopping", None) or "never")
     if early not in (True, False, "never"):
         raise ValueError(f"`early_stopping` must be True, False or 'never', got {early!r}")
     return SearchSettings(
@@ -126,6 +133,7 @@ def search_settings(model, config: GenerationConfig, given: dict, synced_gpus: b
         early_stopping=early,
         use_cache=bool(config.use_cache if config.use_cache is not None else True),
         synced_gpus=bool(synced_gpus),
+        normalization=normalization,
     )
 
 
@@ -143,12 +151,18 @@ def source_mask(input_ids: torch.Tensor, attention_mask, pad: int | None, eos: i
     return torch.ones_like(input_ids, dtype=torch.long)
 
 
-def length_limits(attention_mask: torch.Tensor, given: dict, forced: torch.Tensor | None = None) -> torch.Tensor:
+def length_limits(
+    attention_mask: torch.Tensor, given: dict, forced: torch.Tensor | None = None, rule=None
+) -> torch.Tensor:
     """Per sentence, §6.1's limit (source length + 50 target tokens) within `max_new_tokens` or `max_length`
     (transformers counts the decoder start token in the latter; `max_new_tokens` wins where both are given, as
     there). With a target prefix of `forced` tokens (batch,), `max_new_tokens` counts the tokens after it (as
-    transformers counts new tokens after a prompt), and every limit leaves room for the prefix and eos."""
+    transformers counts new tokens after a prompt), and every limit leaves room for the prefix and eos. `rule`
+    (a model config's `length_limit`, [a, b]: fairseq's --max-len-a, --max-len-b) replaces §6.1's limit with a *
+    source + b tokens before eos (an imported fairseq folder's: fairseq's default, 200 whatever the source)."""
     limits = paper_length_limit(attention_mask.sum(-1))
+    if rule is not None:  # a model config's `length_limit` [a, b]: fairseq's, a * source + b tokens before eos
+        limits = (float(rule[0]) * attention_mask.sum(-1)).long() + int(rule[1]) + 1
     forced = torch.zeros_like(limits) if forced is None else forced.to(limits.device)
     if given.get("max_new_tokens") is not None:
         limits = torch.minimum(limits, forced + _whole("max_new_tokens", given["max_new_tokens"], 1))
@@ -190,6 +204,7 @@ def generate(model, inputs, generation_config, paper_decoding, parent_generate, 
     phrases = _pop_constraints(kwargs)  # before transformers sees them: some of its lines have a field of that name
     with cpu_decoding_layout(model):
         if not paper:
+            kwargs.pop("length_normalization", None)  # transformers' search has its own (|Y|^alpha)
             if phrases is not None:
                 raise ValueError("constraints need the paper's search: not with paper_decoding=False")
             return parent_generate(inputs, generation_config=generation_config, **kwargs)
@@ -264,7 +279,7 @@ def _paper_generate(
             kwargs["decoder_input_ids"], kwargs.get("decoder_attention_mask"), settings, vocab
         )
         prefix, forced = prefix.to(input_ids.device), forced.to(input_ids.device)
-    limits = length_limits(attention_mask, given, forced)
+    limits = length_limits(attention_mask, given, forced, getattr(model.config, "length_limit", None))
     if constraints is not None:
         if prefix is not None:
             raise ValueError("constraints and a target prefix (decoder_input_ids) cannot be combined")
@@ -323,6 +338,7 @@ def _transformers_search(model, inputs, generation_config, parent_generate, give
             f"the paper's search does not serve {sorted(others)}: decoding with transformers' search, with §6.1's "
             "length limit (source + 50) and alpha as its length penalty (|Y|^alpha, not GNMT's)"
         )
+    kwargs = {key: value for key, value in kwargs.items() if key != "length_normalization"}  # |Y|^alpha there
     if "max_length" not in given and "max_new_tokens" not in given:
         input_ids = inputs if inputs is not None else kwargs.get("input_ids")
         if input_ids is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import MissingExtra
-from .policy_aayn import gnmt_length_penalty, paper_length_limit, source_limit
+from .policy_aayn import length_penalty, paper_length_limit, source_limit
 from .translator import DecodingSettings, Translator
 
 FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
@@ -192,6 +192,7 @@ class OnnxTranslator(Translator):
 
     kind = "onnx"
     abilities = frozenset({"scores"})
+    normalization = "gnmt"  # the folder's length normalization (`DecodingSettings.normalization`)
 
     def __init__(self, folder: str | Path, device: str = "cpu", threads: int | None = None):
         from transformers import AutoTokenizer
@@ -206,6 +207,7 @@ class OnnxTranslator(Translator):
         self.pad = config["pad_token_id"]
         path = self.folder / "generation_config.json"
         self.generation = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        self.generation.setdefault("length_normalization", config.get("length_normalization"))  # the model's
         self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
         self.source_limit = source_limit(self.tokenizer.model_max_length, config["max_position_embeddings"])
 
@@ -245,6 +247,7 @@ class OnnxTranslator(Translator):
         """Per sentence, its `settings.nbest` best hypotheses as (log P / lp, ids: the start token, the tokens,
         eos, padding)."""
         k, alpha, returned, sessions = settings.num_beams, settings.length_penalty, settings.nbest, self.sessions
+        self.normalization = settings.normalization  # lp(Y), read by the steps
         limits = paper_length_limit(mask.sum(1))
         if settings.max_new_tokens is not None:
             limits = np.minimum(limits, settings.max_new_tokens)
@@ -282,7 +285,7 @@ class OnnxTranslator(Translator):
         beams.scores, words = values, words[:, 0]
         beams.history[:, step] = words
         done = words == self.eos
-        beams.finished[done] = beams.scores[done] / gnmt_length_penalty(step, alpha)
+        beams.finished[done] = beams.scores[done] / length_penalty(step, alpha, self.normalization)
         beams.finished_tokens[done, 0] = beams.history[done]
         return done, parents
 
@@ -296,7 +299,7 @@ class OnnxTranslator(Translator):
             rows = (np.arange(m)[:, None] * k + parents[:, :k]).reshape(-1)
             ended_tokens = beams.history[rows].reshape(m, k, -1)
             ended_tokens[:, :, step] = self.eos
-            ended = np.where(ending, values[:, :k] / gnmt_length_penalty(step, alpha), -np.inf)
+            ended = np.where(ending, values[:, :k] / length_penalty(step, alpha, self.normalization), -np.inf)
             merged = np.concatenate([beams.finished, ended], 1)
             pick = np.argsort(-merged, axis=1, kind="stable")[:, :k]
             beams.finished = np.take_along_axis(merged, pick, 1).astype(np.float32)
@@ -312,7 +315,7 @@ class OnnxTranslator(Translator):
         next_words = np.where(taken, np.take_along_axis(words, picks, 1), self.pad)
         # done: at the limit, or the returned hypotheses beat what the best live beam could still reach
         limits = beams.limits
-        largest_lp = gnmt_length_penalty(limits if alpha >= 0 else np.minimum(limits, step + 1), alpha)
+        largest_lp = length_penalty(limits if alpha >= 0 else np.minimum(limits, step + 1), alpha, self.normalization)
         largest_lp = largest_lp.astype(np.float32)  # as the torch search divides: float32 throughout
         done = (step >= limits) | (beams.finished[:, returned - 1] >= scores.max(1) / largest_lp)
         beams.scores = scores

@@ -52,6 +52,17 @@ def gnmt_length_penalty(length, alpha: float):
     return ((5 + length) / 6) ** alpha
 
 
+LENGTH_NORMALIZATIONS = ("gnmt", "fairseq")  # a generation config's `length_normalization`; "gnmt": §6.1's
+
+
+def length_penalty(length, alpha: float, normalization: str = "gnmt"):
+    """lp(Y) a hypothesis's log P is divided by: GNMT's ((5 + |Y|) / 6)^alpha (the paper's), or with
+    `normalization="fairseq"` |Y|^alpha (fairseq's `--lenpen`), |Y| counting eos."""
+    if normalization == "fairseq":
+        return length**alpha
+    return gnmt_length_penalty(length, alpha)
+
+
 def length_penalty_in_force(given, saved) -> float:
     """alpha: as given, else the saved generation config's, else transformers' default."""
     alpha = given if given is not None else saved

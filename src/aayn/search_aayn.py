@@ -22,7 +22,7 @@ from typing import ClassVar
 import torch
 
 from .constraints_aayn import ConstrainedSearch
-from .policy_aayn import gnmt_length_penalty
+from .policy_aayn import length_penalty
 
 
 class BeamSearch:
@@ -70,6 +70,7 @@ class SearchSettings:
     use_cache: bool = True
     synced_gpus: bool = False
     ensemble_average: str = "log_probs"  # how an ensemble combines its models (`ensemble_log_probs`)
+    normalization: str = "gnmt"  # lp(Y): GNMT's, or fairseq's |Y|^alpha (`policy_aayn.length_penalty`)
 
 
 class TokenRules:
@@ -156,7 +157,8 @@ class SearchState:
         ending = (words[:, :k] == settings.eos) & torch.isfinite(values[:, :k])
         ended_tokens = self.history[self.beam_rows(beams[:, :k])].view(n, k, -1)  # (n, k, L), a copy
         ended_tokens[:, :, step] = settings.eos
-        ended = torch.where(ending, values[:, :k] / gnmt_length_penalty(step, settings.alpha), -math.inf)
+        lp = length_penalty(step, settings.alpha, settings.normalization)
+        ended = torch.where(ending, values[:, :k] / lp, -math.inf)
         self.finished, pick = torch.cat([self.finished, ended], 1).topk(k, dim=-1)  # (n, k), best first
         self.finished_tokens = torch.cat([self.finished_tokens, ended_tokens], 1).gather(
             1, pick[:, :, None].expand(-1, -1, self.finished_tokens.shape[-1])
@@ -309,7 +311,7 @@ def _greedy_step(state: SearchState, log_probs, step: int, settings: SearchSetti
     state.scores = state.scores + value[:, None]
     state.history[:, step] = word
     done = word == settings.eos
-    normalized = state.scores / gnmt_length_penalty(step, settings.alpha)
+    normalized = state.scores / length_penalty(step, settings.alpha, settings.normalization)
     state.finished = torch.where(done[:, None], normalized, state.finished)
     state.finished_tokens = torch.where(done[:, None, None], state.history[:, None], state.finished_tokens)
     state.finished_lengths = state.finished_lengths.masked_fill(done[:, None], step)
@@ -351,10 +353,10 @@ def _search_done(finished, best_live, limits, step: int, settings: SearchSetting
     if settings.early_stopping is True:  # transformers: as soon as k hypotheses finished
         return torch.isfinite(finished[:, k - 1])
     if settings.early_stopping is False:  # transformers' heuristic: the best live beam, were it to end next
-        return finished[:, k - 1] >= best_live / gnmt_length_penalty(step + 1, alpha)
+        return finished[:, k - 1] >= best_live / length_penalty(step + 1, alpha, settings.normalization)
     # exact: log P only falls, so a live beam reaches at most log P / (the largest lp of a length still possible)
     first_end = max(step + 1, settings.min_step)
-    largest_lp = gnmt_length_penalty(limits if alpha >= 0 else limits.clamp(max=first_end), alpha)
+    largest_lp = length_penalty(limits if alpha >= 0 else limits.clamp(max=first_end), alpha, settings.normalization)
     return finished[:, settings.returned - 1] >= best_live / largest_lp
 
 

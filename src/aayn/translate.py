@@ -26,7 +26,9 @@ class TorchTranslator(Translator):
         self.name = name or getattr(self.model.config, "_name_or_path", None) or "the model"
         self.abilities = frozenset(ABILITIES if len(self.models) == 1 else ("prefixes", "glossary", "alignment"))
         config = self.model.generation_config
-        self.generation = {"num_beams": config.num_beams, "length_penalty": config.length_penalty}
+        normalization = getattr(self.model.config, "length_normalization", None)
+        self.generation = {"num_beams": config.num_beams, "length_penalty": config.length_penalty,
+                           "length_normalization": normalization}  # fmt: skip
         self.source_limit = source_limit(tokenizer.model_max_length, self.model.config.max_position_embeddings)
 
     def encode(self, texts: list[str]) -> list[list[int]]:

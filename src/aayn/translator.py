@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .policy_aayn import beams_for, gnmt_length_penalty, length_penalty_in_force
+from .policy_aayn import LENGTH_NORMALIZATIONS, beams_for, length_penalty_in_force
+from .policy_aayn import length_penalty as penalty_of_length
 
 DECODING_BATCH_TOKENS = 4096  # padded source tokens a decoding (or scoring) batch holds by default
 
@@ -37,6 +38,7 @@ class DecodingSettings:
     length_penalty: float
     nbest: int = 1
     max_new_tokens: int | None = None
+    normalization: str = "gnmt"  # the folder's `length_normalization`: GNMT's lp or fairseq's |Y|^alpha
 
     @classmethod
     def resolve(
@@ -59,13 +61,17 @@ class DecodingSettings:
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
             raise ValueError(f"length_penalty must be a finite number, got {alpha!r}")
         beams = beams_for(num_beams or generation.get("num_beams"), nbest)
-        return cls(beams, float(alpha), nbest, max_new_tokens)
+        normalization = generation.get("length_normalization") or "gnmt"
+        if normalization not in LENGTH_NORMALIZATIONS:
+            raise ValueError(f"length_normalization must be one of {LENGTH_NORMALIZATIONS}, got {normalization!r}")
+        return cls(beams, float(alpha), nbest, max_new_tokens, normalization)
 
 
 @dataclass
 class Score:
     """One pair's score: `log_prob` = log P(target | source), eos included; `score` = log_prob / lp(|Y|) with
-    GNMT's lp(|Y|) = ((5 + |Y|) / 6)^alpha, |Y| counting eos (what the search ranks its own outputs by);
+    GNMT's lp(|Y|) = ((5 + |Y|) / 6)^alpha (fairseq's |Y|^alpha for a folder whose `length_normalization` says so),
+    |Y| counting eos (what the search ranks its own outputs by);
     `tokens`: the log-probability of each target token, eos last (empty unless asked for); `alignment`: the
     pair's `aayn.alignment.Alignment` where asked for."""
 
@@ -214,7 +220,8 @@ class Translator:
             raise ValueError(f"--model {self.name} cannot score pairs (give an aayn or ONNX model folder)")
         if len(sources) != len(targets):
             raise ValueError(f"{len(sources)} sources but {len(targets)} targets: scoring needs one target per source")
-        alpha = self.settings(length_penalty=length_penalty).length_penalty
+        search = self.settings(length_penalty=length_penalty)
+        alpha = search.length_penalty
         source_ids, target_ids = self.encode(list(sources)), self.encode_targets(list(targets))
         lengths = [max(len(s), len(t)) for s, t in zip(source_ids, target_ids)]
         scores: list[Score | None] = [None] * len(sources)
@@ -226,7 +233,8 @@ class Translator:
             aligned = self.align_batch(*pair, alignment) if alignment is not None else [None] * len(batch)
             for i, tokens, links in zip(batch, rows, aligned):
                 total = math.fsum(tokens)
-                scores[i] = Score(total, total / gnmt_length_penalty(len(tokens), alpha), tokens if per_token else [])
+                lp = penalty_of_length(len(tokens), alpha, search.normalization)
+                scores[i] = Score(total, total / lp, tokens if per_token else [])
                 scores[i].alignment = links
         return scores
 
