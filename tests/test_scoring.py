@@ -78,8 +78,10 @@ def test_aayn_score_prints_one_line_per_pair_in_input_order(saved, tmp_path, cap
     assert len(lines) == len(SOURCES)
     for line, pair in zip(lines, expected):
         log_prob, score, tokens = line.split("\t")
-        assert float(log_prob) == pytest.approx(pair.log_prob, abs=2e-6)
-        assert float(score) == pytest.approx(pair.score, abs=2e-6)
+        # float32 log-probabilities summed: at |log P| ~ 40 one float32 step is 4e-6, and another batch's padding
+        # (--batch_tokens 8 here) may move the last bits
+        assert float(log_prob) == pytest.approx(pair.log_prob, abs=1e-5)
+        assert float(score) == pytest.approx(pair.score, abs=1e-5)
         assert [float(v) for v in tokens.split()] == pytest.approx(pair.tokens, abs=2e-6)
     (tmp_path / "short.txt").write_text("deux\n", encoding="utf-8")
     assert aayn([*flags[:-1], str(tmp_path / "short.txt")]) == 2
