@@ -35,8 +35,10 @@ from .compat_aayn import (
     tied_weights_keys,
 )
 from .configuration_aayn import AaynConfig
+from .constraints_aayn import ConstrainedSearch  # noqa: F401  (4.57 copies a remote module's direct imports only)
 from .decoding_aayn import AaynDecodingMixin
 from .generation_aayn import generate as paper_generate
+from .glossary_aayn import Glossary  # noqa: F401  (the pipeline's, copied with the model's code)
 from .hub_aayn import AaynCardUpload
 from .ops_aayn import (
     AaynDropout,
