@@ -67,6 +67,7 @@ def test_every_readme_command_runs_as_written(tmp_path):
     (tmp_path / "recipes").symlink_to(ROOT / "recipes")
     (tmp_path / "english.txt").write_text("".join(f"{line}\n" for line in ENGLISH), encoding="utf-8")
     (tmp_path / "prefixes.txt").write_text("Au commencement\n\nL'Éternel\n", encoding="utf-8")
+    (tmp_path / "terms.tsv").write_text("LORD\tÉternel\nshepherd\tberger\n", encoding="utf-8")
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # this environment's aayn, torchrun
     commands = readme_commands()

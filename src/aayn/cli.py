@@ -170,6 +170,8 @@ def translate(args: argparse.Namespace) -> None:
 
         if args.show_attention:
             raise ValueError("--show_attention draws one plain translation: no --glossary with it")
+        if not Path(args.glossary).is_file():
+            raise FileNotFoundError(f"--glossary {args.glossary}: no such file")
         generate["glossary"] = Glossary.read(args.glossary)
     if args.print_alignment:
         from .alignment import AlignmentSettings
