@@ -1,4 +1,5 @@
-"""Word alignments (alignment.py): against `fairseq-interactive --print-alignment` on the imported fixtures (recorded
+"""Word alignments (alignment.py): kept by the search as it chooses each token, against a full-sequence forward over
+its outputs; against `fairseq-interactive --print-alignment` on the imported fixtures (recorded
 by tests/scripts/make_fairseq_fixtures.py), the CTranslate2 export's `return_attention`, a hand-worked case, the
 command line's forms, and the alignment error rate's code on a hand-computed case."""
 
@@ -7,7 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import random_batch, tiny_config
 
+from aayn import AaynForConditionalGeneration
 from aayn.alignment import AlignmentSettings, hard_links
 
 FIXTURES = Path(__file__).parent / "data" / "fairseq"
@@ -134,3 +137,96 @@ def test_the_alignment_error_rate_of_a_hand_computed_case():
     sure, possible = read_gold(["1-1 2-3 2p2 3p3"])
     assert alignment_error_rate([{(1, 1), (2, 2), (3, 4)}], sure, possible) == pytest.approx(0.4)
     assert alignment_error_rate([{(1, 1), (2, 3)}], sure, possible) == 0.0
+
+
+def _search_reference(model, ids, mask, sequences, returned: int, layer: int, heads: int):
+    """The reference for the alignments kept by the search: each hypothesis run again as one teacher-forced
+    sequence through the model's full forward with the eager kernel (no cache), its cross-attention averaged."""
+    with torch.no_grad():
+        out = model(
+            input_ids=ids.repeat_interleave(returned, 0),
+            attention_mask=mask.repeat_interleave(returned, 0),
+            decoder_input_ids=sequences[:, :-1],
+            output_attentions=True,
+            use_cache=False,
+        )
+    return out.cross_attentions[layer][:, :heads].double().mean(1)
+
+
+def _produced_lengths(sequences, eos: int) -> list[int]:
+    lengths = []
+    for row in sequences[:, 1:].tolist():
+        lengths.append(row.index(eos) + 1 if eos in row else len(row))
+    return lengths
+
+
+@pytest.mark.parametrize(
+    ("beams", "returned", "layer", "heads", "hooked"),
+    [(1, 1, None, None, False), (4, 2, None, None, False), (3, 3, 0, 2, False), (4, 1, 1, 1, True)],
+)
+def test_the_search_keeps_the_attention_that_chose_each_token(beams, returned, layer, heads, hooked):
+    """`generate(output_alignments=True)` keeps, as it searches (cached, folded beams, reordered every step), the
+    attention of each chosen token: equal to the full-sequence forward's over the hypotheses it returns, on a
+    padded batch, greedy and beam, any layer and head count; the translations are those of a search without it."""
+    torch.manual_seed(7)
+    model = AaynForConditionalGeneration(tiny_config(vocab_size=14)).eval()
+    ids, mask = random_batch(3, 9, 14, lengths=[9, 5, 7])
+    if hooked:  # a hook on a decoder module: the decoder's own forward runs every step, not `plain_step`
+        model.model.decoder.layers[0].register_forward_hook(lambda *_: None)
+    options = dict(num_beams=beams, num_return_sequences=returned, max_new_tokens=8, return_dict_in_generate=True)
+    plain = model.generate(ids, attention_mask=mask, **options)
+    out = model.generate(
+        ids, attention_mask=mask, **options, output_alignments=True, alignment_layer=layer, alignment_heads=heads
+    )
+    assert torch.equal(out.sequences, plain.sequences) and torch.equal(out.sequences_scores, plain.sequences_scores)
+    chosen_layer = 1 if layer is None else layer
+    reference = _search_reference(model, ids, mask, out.sequences, returned, chosen_layer, heads or 4)
+    kept = out.alignments
+    assert kept.shape == (3 * returned, out.sequences.shape[1] - 1, 9)
+    rows_mask = mask.repeat_interleave(returned, 0).bool()
+    for row, length in enumerate(_produced_lengths(out.sequences, model.config.eos_token_id)):
+        got, want = kept[row, :length][:, rows_mask[row]], reference[row, :length][:, rows_mask[row]]
+        torch.testing.assert_close(got.double(), want, atol=2e-6, rtol=0)
+        assert torch.all(kept[row, :length][:, ~rows_mask[row]] == 0)  # padding gets no weight
+
+
+def test_alignments_without_a_cache_and_of_an_ensemble():
+    """Where the search cannot keep the attention (no cache) one teacher-forced forward gives the same; an ensemble
+    aligns with its first model's attention."""
+    from aayn import generate_ensemble
+
+    torch.manual_seed(3)
+    first, second = (AaynForConditionalGeneration(tiny_config(vocab_size=14)).eval() for _ in range(2))
+    ids, mask = random_batch(2, 6, 14, lengths=[6, 4])
+    options = dict(num_beams=3, max_new_tokens=6, return_dict_in_generate=True, output_alignments=True)
+    cached = first.generate(ids, attention_mask=mask, **options)
+    uncached = first.generate(ids, attention_mask=mask, **options, use_cache=False)
+    assert torch.equal(cached.sequences, uncached.sequences)
+    lengths = _produced_lengths(cached.sequences, first.config.eos_token_id)
+    for row, length in enumerate(lengths):
+        got, want = cached.alignments[row, :length], uncached.alignments[row, :length]
+        torch.testing.assert_close(got, want, atol=2e-6, rtol=0)
+    together = generate_ensemble([first, second], ids, mask, **options)
+    reference = _search_reference(first, ids, mask, together.sequences, 1, 1, 4)
+    for row, length in enumerate(_produced_lengths(together.sequences, first.config.eos_token_id)):
+        got, want = together.alignments[row, :length][:, mask[row].bool()], reference[row, :length][:, mask[row].bool()]
+        torch.testing.assert_close(got.double(), want, atol=2e-6, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (dict(output_alignments=True), "needs return_dict_in_generate=True"),
+        (dict(output_alignments=True, return_dict_in_generate=True, do_sample=True), "need the paper's search"),
+        (dict(output_alignments=True, return_dict_in_generate=True, paper_decoding=False), "need the paper's search"),
+        (dict(output_alignments=True, return_dict_in_generate=True, alignment_layer=2), "alignment_layer must be"),
+        (dict(output_alignments=True, return_dict_in_generate=True, alignment_heads=0), "alignment_heads must be"),
+        (dict(alignment_layer=0), "choose the attention of output_alignments=True"),
+        (dict(output_alignments="yes"), "`output_alignments` must be True or False"),
+    ],
+)
+def test_what_alignments_cannot_do_is_refused_in_one_line(options, message):
+    model = AaynForConditionalGeneration(tiny_config(vocab_size=14)).eval()
+    ids, mask = random_batch(1, 4, 14)
+    with pytest.raises(ValueError, match=message):
+        model.generate(ids, attention_mask=mask, max_new_tokens=3, **options)

@@ -3,13 +3,16 @@ layer (`layer`, default the last) averaged over its first `heads` heads (default
 at the step that produced it, and its argmax over the source tokens. Special tokens (eos, pad) are left out on both
 sides, and positions count the other tokens from 0: a link `i-j` says target token j came from source token i.
 
-The attention is that of one teacher-forced forward pass over the output tokens (what `generate(...,
-output_attentions=True)` returns), which is the attention the search computed at each step: no second search.
+A translation's alignment is the attention the search computed at the step that chose each token, kept as it
+searched (`generate(..., output_alignments=True)`, search_aayn.py); a given pair's (`aayn score`) is that of one
+teacher-forced forward over its target.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from .policy_aayn import alignment_in_force
 
 
 @dataclass(frozen=True)
@@ -22,14 +25,7 @@ class AlignmentSettings:
 
     def check(self, config) -> tuple[int, int]:
         """(layer, heads) for a model `config`, or ValueError naming the bad value."""
-        layers, heads = config.decoder_layers, config.decoder_attention_heads
-        layer = layers - 1 if self.layer is None else self.layer
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
-            raise ValueError(f"alignment_layer must be a decoder layer from 0 to {layers - 1}, got {self.layer!r}")
-        count = heads if self.heads is None else self.heads
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= heads:
-            raise ValueError(f"alignment_heads must be from 1 to the layer's {heads} heads, got {self.heads!r}")
-        return layer, count
+        return alignment_in_force(config.decoder_layers, config.decoder_attention_heads, self.layer, self.heads)
 
 
 @dataclass
@@ -75,21 +71,29 @@ def align_ids(model, tokenizer, sources: list[list[int]], targets: list[list[int
 
     from .data.token_batches import padded
 
-    layer, heads = settings.check(model.config)
     config = model.config
     inputs = padded(tokenizer, sources).to(model.device)
     width = max(1, max(map(len, targets)))
     decoder = torch.full((len(targets), width), config.pad_token_id, dtype=torch.long)
     for row, ids in enumerate(targets):
         decoder[row, : len(ids)] = torch.tensor([config.decoder_start_token_id, *ids[:-1]], dtype=torch.long)[:width]
+    layer, heads = settings.check(config)
     with torch.inference_mode():
         out = model(**inputs, decoder_input_ids=decoder.to(model.device), output_attentions=True, use_cache=False)
-    attention = out.cross_attentions[layer][:, :heads].double().mean(dim=1).cpu()  # (batch, target, source)
+    attention = out.cross_attentions[layer][:, :heads].double().mean(dim=1)  # (batch, target, source)
+    return attention_alignments(attention, inputs["attention_mask"], sources, targets, tokenizer, config)
+
+
+def attention_alignments(attention, source_mask, sources: list[list[int]], targets: list[list[int]], tokenizer, config):
+    """Each pair's `Alignment` from `attention` (rows, target tokens, padded source: a tensor) read on the source
+    tokens where `source_mask` (rows, padded source) is set; `targets` as produced (eos last, no start token)."""
     special = {config.eos_token_id, config.pad_token_id}
     source_pieces = {index: piece for piece, index in tokenizer.get_vocab().items()}  # the source side's
     aligned = []
     for row, (source, target) in enumerate(zip(sources, targets)):
-        links = hard_links(attention[row, : len(target), : len(source)].tolist(), source, target, special)
+        columns = source_mask[row].nonzero()[:, 0].to(attention.device)
+        rows = attention[row, : len(target)].index_select(-1, columns).tolist()
+        links = hard_links(rows, source, target, special)
         kept_source, kept_target = ([t for t in ids if t not in special] for ids in (source, target))
         pieces = [source_pieces.get(t, str(t)) for t in kept_source]
         aligned.append(Alignment(links, pieces, tokenizer.convert_ids_to_tokens(kept_target)))

@@ -177,6 +177,7 @@ class FoldedSearchCache:
         self.padding_bias = additive_bias(blocked, dtype)
         self.ancestry = encoder_padding.new_zeros((encoder_padding.shape[0], beams, limit), dtype=torch.long)
         self.dtype = dtype
+        self.record_cross = None  # the search's alignments: `decoding_aayn.CrossAttentionRecorder`, when asked
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.self_attention_cache.written

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from . import MissingExtra, _register_later, register
+from .common import MissingExtra
 from .formats import EXPORTS, IMPORTS
+from .registration import register, register_later
 from .translator import DECODING_BATCH_TOKENS
 
 
@@ -756,7 +757,7 @@ def command_line_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _register_later()
+    register_later()
     argv = list(sys.argv[1:] if argv is None else argv)
     debug, verbose = "--debug" in argv, "--verbose" in argv
     argv = [arg for arg in argv if arg not in ("--debug", "--verbose")]

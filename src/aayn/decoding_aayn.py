@@ -17,20 +17,29 @@ import torch
 from torch.nn import functional as F
 
 from .cache_aayn import FOLDING_ATTENTION, FoldedSearchCache, SearchCache
-from .ops_aayn import STEP_ATTENTION, output_logits
+from .ops_aayn import STEP_ATTENTION, eager_attention_forward, output_logits
 
 
 class AaynDecodingMixin:
     """The methods of `AaynForConditionalGeneration` that decoding calls."""
 
     def start_decoding(
-        self, input_ids, attention_mask, num_beams: int, longest: int, use_cache: bool = True, start: int | None = None
+        self,
+        input_ids,
+        attention_mask,
+        num_beams: int,
+        longest: int,
+        use_cache: bool = True,
+        start: int | None = None,
+        alignment: tuple[int, int] | None = None,
     ) -> Decoding:
         """§6.1's search's contract with the model: the source encoded once, and the decoder's state for `num_beams`
         beams a sentence and at most `longest` steps, which runs one step for the live rows (`log_probs`) and
-        reorders or drops rows of its cache (`next_step`); how a step is computed is decided there."""
+        reorders or drops rows of its cache (`next_step`); how a step is computed is decided there. `alignment`
+        (layer, heads): each step also keeps that layer's cross-attention, averaged over its first heads
+        (`recorded`), where the beams fold (see `Decoding.records`)."""
         start = self.config.decoder_start_token_id if start is None else start
-        return Decoding(self, input_ids, attention_mask, num_beams, longest, use_cache, start)
+        return Decoding(self, input_ids, attention_mask, num_beams, longest, use_cache, start, alignment)
 
     def _output_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """lm_head(hidden_states), read from the CPU decoding layout while `generate` holds one (ops_aayn)."""
@@ -41,7 +50,8 @@ class Decoding:
     """One model's decoding of a batch for a search of `num_beams` beams a sentence and at most `longest` steps.
     An ensemble holds one per model, each with its own cache."""
 
-    def __init__(self, model, input_ids, attention_mask, num_beams: int, longest: int, use_cache: bool, start: int):
+    def __init__(self, model, input_ids, attention_mask, num_beams: int, longest: int, use_cache: bool, start: int,
+                 alignment=None):  # fmt: skip
         self.model, self.decoder, self.k = model, model.get_decoder(), num_beams
         hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (n, S, d)
         self.fold = use_cache and model.config._attn_implementation in FOLDING_ATTENTION
@@ -61,6 +71,14 @@ class Decoding:
             self.cache = SearchCache(longest, num_beams)
         self.plain = self.fold and plain_steps(self.decoder)
         self.positions = self.decoder.embed.encodings(longest + 1, hidden.device) if self.plain else None
+        self.records = alignment is not None and self.fold  # the folded layout: the cache holds the recorder
+        if self.records:
+            self.cache.record_cross = CrossAttentionRecorder(*alignment)
+
+    @property
+    def recorded(self) -> torch.Tensor:
+        """(n * k, S) the alignment layer's cross-attention of the last step, averaged over its first heads."""
+        return self.cache.record_cross.weights
 
     def log_probs(self, history: torch.Tensor, step: int, dtype: torch.dtype) -> torch.Tensor:
         """(n * k, vocab) log-probabilities, in `dtype`, of the next token after `history[:, :step]`."""
@@ -94,6 +112,21 @@ class Decoding:
         embeds = self.decoder.embed.embed_tokens(start_ids)
         states = self.decoder(None, hidden, None, attention_mask, inputs_embeds=embeds).last_hidden_state
         self.model._output_logits(states[:, -1])
+
+
+class CrossAttentionRecorder:
+    """Word alignments from the search itself (fairseq's `--print-alignment`): called by the encoder-decoder
+    attention of every layer at every step where the beams fold (the cache carries it: `AaynAttention.forward` and
+    `_attention_step`), it keeps layer `layer`'s weights softmax(Q K^T / sqrt(d_k) + padding) averaged over the
+    first `heads` heads, (n * k, S) in float32. The step's output is computed by its own kernel as without it."""
+
+    def __init__(self, layer: int, heads: int):
+        self.layer, self.heads, self.weights = layer, heads, None
+
+    def __call__(self, attention, query: torch.Tensor, key: torch.Tensor, mask) -> None:
+        if attention.layer_idx == self.layer:  # query (n, nh, k, hs), key (n, nh, S, hs), mask (n, 1, 1, S)
+            weights = eager_attention_forward(attention, query, key, key, mask, attention.scaling)[1]
+            self.weights = weights[:, : self.heads].float().mean(1).reshape(-1, key.shape[2])
 
 
 def plain_steps(decoder) -> bool:
@@ -152,6 +185,8 @@ def _attention_step(attention, hidden_states: torch.Tensor, mask, cache: FoldedS
         query = attention.to_heads(attention.q_proj.forward(hidden_states))
         layer = cache.cross_attention_cache.layers[attention.layer_idx]
         key, value = layer.keys, layer.values
+        if cache.record_cross is not None:
+            cache.record_cross(attention, query, key, mask)
     else:
         qkv = attention.qkv_proj.forward(hidden_states).chunk(3, dim=-1)
         query, key, value = (attention.to_heads(x) for x in qkv)  # (B, nh, T, hs)
@@ -160,4 +195,4 @@ def _attention_step(attention, hidden_states: torch.Tensor, mask, cache: FoldedS
     return attention.out_proj.forward(output.reshape(*output.shape[:2], -1))
 
 
-__all__ = ["AaynDecodingMixin", "Decoding", "plain_step", "plain_steps"]
+__all__ = ["AaynDecodingMixin", "CrossAttentionRecorder", "Decoding", "plain_step", "plain_steps"]

@@ -20,7 +20,13 @@ from transformers.utils import logging
 
 from .constraints_aayn import ConstrainedSearch
 from .ops_aayn import cpu_decoding_layout
-from .policy_aayn import LENGTH_NORMALIZATIONS, length_penalty_in_force, paper_length_limit, returned_fault
+from .policy_aayn import (
+    LENGTH_NORMALIZATIONS,
+    alignment_in_force,
+    length_penalty_in_force,
+    paper_length_limit,
+    returned_fault,
+)
 from .search_aayn import SearchSettings, paper_search
 
 logger = logging.get_logger(__name__)
@@ -202,23 +208,41 @@ def generate(model, inputs, generation_config, paper_decoding, parent_generate, 
     paper = model.config.paper_decoding if paper_decoding is None else paper_decoding
     kwargs.pop("labels", None)  # Seq2SeqTrainer's predict_with_generate passes them along
     phrases = _pop_constraints(kwargs)  # before transformers sees them: some of its lines have a field of that name
+    alignment = _pop_alignment(kwargs, model.config)
     with cpu_decoding_layout(model):
         if not paper:
             kwargs.pop("length_normalization", None)  # transformers' search has its own (|Y|^alpha)
-            if phrases is not None:
-                raise ValueError("constraints need the paper's search: not with paper_decoding=False")
+            _only_in_paper_search(phrases, alignment, "paper_decoding=False")
             return parent_generate(inputs, generation_config=generation_config, **kwargs)
         config, given, others = resolve_options(base, kwargs)
         input_ids = inputs if inputs is not None else kwargs.get("input_ids")
         if input_ids is None:
             others.add("inputs_embeds" if kwargs.get("inputs_embeds") is not None else "no input_ids")
         if config.do_sample or others:
-            if phrases is not None:
-                raise ValueError(
-                    f"constraints need the paper's search: not with {sorted(others) or ['do_sample=True']}"
-                )
+            _only_in_paper_search(phrases, alignment, str(sorted(others) or ["do_sample=True"]))
             return _transformers_search(model, inputs, generation_config, parent_generate, given, others, kwargs)
-        return _paper_generate([model], config, given, input_ids, kwargs, constraints=phrases)
+        return _paper_generate([model], config, given, input_ids, kwargs, constraints=phrases, alignment=alignment)
+
+
+def _only_in_paper_search(phrases, alignment, why: str) -> None:
+    """ValueError where constraints or alignments are asked of transformers' search (`why` names what chose it)."""
+    asked = [name for name, value in (("constraints", phrases), ("output_alignments", alignment)) if value is not None]
+    if asked:
+        raise ValueError(f"{' and '.join(asked)} need the paper's search: not with {why}")
+
+
+def _pop_alignment(kwargs: dict, config) -> tuple[int, int] | None:
+    """`output_alignments` (fairseq's `--print-alignment`) with `alignment_layer` and `alignment_heads` taken out of
+    `generate`'s keywords: (layer, heads) in force where asked, else None."""
+    wanted = kwargs.pop("output_alignments", False)
+    layer, heads = kwargs.pop("alignment_layer", None), kwargs.pop("alignment_heads", None)
+    if not isinstance(wanted, bool):
+        raise ValueError(f"`output_alignments` must be True or False, got {wanted!r}")  # noqa: TRY004  as transformers
+    if not wanted:
+        if layer is not None or heads is not None:
+            raise ValueError("`alignment_layer` and `alignment_heads` choose the attention of output_alignments=True")
+        return None
+    return alignment_in_force(config.decoder_layers, config.decoder_attention_heads, layer, heads)
 
 
 def _pop_constraints(kwargs: dict):
@@ -261,9 +285,18 @@ def _constrained_search(constraints, settings: SearchSettings, vocab: int, limit
 
 
 def _paper_generate(
-    models: list, config: GenerationConfig, given: dict, input_ids, kwargs: dict, average=None, constraints=None
+    models: list,
+    config: GenerationConfig,
+    given: dict,
+    input_ids,
+    kwargs: dict,
+    average=None,
+    constraints=None,
+    alignment=None,
 ):
-    """The paper's search for one model or an ensemble, with the generation values in force."""
+    """The paper's search for one model or an ensemble, with the generation values in force. `alignment` (layer,
+    heads): the output's `alignments` holds each hypothesis's attention, token by token (`paper_search`; one
+    teacher-forced forward where the model cannot record it during the search: no cache, other attention kernels)."""
     if set(given) & SAMPLING_ONLY:
         ignored = sorted(set(given) & SAMPLING_ONLY)
         logger.warning_once(f"{ignored} only apply to sampling (do_sample=True): ignored, as transformers does")
@@ -271,6 +304,9 @@ def _paper_generate(
     settings = search_settings(model, config, given, kwargs.get("synced_gpus") or False)
     if average is not None:
         settings.ensemble_average = average
+    if alignment is not None and not config.return_dict_in_generate:
+        raise ValueError("output_alignments=True returns them beside the sequences: needs return_dict_in_generate=True")
+    settings.alignment = alignment
     attention_mask = source_mask(input_ids, kwargs.get("attention_mask"), settings.pad, settings.eos)
     prefix = forced = None
     if kwargs.get("decoder_input_ids") is not None:
@@ -285,14 +321,20 @@ def _paper_generate(
             raise ValueError("constraints and a target prefix (decoder_input_ids) cannot be combined")
         vocab = model.config.decoder_vocab_size
         constraints = _constrained_search(constraints, settings, vocab, limits, input_ids.shape[0])
-    sequences, scores = paper_search(models, input_ids, attention_mask, limits, settings, prefix, constraints)
+    found = paper_search(models, input_ids, attention_mask, limits, settings, prefix, constraints)
+    sequences, scores, attention = found
     if not config.return_dict_in_generate:
         return sequences
     options = {option for option in OUTPUT_OPTIONS if getattr(config, option, False)}
     if len(models) > 1 and options:
         raise ValueError(f"an ensemble returns sequences and sequences_scores only, not {sorted(options)}")
     extra = hypothesis_outputs(model, input_ids, attention_mask, sequences, settings.returned, options)
-    return GenerateBeamEncoderDecoderOutput(sequences=sequences, sequences_scores=scores, **extra)
+    output = GenerateBeamEncoderDecoderOutput(sequences=sequences, sequences_scores=scores, **extra)
+    if alignment is not None:
+        if attention is None:  # not recorded by this model's decoding: one teacher-forced forward
+            attention = forced_attention(model, input_ids, attention_mask, sequences, settings.returned, alignment)
+        output["alignments"] = attention
+    return output
 
 
 ENSEMBLE_CONFIG_FIELDS = ("vocab_size", "decoder_vocab_size", "pad_token_id", "eos_token_id", "decoder_start_token_id")
@@ -319,7 +361,7 @@ def generate_ensemble(models, input_ids, attention_mask=None, *, average: str = 
                     f"{getattr(first.config, name)}: an ensemble's models must share their vocabulary"
                 )
     kwargs = {**kwargs, "attention_mask": attention_mask}
-    phrases = _pop_constraints(kwargs)
+    phrases, alignment = _pop_constraints(kwargs), _pop_alignment(kwargs, first.config)
     config, given, others = resolve_options(first.generation_config, kwargs)
     if config.do_sample or others:
         raise ValueError(
@@ -328,7 +370,7 @@ def generate_ensemble(models, input_ids, attention_mask=None, *, average: str = 
     with contextlib.ExitStack() as stack:
         for model in models:
             stack.enter_context(cpu_decoding_layout(model))
-        return _paper_generate(models, config, given, input_ids, kwargs, average, phrases)
+        return _paper_generate(models, config, given, input_ids, kwargs, average, phrases, alignment)
 
 
 def _transformers_search(model, inputs, generation_config, parent_generate, given, others, kwargs):
@@ -382,3 +424,21 @@ def hypothesis_outputs(model, input_ids, attention_mask, sequences, returned: in
         extra["encoder_hidden_states"] = out.encoder_hidden_states
         extra["decoder_hidden_states"] = tuple(tuple(h[:, t : t + 1] for h in out.decoder_hidden_states) for t in steps)
     return extra
+
+
+def forced_attention(model, input_ids, attention_mask, sequences, returned: int, alignment: tuple[int, int]):
+    """(rows, tokens after the start token, S): layer `alignment[0]`'s cross-attention averaged over its first
+    `alignment[1]` heads, for each token of `sequences` (the returned hypotheses), from one teacher-forced forward."""
+    layer, heads = alignment
+    if sequences.shape[1] < 2:
+        return sequences.new_zeros((sequences.shape[0], 0, input_ids.shape[1]), dtype=torch.float32)
+    with torch.no_grad():
+        out = model(
+            input_ids=input_ids.repeat_interleave(returned, 0),
+            attention_mask=attention_mask.repeat_interleave(returned, 0),
+            decoder_input_ids=sequences[:, :-1],
+            output_attentions=True,
+            use_cache=False,
+            return_dict=True,
+        )
+    return out.cross_attentions[layer][:, :heads].float().mean(1)

@@ -168,6 +168,8 @@ class AaynAttention(nn.Module):
                 if cache is not None:  # read at every step after this one: contiguous
                     key, value = cache.update(key.contiguous(), value.contiguous(), self.layer_idx)
                     past_key_values.is_updated[self.layer_idx] = True
+            if getattr(past_key_values, "record_cross", None) is not None:  # the search's alignments
+                past_key_values.record_cross(self, query, key, attention_mask)
         else:
             query, key, value = (self.to_heads(x) for x in self.qkv_proj(hidden_states).chunk(3, -1))  # (B, nh, T, hs)
             if past_key_values is not None:

@@ -80,3 +80,15 @@ def returned_fault(returned: int, beams: int | None) -> str | None:
     if beams is not None and returned > beams:
         return f"num_return_sequences={returned} exceeds num_beams={beams} (a beam search returns at most its beams)"
     return None
+
+
+def alignment_in_force(layers: int, heads: int, layer=None, count=None) -> tuple[int, int]:
+    """fairseq's `alignment_layer` / `alignment_heads` for a decoder of `layers` layers of `heads` heads: (the layer,
+    from 0, default the last; how many of its first heads are averaged, default all), or ValueError naming a bad one."""
+    chosen = layers - 1 if layer is None else layer
+    if isinstance(chosen, bool) or not isinstance(chosen, int) or not 0 <= chosen < layers:
+        raise ValueError(f"alignment_layer must be a decoder layer from 0 to {layers - 1}, got {layer!r}")
+    averaged = heads if count is None else count
+    if isinstance(averaged, bool) or not isinstance(averaged, int) or not 1 <= averaged <= heads:
+        raise ValueError(f"alignment_heads must be from 1 to the layer's {heads} heads, got {count!r}")
+    return chosen, averaged

@@ -71,6 +71,7 @@ class SearchSettings:
     synced_gpus: bool = False
     ensemble_average: str = "log_probs"  # how an ensemble combines its models (`ensemble_log_probs`)
     normalization: str = "gnmt"  # lp(Y): GNMT's, or fairseq's |Y|^alpha (`policy_aayn.length_penalty`)
+    alignment: tuple[int, int] | None = None  # (layer, heads): keep that cross-attention of each output token
 
 
 class TokenRules:
@@ -117,7 +118,7 @@ class SearchState:
     `live_on` moves the beams' histories to the beams they continue, so that no field is forgotten when sentences
     leave."""
 
-    BEAM_ROWS: ClassVar[tuple[str, ...]] = ("history",)
+    BEAM_ROWS: ClassVar[tuple[str, ...]] = ("history", "attention")
     k: int
     sentence: torch.Tensor  # (n,) its index in the batch
     limits: torch.Tensor  # (n,) its most target tokens
@@ -127,9 +128,12 @@ class SearchState:
     finished_tokens: torch.Tensor  # (n, k, longest + 1) and their tokens
     finished_lengths: torch.Tensor  # (n, k) and their lengths (tokens after the start)
     prefix: torch.Tensor | None  # (n, P) the target prefix's tokens, -1 after its end
+    attention: torch.Tensor | None = None  # (n * k, longest + 1, S) the live beams' aligning attention per token
+    finished_attention: torch.Tensor | None = None  # (n, k, longest + 1, S) and the finished hypotheses'
 
     @classmethod
-    def start(cls, limits, longest: int, prefix, settings: SearchSettings, dtype: torch.dtype) -> SearchState:
+    def start(cls, limits, longest: int, prefix, settings: SearchSettings, dtype, source: int = 0) -> SearchState:
+        """The books at the start; `source` > 0: the length of the sources, whose attention is kept."""
         batch, k, device = limits.shape[0], settings.num_beams, limits.device
         scores = torch.full((batch, k), -math.inf, dtype=dtype, device=device)
         scores[:, 0] = 0.0  # one live beam at the start, so the first step does not pick the same token k times
@@ -145,6 +149,8 @@ class SearchState:
             finished_tokens=torch.full((batch, k, longest + 1), settings.pad, dtype=torch.long, device=device),
             finished_lengths=torch.zeros((batch, k), dtype=torch.long, device=device),
             prefix=prefix,
+            attention=torch.zeros((batch * k, longest + 1, source), device=device) if source else None,
+            finished_attention=torch.zeros((batch, k, longest + 1, source), device=device) if source else None,
         )
 
     def beam_rows(self, beams: torch.Tensor) -> torch.Tensor:
@@ -160,17 +166,22 @@ class SearchState:
         lp = length_penalty(step, settings.alpha, settings.normalization)
         ended = torch.where(ending, values[:, :k] / lp, -math.inf)
         self.finished, pick = torch.cat([self.finished, ended], 1).topk(k, dim=-1)  # (n, k), best first
-        self.finished_tokens = torch.cat([self.finished_tokens, ended_tokens], 1).gather(
-            1, pick[:, :, None].expand(-1, -1, self.finished_tokens.shape[-1])
-        )
+        sentences = torch.arange(n, device=pick.device)[:, None]
+        self.finished_tokens = torch.cat([self.finished_tokens, ended_tokens], 1)[sentences, pick]
         lengths = torch.cat([self.finished_lengths, torch.full_like(self.finished_lengths, step)], 1)
         self.finished_lengths = lengths.gather(1, pick)
+        if self.attention is not None:
+            ended_attention = self.attention[self.beam_rows(beams[:, :k])].view(n, k, *self.attention.shape[1:])
+            self.finished_attention = torch.cat([self.finished_attention, ended_attention], 1)[sentences, pick]
 
     def live_on(self, scores, beams, words, step: int) -> None:
         """The new live beams: their scores, and their histories, those of the beams they continue plus `words`."""
         self.scores = scores
-        self.history = self.history[self.beam_rows(beams)]
+        rows = self.beam_rows(beams)
+        self.history = self.history[rows]
         self.history[:, step] = words.view(-1)
+        if self.attention is not None:
+            self.attention = self.attention[rows]
 
     def keep(self, sentences: torch.LongTensor) -> None:
         """Only `sentences` (m,) go on: every field keeps their rows."""
@@ -187,18 +198,28 @@ class Hypotheses:
     def __init__(self, state: SearchState):
         self.scores = torch.full_like(state.finished, -math.inf)
         self.tokens, self.lengths = state.finished_tokens.clone(), state.finished_lengths.clone()
+        kept = state.finished_attention
+        self.attention = kept.clone() if kept is not None else None
 
     def store(self, state: SearchState, ended: torch.LongTensor) -> None:
         where = state.sentence[ended]
         self.scores[where], self.tokens[where] = state.finished[ended], state.finished_tokens[ended]
         self.lengths[where] = state.finished_lengths[ended]
+        if self.attention is not None:
+            self.attention[where] = state.finished_attention[ended]
 
-    def best(self, returned: int) -> tuple[torch.LongTensor, torch.Tensor]:
-        """The `returned` best of each sentence: (batch * returned, width) tokens and their scores."""
+    def best(self, returned: int) -> tuple[torch.LongTensor, torch.Tensor, torch.Tensor | None]:
+        """The `returned` best of each sentence: (batch * returned, width) tokens, their scores and, where kept, the
+        attention that produced each token ((batch * returned, width - 1, S), in the order of the tokens after the
+        start token)."""
         batch = self.scores.shape[0]
         lengths = self.lengths[:, :returned].reshape(-1)
         width = 1 + int(lengths.max()) if batch else 1
-        return self.tokens[:, :returned].reshape(batch * returned, -1)[:, :width], self.scores[:, :returned].reshape(-1)
+        tokens = self.tokens[:, :returned].reshape(batch * returned, -1)[:, :width]
+        attention = None
+        if self.attention is not None:
+            attention = self.attention[:, :returned].reshape(batch * returned, *self.attention.shape[2:])[:, 1:width]
+        return tokens, self.scores[:, :returned].reshape(-1), attention
 
 
 @torch.no_grad()
@@ -210,7 +231,7 @@ def paper_search(
     settings,
     prefix: torch.LongTensor | None = None,
     constraints: ConstrainedSearch | None = None,
-) -> tuple[torch.LongTensor, torch.Tensor]:
+) -> tuple[torch.LongTensor, torch.Tensor, torch.Tensor | None]:
     """Beam search with GNMT's length penalty and a length limit per sentence (`max_new_tokens`, (batch,));
     `num_beams=1` is greedy decoding (the likeliest token at each step until eos, as tensor2tensor, the paper's
     code, decodes with beam size 1).
@@ -231,8 +252,10 @@ def paper_search(
     `constraints` (constraints_aayn.py) makes each sentence's output contain its target phrases: the candidates
     of a step are chosen by dynamic beam allocation instead of by score alone (greedy decoding then runs as a
     search of one beam), and a hypothesis ends only once it met them.
-    Returns the `returned` best hypotheses per sentence (start token, tokens, eos, padding after eos) and their
-    scores log P / lp(|Y|).
+    `settings.alignment` (layer, heads): each hypothesis keeps, token by token, that layer's cross-attention (the
+    first model's) averaged over its first heads, as the step that chose the token computed it (`Decoding.records`).
+    Returns the `returned` best hypotheses per sentence (start token, tokens, eos, padding after eos), their scores
+    log P / lp(|Y|), and their attention (rows, tokens after the start token, source length), or None.
     """
     models = list(model) if isinstance(model, (list, tuple)) else [model]
     device, s = input_ids.device, settings
@@ -240,8 +263,11 @@ def paper_search(
     dtype = torch.promote_types(models[0].get_output_embeddings().weight.dtype, torch.float32)  # float32 or 64
     limits = max_new_tokens.to(device)  # (batch,)
     shortest, longest = torch.stack(limits.aminmax()).tolist()  # the one host read before the loop
-    decoders = [m.start_decoding(input_ids, attention_mask, s.num_beams, longest, s.use_cache, s.start) for m in models]
-    state = SearchState.start(limits, longest, prefix, s, dtype)
+    aligned = [s.alignment] + [None] * (len(models) - 1)  # the first model's attention aligns
+    decoders = [m.start_decoding(input_ids, attention_mask, s.num_beams, longest, s.use_cache, s.start, alignment)
+                for m, alignment in zip(models, aligned)]  # fmt: skip
+    recording = decoders[0].records  # the search keeps the attention of each chosen token
+    state = SearchState.start(limits, longest, prefix, s, dtype, input_ids.shape[1] if recording else 0)
     hypotheses = Hypotheses(state)
     not_eos = torch.arange(models[0].config.decoder_vocab_size, device=device) != s.eos  # (vocab,), built once
     step, searching = 0, input_ids.shape[0] > 0
@@ -252,6 +278,8 @@ def paper_search(
                 decoder.idle_step()
         else:
             log_probs = _score(decoders, state, step, dtype, s.ensemble_average)
+            if recording:
+                state.attention[:, step] = decoders[0].recorded
             log_probs = _allowed(log_probs, state, step, rules, step >= shortest, not_eos)
             if s.num_beams == 1 and constraints is None:
                 done, parents = _greedy_step(state, log_probs, step, s), None
@@ -315,6 +343,9 @@ def _greedy_step(state: SearchState, log_probs, step: int, settings: SearchSetti
     state.finished = torch.where(done[:, None], normalized, state.finished)
     state.finished_tokens = torch.where(done[:, None, None], state.history[:, None], state.finished_tokens)
     state.finished_lengths = state.finished_lengths.masked_fill(done[:, None], step)
+    if state.attention is not None:
+        ended = done[:, None, None, None]
+        state.finished_attention = torch.where(ended, state.attention[:, None], state.finished_attention)
     return done
 
 

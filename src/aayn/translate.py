@@ -10,6 +10,7 @@ import torch
 from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from .alignment import attention_alignments
 from .data.token_batches import padded
 from .glossary_aayn import term_ids
 from .policy_aayn import source_limit
@@ -65,6 +66,9 @@ class TorchTranslator(Translator):
         options = self.generate_options(settings)
         if terms is not None:
             options["constraints"] = [[term_ids(tokenizer, term) for term in each] for each in terms]
+        if alignment is not None:  # kept by the search as it chooses each token (the first model's, in an ensemble)
+            layer, heads = alignment.check(model.config)
+            options.update(output_alignments=True, alignment_layer=layer, alignment_heads=heads)
         if len(self.models) > 1:
             from .generation_aayn import generate_ensemble
 
@@ -73,10 +77,11 @@ class TorchTranslator(Translator):
             out = model.generate(**inputs, **options, return_dict_in_generate=True)
         texts = [text.strip() for text in tokenizer.batch_decode(out.sequences, skip_special_tokens=True)]
         scores = out.sequences_scores.tolist() if getattr(out, "sequences_scores", None) is not None else None
-        if alignment is not None:  # the first model's attention (an ensemble's too)
+        if alignment is not None:
             rows = [sources[r // nbest] for r in range(len(texts))]
-            aligned = self.align_batch(rows, [produced(row, model.config) for row in out.sequences.tolist()], alignment)
-            texts = list(zip(texts, aligned))
+            targets = [produced(row, model.config) for row in out.sequences.tolist()]
+            mask = inputs["attention_mask"].repeat_interleave(nbest, 0)
+            texts = list(zip(texts, attention_alignments(out.alignments, mask, rows, targets, tokenizer, model.config)))
         # a glossary may leave fewer than nbest hypotheses that hold it: the others (scored -inf) are left out
         kept = [r == row * nbest or not scores or scores[r] > -math.inf for row in range(len(sources))
                 for r in range(row * nbest, (row + 1) * nbest)]  # fmt: skip
