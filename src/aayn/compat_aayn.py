@@ -1,6 +1,8 @@
 """All the model code knows of the differences between the transformers lines it supports (4.57 and 5.x), in one
 place. Travels with saved checkpoints as Hub remote code: it imports only transformers."""
 
+import contextlib
+import copy
 import functools
 import warnings
 
@@ -37,6 +39,23 @@ class TiedParameters:
             setattr(module, name, self.get_parameter(source))
             if hasattr(module, "out_features"):  # 4.57 set it to the encoder's vocabulary; its search reads it
                 module.out_features = module.weight.shape[0]
+
+
+@contextlib.contextmanager
+def output_vocabulary(config):
+    """While transformers' own `generate` runs: 4.57's beam search and score helpers read the output vocabulary's
+    size as `config.get_text_config().vocab_size` (5.x reads the logits' width), the source vocabulary's here, so
+    for separate vocabularies that call answers a copy of the config with the target's size."""
+    if MAJOR >= 5 or config.decoder_vocab_size == config.vocab_size:
+        yield
+        return
+    view = copy.copy(config)
+    view.vocab_size = config.decoder_vocab_size
+    config.get_text_config = lambda decoder=None, encoder=None: view
+    try:
+        yield
+    finally:
+        del config.get_text_config
 
 
 # transformers 5.24 renamed the cache argument and output field from `past_key_values` to `cache`: outputs are built

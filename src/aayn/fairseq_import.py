@@ -418,12 +418,19 @@ def import_fairseq(
         training = (
             f"Trained with fairseq ({provenance['fairseq_version']}, architecture `{provenance['arch']}`), imported "
             f"by `aayn import fairseq` from `{checkpoint.name}` with the dictionaries "
-            f"{', '.join(f'`{name}`' for name in provenance['dictionaries'])} and {pipeline}; it translates as "
-            "fairseq did."
+            f"{', '.join(f'`{name}`' for name in provenance['dictionaries'])} and {pipeline}. `generate()` decodes "
+            "as `fairseq-interactive` does by default: beam 5, hypotheses ranked by log P / |Y|, fairseq's stopping "
+            "rule, at most 200 tokens."
         )
+        if kind == "sentencepiece":
+            training += (
+                " One difference: where the SentencePiece model would choose a piece the source dictionary lacks, "
+                "fairseq reads `<unk>`; this tokenizer segments the word into pieces the dictionary has."
+            )
         write_model_card(
             staging, model, source_lang=languages[0], target_lang=languages[1], dataset="unknown",
             repo_id=output_dir.name, example="Hello world.", training=training,
+            made_with="trained with fairseq and imported by [aayn](https://pypi.org/project/aayn/)",
         )  # fmt: skip
     logger.info(f"imported {checkpoint} ({provenance['arch']}) into {output_dir}")
     return output_dir

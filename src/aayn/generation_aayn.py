@@ -18,6 +18,7 @@ from transformers import GenerationConfig
 from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
 from transformers.utils import logging
 
+from .compat_aayn import output_vocabulary
 from .constraints_aayn import ConstrainedSearch
 from .ops_aayn import cpu_decoding_layout
 from .policy_aayn import (
@@ -213,7 +214,8 @@ def generate(model, inputs, generation_config, paper_decoding, parent_generate, 
         if not paper:
             kwargs.pop("length_normalization", None)  # transformers' search has its own (|Y|^alpha)
             _only_in_paper_search(phrases, alignment, "paper_decoding=False")
-            return parent_generate(inputs, generation_config=generation_config, **kwargs)
+            with output_vocabulary(model.config):
+                return parent_generate(inputs, generation_config=generation_config, **kwargs)
         config, given, others = resolve_options(base, kwargs)
         input_ids = inputs if inputs is not None else kwargs.get("input_ids")
         if input_ids is None:
@@ -387,7 +389,8 @@ def _transformers_search(model, inputs, generation_config, parent_generate, give
             config = model.config
             mask = source_mask(input_ids, kwargs.get("attention_mask"), config.pad_token_id, config.eos_token_id)
             kwargs = {**kwargs, "max_new_tokens": paper_length_limit(int(mask.sum(-1).max()))}
-    return parent_generate(inputs, generation_config=generation_config, **kwargs)
+    with output_vocabulary(model.config):
+        return parent_generate(inputs, generation_config=generation_config, **kwargs)
 
 
 def hypothesis_outputs(model, input_ids, attention_mask, sequences, returned: int, options: set) -> dict:

@@ -25,9 +25,16 @@ def render_model_card(
     training: str,
     results: dict[str, float] | None = None,
     license: str = LICENSE,
+    made_with: str = "trained with [aayn](https://pypi.org/project/aayn/)",
 ) -> str:
-    """`model_card.md` filled in: Hub YAML metadata (languages, license, dataset, metrics and values) and body."""
+    """`model_card.md` filled in: Hub YAML metadata (languages, license, dataset, metrics and values) and body.
+    `made_with`: how the weights came to be (an imported folder says where from)."""
     config = model.config
+    vocabulary = (
+        f"one shared {config.vocab_size}-token vocabulary"
+        if config.decoder_vocab_size == config.vocab_size and getattr(config, "share_encoder_decoder_embeddings", True)
+        else f"a {config.vocab_size}-token source and a {config.decoder_vocab_size}-token target vocabulary"
+    )
     results = results or {}
     metrics = sorted(name for name in ("bleu", "chrf") if name in results)
     model_index = (
@@ -76,7 +83,8 @@ def render_model_card(
         "ffn_dim": config.encoder_ffn_dim,
         "parameters": f"{model.num_parameters():,}",
         "norm": "pre" if getattr(config, "norm_first", False) else "post",
-        "vocab_size": config.vocab_size,
+        "vocabulary": vocabulary,
+        "made_with": made_with,
         "repo_id": repo_id,
         "example": json.dumps(example, ensure_ascii=False),  # a valid Python string literal too
         "training": training,
