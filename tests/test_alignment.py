@@ -173,7 +173,8 @@ def test_the_search_keeps_the_attention_that_chose_each_token(beams, returned, l
     ids, mask = random_batch(3, 9, 14, lengths=[9, 5, 7])
     if hooked:  # a hook on a decoder module: the decoder's own forward runs every step, not `plain_step`
         model.model.decoder.layers[0].register_forward_hook(lambda *_: None)
-    options = dict(num_beams=beams, num_return_sequences=returned, max_new_tokens=8, return_dict_in_generate=True)
+    # no max_new_tokens: the limits (source + 50) differ, so sentences leave the search at different steps
+    options = dict(num_beams=beams, num_return_sequences=returned, return_dict_in_generate=True)
     plain = model.generate(ids, attention_mask=mask, **options)
     out = model.generate(
         ids, attention_mask=mask, **options, output_alignments=True, alignment_layer=layer, alignment_heads=heads
@@ -184,7 +185,9 @@ def test_the_search_keeps_the_attention_that_chose_each_token(beams, returned, l
     kept = out.alignments
     assert kept.shape == (3 * returned, out.sequences.shape[1] - 1, 9)
     rows_mask = mask.repeat_interleave(returned, 0).bool()
-    for row, length in enumerate(_produced_lengths(out.sequences, model.config.eos_token_id)):
+    lengths = _produced_lengths(out.sequences, model.config.eos_token_id)
+    assert len(set(lengths[::returned])) == 3  # the sentences ended at three different steps
+    for row, length in enumerate(lengths):
         got, want = kept[row, :length][:, rows_mask[row]], reference[row, :length][:, rows_mask[row]]
         torch.testing.assert_close(got.double(), want, atol=2e-6, rtol=0)
         assert torch.all(kept[row, :length][:, ~rows_mask[row]] == 0)  # padding gets no weight

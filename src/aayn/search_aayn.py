@@ -118,7 +118,7 @@ class SearchState:
     `live_on` moves the beams' histories to the beams they continue, so that no field is forgotten when sentences
     leave."""
 
-    BEAM_ROWS: ClassVar[tuple[str, ...]] = ("history", "attention")
+    BEAM_ROWS: ClassVar[tuple[str, ...]] = ("history", "rows_before")
     k: int
     sentence: torch.Tensor  # (n,) its index in the batch
     limits: torch.Tensor  # (n,) its most target tokens
@@ -128,12 +128,14 @@ class SearchState:
     finished_tokens: torch.Tensor  # (n, k, longest + 1) and their tokens
     finished_lengths: torch.Tensor  # (n, k) and their lengths (tokens after the start)
     prefix: torch.Tensor | None  # (n, P) the target prefix's tokens, -1 after its end
-    attention: torch.Tensor | None = None  # (n * k, longest + 1, S) the live beams' aligning attention per token
-    finished_attention: torch.Tensor | None = None  # (n, k, longest + 1, S) and the finished hypotheses'
+    # where the search keeps its attention (`AttentionTrail`): (n * k,) each live beam's row at the step before, and
+    # (n, k) each finished hypothesis's row at the step that ended it
+    rows_before: torch.Tensor | None = None
+    finished_rows: torch.Tensor | None = None
 
     @classmethod
-    def start(cls, limits, longest: int, prefix, settings: SearchSettings, dtype, source: int = 0) -> SearchState:
-        """The books at the start; `source` > 0: the length of the sources, whose attention is kept."""
+    def start(cls, limits, longest: int, prefix, settings: SearchSettings, dtype, trail: bool = False) -> SearchState:
+        """The books at the start; `trail`: with the rows an `AttentionTrail` follows."""
         batch, k, device = limits.shape[0], settings.num_beams, limits.device
         scores = torch.full((batch, k), -math.inf, dtype=dtype, device=device)
         scores[:, 0] = 0.0  # one live beam at the start, so the first step does not pick the same token k times
@@ -149,8 +151,8 @@ class SearchState:
             finished_tokens=torch.full((batch, k, longest + 1), settings.pad, dtype=torch.long, device=device),
             finished_lengths=torch.zeros((batch, k), dtype=torch.long, device=device),
             prefix=prefix,
-            attention=torch.zeros((batch * k, longest + 1, source), device=device) if source else None,
-            finished_attention=torch.zeros((batch, k, longest + 1, source), device=device) if source else None,
+            rows_before=torch.arange(batch * k, device=device) if trail else None,
+            finished_rows=torch.zeros((batch, k), dtype=torch.long, device=device) if trail else None,
         )
 
     def beam_rows(self, beams: torch.Tensor) -> torch.Tensor:
@@ -170,9 +172,9 @@ class SearchState:
         self.finished_tokens = torch.cat([self.finished_tokens, ended_tokens], 1)[sentences, pick]
         lengths = torch.cat([self.finished_lengths, torch.full_like(self.finished_lengths, step)], 1)
         self.finished_lengths = lengths.gather(1, pick)
-        if self.attention is not None:
-            ended_attention = self.attention[self.beam_rows(beams[:, :k])].view(n, k, *self.attention.shape[1:])
-            self.finished_attention = torch.cat([self.finished_attention, ended_attention], 1)[sentences, pick]
+        if self.finished_rows is not None:
+            ended_rows = self.beam_rows(beams[:, :k]).view(n, k)
+            self.finished_rows = torch.cat([self.finished_rows, ended_rows], 1)[sentences, pick]
 
     def live_on(self, scores, beams, words, step: int) -> None:
         """The new live beams: their scores, and their histories, those of the beams they continue plus `words`."""
@@ -180,8 +182,8 @@ class SearchState:
         rows = self.beam_rows(beams)
         self.history = self.history[rows]
         self.history[:, step] = words.view(-1)
-        if self.attention is not None:
-            self.attention = self.attention[rows]
+        if self.rows_before is not None:
+            self.rows_before = rows
 
     def keep(self, sentences: torch.LongTensor) -> None:
         """Only `sentences` (m,) go on: every field keeps their rows."""
@@ -198,28 +200,53 @@ class Hypotheses:
     def __init__(self, state: SearchState):
         self.scores = torch.full_like(state.finished, -math.inf)
         self.tokens, self.lengths = state.finished_tokens.clone(), state.finished_lengths.clone()
-        kept = state.finished_attention
-        self.attention = kept.clone() if kept is not None else None
+        self.rows = state.finished_rows.clone() if state.finished_rows is not None else None
 
     def store(self, state: SearchState, ended: torch.LongTensor) -> None:
         where = state.sentence[ended]
         self.scores[where], self.tokens[where] = state.finished[ended], state.finished_tokens[ended]
         self.lengths[where] = state.finished_lengths[ended]
-        if self.attention is not None:
-            self.attention[where] = state.finished_attention[ended]
+        if self.rows is not None:
+            self.rows[where] = state.finished_rows[ended]
 
-    def best(self, returned: int) -> tuple[torch.LongTensor, torch.Tensor, torch.Tensor | None]:
-        """The `returned` best of each sentence: (batch * returned, width) tokens, their scores and, where kept, the
-        attention that produced each token ((batch * returned, width - 1, S), in the order of the tokens after the
-        start token)."""
+    def best(self, returned: int, trail: AttentionTrail | None = None):
+        """The `returned` best of each sentence: (batch * returned, width) tokens, their scores and, from `trail`,
+        the attention that produced each token ((batch * returned, width - 1, S), after the start token) or None."""
         batch = self.scores.shape[0]
         lengths = self.lengths[:, :returned].reshape(-1)
         width = 1 + int(lengths.max()) if batch else 1
         tokens = self.tokens[:, :returned].reshape(batch * returned, -1)[:, :width]
         attention = None
-        if self.attention is not None:
-            attention = self.attention[:, :returned].reshape(batch * returned, *self.attention.shape[2:])[:, 1:width]
+        if trail is not None:
+            attention = trail.read(lengths, self.rows[:, :returned].reshape(-1), width - 1)
         return tokens, self.scores[:, :returned].reshape(-1), attention
+
+
+class AttentionTrail:
+    """The aligning attention of a search (`SearchSettings.alignment`), kept once per step and never copied as
+    beams reorder: each step's (rows, S) weights, and each of its live rows' row at the step before. A hypothesis's
+    attention is read back along its path once the search ends (fairseq reorders a whole attention tensor every
+    step instead)."""
+
+    def __init__(self, source: int):
+        self.source, self.steps, self.rows_before = source, [], []
+
+    def record(self, weights: torch.Tensor, state: SearchState) -> None:
+        """A step's weights (the live rows', (n * k, S)), with where those rows were at the step before."""
+        self.steps.append(weights)
+        self.rows_before.append(state.rows_before)
+
+    def read(self, lengths: torch.Tensor, rows: torch.Tensor, width: int) -> torch.Tensor:
+        """(hypotheses, width, S): the weights of each step of hypotheses that end at step `lengths` (0: none)
+        from their row `rows` at that step, zero after their end."""
+        out = torch.zeros((lengths.shape[0], width, self.source), device=lengths.device)
+        rows = rows.clone()
+        for step in range(width, 0, -1):
+            on = (lengths >= step).nonzero()[:, 0]
+            if on.numel():
+                out[on, step - 1] = self.steps[step - 1][rows[on]]
+                rows[on] = self.rows_before[step - 1][rows[on]]
+        return out
 
 
 @torch.no_grad()
@@ -266,8 +293,8 @@ def paper_search(
     aligned = [s.alignment] + [None] * (len(models) - 1)  # the first model's attention aligns
     decoders = [m.start_decoding(input_ids, attention_mask, s.num_beams, longest, s.use_cache, s.start, alignment)
                 for m, alignment in zip(models, aligned)]  # fmt: skip
-    recording = decoders[0].records  # the search keeps the attention of each chosen token
-    state = SearchState.start(limits, longest, prefix, s, dtype, input_ids.shape[1] if recording else 0)
+    trail = AttentionTrail(input_ids.shape[1]) if decoders[0].records else None  # each chosen token's attention
+    state = SearchState.start(limits, longest, prefix, s, dtype, trail is not None)
     hypotheses = Hypotheses(state)
     not_eos = torch.arange(models[0].config.decoder_vocab_size, device=device) != s.eos  # (vocab,), built once
     step, searching = 0, input_ids.shape[0] > 0
@@ -278,8 +305,8 @@ def paper_search(
                 decoder.idle_step()
         else:
             log_probs = _score(decoders, state, step, dtype, s.ensemble_average)
-            if recording:
-                state.attention[:, step] = decoders[0].recorded
+            if trail is not None:
+                trail.record(decoders[0].recorded, state)
             log_probs = _allowed(log_probs, state, step, rules, step >= shortest, not_eos)
             if s.num_beams == 1 and constraints is None:
                 done, parents = _greedy_step(state, log_probs, step, s), None
@@ -302,7 +329,7 @@ def paper_search(
                 break
         elif not _anyone_searching(searching, device):
             break
-    return hypotheses.best(s.returned)
+    return hypotheses.best(s.returned, trail)
 
 
 def _score(decoders: list, state: SearchState, step: int, dtype: torch.dtype, average: str) -> torch.Tensor:
@@ -343,9 +370,10 @@ def _greedy_step(state: SearchState, log_probs, step: int, settings: SearchSetti
     state.finished = torch.where(done[:, None], normalized, state.finished)
     state.finished_tokens = torch.where(done[:, None, None], state.history[:, None], state.finished_tokens)
     state.finished_lengths = state.finished_lengths.masked_fill(done[:, None], step)
-    if state.attention is not None:
-        ended = done[:, None, None, None]
-        state.finished_attention = torch.where(ended, state.attention[:, None], state.finished_attention)
+    if state.finished_rows is not None:
+        rows = torch.arange(done.shape[0], device=done.device)
+        state.rows_before = rows
+        state.finished_rows = torch.where(done[:, None], rows[:, None], state.finished_rows)
     return done
 
 
