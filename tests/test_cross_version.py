@@ -1,5 +1,6 @@
 """A folder saved on one transformers line is used on the other (4.57 <-> 5.x), both directions, in fresh
-processes that never import aayn: config, tokenizer, model, generate and pipeline("translation") agree.
+processes that never import aayn: config, tokenizer, model, generate (alignments too) and pipeline("translation")
+agree.
 
 Needs a second Python whose transformers is of the other line, with aayn installed (to write a folder there):
 `.ci/run` builds one venv per line and points AAYN_OTHER_PYTHON at the other one.
@@ -34,6 +35,7 @@ tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
 model = AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True)
 batch = tokenizer(sources, return_tensors="pt", padding=True)
 generated = tokenizer.batch_decode(model.generate(**batch, max_new_tokens=8), skip_special_tokens=True)
+aligned = model.generate(**batch, num_beams=2, max_new_tokens=8, output_alignments=True, return_dict_in_generate=True)
 translate = pipeline("translation", model=path, trust_remote_code=True)
 assert "aayn" not in sys.modules
 print(json.dumps({
@@ -41,6 +43,7 @@ print(json.dumps({
     "model_type": config.model_type,
     "ids": batch["input_ids"].tolist(),
     "generate": [text.strip() for text in generated],
+    "alignments": aligned.alignments.argmax(-1).tolist(),  # kept by the search: the folder's own code, no aayn
     "pipeline": [row["translation_text"] for row in translate(sources, max_new_tokens=8)],
 }))
 """
@@ -84,5 +87,6 @@ def test_a_folder_saved_on_one_line_works_on_the_other(tmp_path, saved_by):
     assert here["model_type"] == there["model_type"] == "aayn"
     assert here["ids"] == there["ids"]
     assert here["generate"] == there["generate"] and here["pipeline"] == there["pipeline"] == here["generate"]
+    assert here["alignments"] == there["alignments"] and len(here["alignments"]) == 2
     for checkpoint in [folder / "checkpoint-4"]:  # checkpoints are folders users load too
         assert use(OTHER_PYTHON if writer == sys.executable else sys.executable, checkpoint)["model_type"] == "aayn"
