@@ -167,8 +167,7 @@ class Service:
         if asked.alignment is not None:
             options["alignment"] = check_alignment(pair) and asked.alignment
         if any(isinstance(d, Fragment) for d in asked.documents) and "alignment" in pair.translators[0].abilities:
-            asked.align_markup()  # inline markup placed by alignments, each sentence translated whole
-            options["alignment"] = asked.alignment or asked.markup_alignment
+            options["alignment"] = asked.align_markup()  # inline markup placed by alignments, sentences whole
         texts = asked.texts
         try:
             best = await translated(pair.batcher, texts, options, request, "Cannot translate text") if texts else []

@@ -41,16 +41,15 @@ class LibreRequest:
     alternatives: int
     api_key: str | None
     glossary: object = None  # aayn's own field: a `Glossary`
-    alignment: object = None  # aayn's own field: `AlignmentSettings` where asked for
-    markup_alignment: object = None  # alignments asked for html's markup only (not answered)
+    alignment: object = None  # aayn's own field: `AlignmentSettings` where asked for (then answered)
 
-    def align_markup(self) -> None:
-        """html documents translated sentence by sentence, their inline markup placed by alignments."""
+    def align_markup(self):
+        """html documents translated sentence by sentence, their inline markup placed by alignments. Returns the
+        alignment to decode with: the one asked for, else the default (used for the markup, not answered)."""
         from ..alignment import AlignmentSettings
 
         self.documents = [Fragment(d.source, aligned=True) if isinstance(d, Fragment) else d for d in self.documents]
-        if self.alignment is None:
-            self.markup_alignment = AlignmentSettings()
+        return self.alignment or AlignmentSettings()
 
     @property
     def texts(self) -> list[str]:
