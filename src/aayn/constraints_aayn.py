@@ -147,6 +147,7 @@ class ConstrainedSearch:
         kind = OrderedState if ordered else UnorderedState
         self.k = num_beams
         self.states = [[kind.start(phrases)] * num_beams for phrases in sentence_phrases]
+        self.advanced: list[dict] = []  # per sentence, the states of the step's candidates: (beam, word) -> state
 
     def ban_unmet_eos(self, log_probs: torch.Tensor, eos: int) -> torch.Tensor:
         """log_probs (n, k, vocab): eos is banned for hypotheses that have not met their constraints (at their
@@ -170,10 +171,11 @@ class ConstrainedSearch:
         for (i, beam, word), value in zip(rows, wanted_values):
             extra[i].append((value, beam, word))
         out = torch.full((3, n, 2 * k), -math.inf, dtype=torch.float64)
+        self.advanced = [{} for _ in range(n)]
         for i in range(n):
             candidates = list(zip(host[0][i], host[1][i], host[2][i]))
             candidates += [(v, beam, w) for beam, (v, w) in enumerate(zip(host[3][i], host[4][i]))] + extra[i]
-            chosen = self._allocate(self.states[i], candidates, 2 * k)
+            chosen = self._allocate(self.states[i], candidates, 2 * k, self.advanced[i])
             for slot, (value, beam, word) in enumerate(chosen):
                 out[0, i, slot], out[1, i, slot], out[2, i, slot] = value, beam, word
         beams = out[1].nan_to_num(0.0, 0.0, 0.0).long().to(scores.device)
@@ -181,14 +183,15 @@ class ConstrainedSearch:
         return out[0].to(scores.device, scores.dtype), beams, words
 
     @staticmethod
-    def _allocate(states: list, candidates: list[tuple[float, int, int]], size: int) -> list:
+    def _allocate(states: list, candidates: list[tuple[float, int, int]], size: int, advanced: dict) -> list:
         """The `size` candidates (value, beam, word) a sentence keeps, in allocation order: unique, finite ones, by
-        bank (most constraint tokens first) and score, then taken round-robin across banks."""
-        seen, banks = set(), {}
+        bank (most constraint tokens first) and score, then taken round-robin across banks. `advanced` receives
+        each candidate's state, (beam, word) -> state, for `live_on`."""
+        banks = {}
         for value, beam, word in sorted(candidates, key=lambda c: -c[0]):
-            if math.isfinite(value) and (beam, word) not in seen:
-                seen.add((beam, word))
-                banks.setdefault(states[beam].advance(word).bank, []).append((value, beam, word))
+            if math.isfinite(value) and (beam, word) not in advanced:
+                advanced[beam, word] = state = states[beam].advance(word)
+                banks.setdefault(state.bank, []).append((value, beam, word))
         order = sorted(banks, reverse=True)
         chosen, rank = [], 0
         while len(chosen) < size and any(rank < len(banks[bank]) for bank in order):
@@ -199,7 +202,10 @@ class ConstrainedSearch:
     def live_on(self, beams: torch.Tensor, words: torch.Tensor) -> None:
         """The new live beams (n, k) continue `beams` with `words`: their states advance."""
         for i, (parents, tokens) in enumerate(zip(beams.tolist(), words.tolist())):
-            self.states[i] = [self.states[i][beam].advance(word) for beam, word in zip(parents, tokens)]
+            known, states = self.advanced[i] if i < len(self.advanced) else {}, self.states[i]
+            moved = [known.get((beam, word)) for beam, word in zip(parents, tokens)]
+            self.states[i] = [state if state is not None else states[beam].advance(word)
+                              for state, beam, word in zip(moved, parents, tokens)]  # fmt: skip
 
     def keep(self, sentences: list[int]) -> None:
         self.states = [self.states[i] for i in sentences]
