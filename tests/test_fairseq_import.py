@@ -319,7 +319,6 @@ def test_push_to_hub_carries_a_card_saying_where_the_model_came_from(imported_sp
     vocabulary = f"one shared {source}-token vocabulary" if shared else f"a {source}-token source and a {target}-token"
     assert "trained with fairseq and imported by [aayn]" in card and "trained with\n[aayn]" not in card
     assert vocabulary in " ".join(card.split()) and "beam 5, hypotheses ranked by log P / |Y|" in card
-    assert "fairseq reads `<unk>`" in card  # the one known difference, said
     assert card_metadata(uploaded["README.md"])["language"] == ["en", "fr"]
     assert json.loads(uploaded["config.json"])["imported_from"]["arch"] == "transformer"
     assert uploaded["model.safetensors"] == (folder / "model.safetensors").read_bytes()
@@ -481,3 +480,47 @@ def test_an_imported_folder_decodes_as_fairseq_interactive_by_default(tmp_path, 
     )  # fmt: skip
     ours = [open_translator([str(folder)]).translate([text])[0] for text in texts]  # one at a time, as recorded
     assert ours == [row["D"] for row in record["interactive_cli"]["default"]]
+
+
+def test_pieces_the_dictionary_lacks_read_as_unk_as_in_fairseq(tmp_path, capsys):
+    """A SentencePiece model with pieces its dictionary lacks (the SentencePiece fixture's model with EXTRA_PIECES
+    added, scored so that it chooses them): fairseq-interactive reads them as <unk> (its S- lines, recorded by the
+    fixture script); the imported folder's tokenizer gives the same source tokens on every verse, with aayn and
+    without it (the folder's own code) and in its CTranslate2 export, and its greedy translations are fairseq's
+    (D- lines)."""
+    sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+    from make_fairseq_fixtures import with_extra_pieces
+
+    from aayn.cli import main as aayn
+
+    fixture = FIXTURES / "postnorm-spm"
+    record = json.loads((fixture / "fairseq.json").read_text(encoding="utf-8"))
+    rows, texts = record["interactive_cli"]["extra_pieces"], record["interactive"]["source_texts"]
+    model = tmp_path / "extra-pieces.model"
+    model.write_bytes(with_extra_pieces((fixture / "sentencepiece.bpe.model").read_bytes()))
+    folder = import_fairseq(
+        fixture / "checkpoint.pt", tmp_path / "out", source_lang="en", target_lang="fr", sentencepiece_model=model
+    )
+    assert sum("<unk>" in row["S"] for row in rows) == 2  # two of the fixture's verses meet the lacked pieces
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    ids = tokenizer(texts)["input_ids"]
+    assert [" ".join(tokenizer.convert_ids_to_tokens(row[:-1])) for row in ids] == [row["S"] for row in rows]
+    script = (
+        "import json, sys\nfrom transformers import AutoTokenizer\n"
+        "tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)\n"
+        "assert 'aayn' not in sys.modules\nprint(json.dumps(tokenizer(json.loads(sys.argv[2]))['input_ids']))\n"
+    )
+    plain = subprocess.run([sys.executable, "-c", script, str(folder), json.dumps(texts)], capture_output=True,
+                           text=True, cwd=tmp_path, env=dict(os.environ, HF_HUB_OFFLINE="1"))  # fmt: skip
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    assert json.loads(plain.stdout.strip().splitlines()[-1]) == ids
+    assert aayn(["translate", "--model", str(folder), "--num_beams", "1", *texts]) == 0
+    assert capsys.readouterr().out.splitlines() == [row["D"] for row in rows]
+    assert "pieces the dictionary lacks read as `<unk>`, as in fairseq" in (folder / "README.md").read_text()
+    pytest.importorskip("ctranslate2")  # the CTranslate2 export reads them as <unk> too
+    from aayn.ct2 import ExportedModel
+    from aayn.formats import export_model
+
+    export_model(folder, tmp_path / "ct2")
+    exported = ExportedModel(tmp_path / "ct2").tokenizer
+    assert [" ".join(exported.tokens(row[:-1])) for row in exported.encode(texts)] == [row["S"] for row in rows]

@@ -62,25 +62,34 @@ def check_local_name(name: str, option: str) -> None:
         raise FileNotFoundError(f"{option} {name}: no such folder")
 
 
-# the class name an imported fairseq folder's tokenizer_config.json gives its Moses + BPE tokenizer
-# (`aayn.tokenization_fairseq_aayn.FairseqMosesBPETokenizer`; that module imports transformers, this name does not)
+# the class names an imported fairseq folder's tokenizer_config.json gives its Python tokenizers
+# (`aayn.tokenization_fairseq_aayn`; that module imports transformers, these names do not), and their files
 MOSES_BPE_TOKENIZER = "FairseqMosesBPETokenizer"
+SENTENCEPIECE_UNK_TOKENIZER = "FairseqSentencePieceTokenizer"
+PYTHON_TOKENIZER_FILES = {
+    MOSES_BPE_TOKENIZER: ["tokenizer_config.json", "vocab-src.json", "vocab-tgt.json"],
+    SENTENCEPIECE_UNK_TOKENIZER: ["tokenizer_config.json", "vocab.json"],  # and sentencepiece.model
+}
+
+
+def python_tokenizer_class(folder: Path) -> str | None:
+    """The class of an imported fairseq folder's Python tokenizer (no tokenizer.json), or None."""
+    path = folder / "tokenizer_config.json"
+    if (folder / "tokenizer.json").exists() or not path.is_file() or json_fault(path):
+        return None
+    name = json.loads(path.read_text(encoding="utf-8")).get("tokenizer_class")
+    return name if name in PYTHON_TOKENIZER_FILES else None
 
 
 def is_moses_bpe_folder(folder: Path) -> bool:
     """Whether `folder`'s tokenizer is an imported fairseq folder's Moses + BPE one (no tokenizer.json)."""
-    path = folder / "tokenizer_config.json"
-    if (folder / "tokenizer.json").exists() or not path.is_file() or json_fault(path):
-        return False
-    return json.loads(path.read_text(encoding="utf-8")).get("tokenizer_class") == MOSES_BPE_TOKENIZER
+    return python_tokenizer_class(folder) == MOSES_BPE_TOKENIZER
 
 
 def tokenizer_files(folder: Path) -> list[str]:
-    """The JSON files of a saved tokenizer: aayn's tokenizer.json, or an imported fairseq folder's Moses + BPE
-    tokenizer (its config and its two dictionaries)."""
-    if is_moses_bpe_folder(folder):
-        return ["tokenizer_config.json", "vocab-src.json", "vocab-tgt.json"]
-    return ["tokenizer.json"]
+    """The JSON files of a saved tokenizer: aayn's tokenizer.json, or an imported fairseq folder's Python tokenizer
+    (its config and its dictionaries)."""
+    return PYTHON_TOKENIZER_FILES.get(python_tokenizer_class(folder), ["tokenizer.json"])
 
 
 def check_model_folder(

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from . import MissingExtra
-from .checks import is_moses_bpe_folder, json_fault
+from .checks import json_fault, python_tokenizer_class
 from .policy_aayn import paper_length_limit
 from .translator import DecodingSettings, Translator
 
@@ -36,9 +36,10 @@ def read_json(path: Path) -> dict:
 
 def exported_tokenizer(folder: str | Path):
     """The tokenizer `aayn export` copied beside the model: `ExportedTokenizer`, or an imported fairseq folder's
-    `MosesBPEExportedTokenizer`. Either answers `encode`, `tokens`, `text` and `model_max_length`."""
+    Python one (`PythonExportedTokenizer`). Either answers `encode`, `tokens`, `text` and `model_max_length`."""
     folder = Path(folder).expanduser()
-    return MosesBPEExportedTokenizer(folder) if is_moses_bpe_folder(folder) else ExportedTokenizer(folder)
+    name = python_tokenizer_class(folder)
+    return PythonExportedTokenizer(folder, name) if name else ExportedTokenizer(folder)
 
 
 class ExportedTokenizer:
@@ -77,13 +78,14 @@ class ExportedTokenizer:
         return decoder.decode(tokens) if decoder is not None else " ".join(tokens)
 
 
-class MosesBPEExportedTokenizer:
-    """An imported fairseq folder's Moses + BPE tokenizer (Python, with transformers): the same answers."""
+class PythonExportedTokenizer:
+    """An imported fairseq folder's Python tokenizer (`tokenization_fairseq_aayn`, with transformers: Moses + BPE,
+    or SentencePiece reading pieces its dictionary lacks as <unk>), the class `name`: the same answers."""
 
-    def __init__(self, folder: str | Path):
-        from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer
+    def __init__(self, folder: str | Path, name: str):
+        from . import tokenization_fairseq_aayn
 
-        self.tokenizer = FairseqMosesBPETokenizer.from_pretrained(str(Path(folder).expanduser()))
+        self.tokenizer = getattr(tokenization_fairseq_aayn, name).from_pretrained(str(Path(folder).expanduser()))
         self.source_tokens = {index: token for token, index in self.tokenizer.get_vocab().items()}
         self.model_max_length = self.tokenizer.model_max_length
         self.special_tokens = {self.tokenizer.eos_token, self.tokenizer.pad_token}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
+import shutil
 from pathlib import Path
 
 import torch
@@ -251,11 +252,21 @@ def read_dictionary(path: Path) -> list[str]:
     return symbols
 
 
+def lacked_pieces(model_path: Path, symbols: list[str]) -> list[str]:
+    """The pieces of a SentencePiece model (its normal ones) that fairseq's dictionary `symbols` lacks."""
+    from transformers.convert_slow_tokenizer import import_protobuf
+
+    proto = import_protobuf().ModelProto()
+    proto.ParseFromString(model_path.read_bytes())
+    known = set(symbols)
+    return [piece.piece for piece in proto.pieces if piece.type == 1 and piece.piece not in known]
+
+
 def sentencepiece_tokenizer(model_path: Path, symbols: list[str]):
     """A `tokenizers` tokenizer that segments as the SentencePiece model does and numbers pieces as fairseq's
     dictionary (`symbols`), ending each text with `</s>`: the ids fairseq's `--bpe sentencepiece` pipeline gives.
-    Built as transformers' SentencePiece converter builds a unigram model's, from the model's own normalizer spec;
-    pieces the dictionary lacks are left out of the segmentation (fairseq would map them to <unk>)."""
+    Built as transformers' SentencePiece converter builds a unigram model's, from the model's own normalizer spec,
+    for a dictionary that holds every piece (else `FairseqSentencePieceTokenizer` reads the lacked ones as <unk>)."""
     from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
     from tokenizers.models import Unigram
     from transformers.convert_slow_tokenizer import import_protobuf
@@ -422,11 +433,6 @@ def import_fairseq(
             "as `fairseq-interactive` does by default: beam 5, hypotheses ranked by log P / |Y|, fairseq's stopping "
             "rule, at most 200 tokens."
         )
-        if kind == "sentencepiece":
-            training += (
-                " One difference: where the SentencePiece model would choose a piece the source dictionary lacks, "
-                "fairseq reads `<unk>`; this tokenizer segments the word into pieces the dictionary has."
-            )
         write_model_card(
             staging, model, source_lang=languages[0], target_lang=languages[1], dataset="unknown",
             repo_id=output_dir.name, example="Hello world.", training=training,
@@ -455,6 +461,19 @@ def checked_dictionaries(dictionaries: dict[str, Path], config) -> dict[str, lis
 def imported_tokenizer(kind: str, subword_path: Path, symbols: dict, settings: dict, languages: list, staging: Path):
     """(the tokenizer of the checkpoint's subword pipeline, a phrase naming it for the card); the subword model's
     own files are written into `staging`."""
+    if kind == "sentencepiece" and lacked_pieces(subword_path, symbols["source"]):
+        from .tokenization_fairseq_aayn import FairseqSentencePieceTokenizer
+
+        shutil.copyfile(subword_path, staging / "sentencepiece.model")
+        encoder = {}
+        for index, symbol in enumerate(symbols["source"]):
+            encoder.setdefault(symbol, index)
+        (staging / "vocab.json").write_text(json.dumps(encoder, ensure_ascii=False) + "\n", encoding="utf-8")
+        tokenizer = FairseqSentencePieceTokenizer(str(staging / "sentencepiece.model"), str(staging / "vocab.json"))
+        return tokenizer, (
+            f"the SentencePiece model `{subword_path.name}` (kept as `sentencepiece.model`; pieces the dictionary "
+            "lacks read as `<unk>`, as in fairseq)"
+        )
     if kind == "sentencepiece":
         from transformers import PreTrainedTokenizerFast
 

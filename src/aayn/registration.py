@@ -3,6 +3,7 @@
 imported. Importing this module installs the finder (or registers at once where transformers is already imported).
 """
 
+import functools
 import importlib.abc
 import sys
 from pathlib import Path
@@ -14,16 +15,26 @@ def register() -> None:
 
     from .configuration_aayn import AaynConfig
     from .modeling_aayn import AaynForConditionalGeneration, AaynModel
-    from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer
+    from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer, FairseqSentencePieceTokenizer
 
     AutoConfig.register(AaynConfig.model_type, AaynConfig, exist_ok=True)
-    # an imported fairseq folder's Moses + BPE tokenizer, known by name (its folder's copy needs no trust here)
+    # an imported fairseq folder's tokenizers, known by name (its folder's copy needs no trust here): transformers
+    # finds a registered tokenizer class by name among those registered for any config class, one slow class each
     AutoTokenizer.register(AaynConfig, slow_tokenizer_class=FairseqMosesBPETokenizer, exist_ok=True)
+    AutoTokenizer.register(_sentencepiece_key(), slow_tokenizer_class=FairseqSentencePieceTokenizer, exist_ok=True)
     AutoModel.register(AaynConfig, AaynModel, exist_ok=True)
     AutoModelForSeq2SeqLM.register(AaynConfig, AaynForConditionalGeneration, exist_ok=True)
     AaynConfig.register_for_auto_class()
     AaynModel.register_for_auto_class("AutoModel")
     AaynForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+
+
+@functools.cache
+def _sentencepiece_key():
+    """The config class `FairseqSentencePieceTokenizer` is registered under: a key only, no model uses it."""
+    from transformers import PretrainedConfig
+
+    return type("FairseqSentencePieceTokenizerKey", (PretrainedConfig,), {"model_type": "aayn-fairseq-sentencepiece"})
 
 
 # the files that travel with a checkpoint (`*_aayn.py`; most import transformers, directly or through another):

@@ -192,6 +192,26 @@ def constraint_terms(index: int, reference: str) -> list[str]:
     return [word for word in words if word in chosen]
 
 
+# pieces added to the SentencePiece fixture's model, scored above all others, that its dictionary lacks: fairseq reads
+# them as <unk> (`with_extra_pieces`)
+EXTRA_PIECES = ["▁Jesus", "▁disciples", "▁Lord", "▁heaven"]
+
+
+def with_extra_pieces(model: bytes) -> bytes:
+    """A SentencePiece model (its bytes) with EXTRA_PIECES added, each scored above every piece it has, so that it
+    chooses them where a text holds them (the `sentencepiece` package and protobuf)."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model)
+    top, known = max(piece.score for piece in proto.pieces), {piece.piece for piece in proto.pieces}
+    for text in EXTRA_PIECES:
+        if text not in known:
+            piece = proto.pieces.add()
+            piece.piece, piece.score, piece.type = text, top + 1.0, 1
+    return proto.SerializeToString()
+
+
 def interactive_cli(kind: str, folder: Path, texts: list[str], references: list[str]) -> dict:
     """What `fairseq-interactive` prints for the test verses: its H- (tokens), D- (detokenized), P- and A- lines per
     verse, for constrained beam 4 (raw log P: --lenpen 0, the limit `LIMIT`), greedy with --print-alignment, and
@@ -200,8 +220,13 @@ def interactive_cli(kind: str, folder: Path, texts: list[str], references: list[
     data.mkdir(exist_ok=True)
     for lang in ("en", "fr"):
         shutil.copy(folder / f"dict.{lang}.txt", data / f"dict.{lang}.txt")
+    extra = {}
     if (folder / "sentencepiece.bpe.model").is_file():
         subword = ["--bpe", "sentencepiece", "--sentencepiece-model", str(folder / "sentencepiece.bpe.model")]
+        changed = data / "extra-pieces.model"
+        changed.write_bytes(with_extra_pieces((folder / "sentencepiece.bpe.model").read_bytes()))
+        # the same model and dictionary, the text segmented by a SentencePiece model with pieces the dictionary lacks
+        extra["extra_pieces"] = (["--beam", "1", *subword[:-1], str(changed)], texts)
     else:
         subword = ["--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(folder / "bpe.codes")]
     limit = ["--max-len-a", str(LIMIT["max_len_a"]), "--max-len-b", str(LIMIT["max_len_b"])]
@@ -213,24 +238,25 @@ def interactive_cli(kind: str, folder: Path, texts: list[str], references: list[
         "default": ([], texts),
     }  # fmt: skip
     result = {"terms": terms}
-    for name, (flags, lines) in runs.items():
+    for name, (flags, lines) in {**runs, **extra}.items():
+        pipeline = [] if name in extra else subword
         command = [fairseq_tool("fairseq-interactive"), str(data), "--path", str(folder / "checkpoint.pt"),
                    "--source-lang", "en", "--target-lang", "fr", "--cpu", "--buffer-size", "1", "--batch-size", "1",
-                   *subword, *flags]  # fmt: skip
+                   *pipeline, *flags]  # fmt: skip
         result[name] = [interactive_line(command, line) for line in lines]
     return result
 
 
 def interactive_line(command: list[str], line: str) -> dict:
-    """fairseq-interactive's H- (tokens), D- (detokenized), P- and A- lines for one input line (one process per
-    line: a line fairseq fails on is recorded as its error, the last line it wrote to stderr)."""
+    """fairseq-interactive's S- (source tokens), H- (tokens), D- (detokenized), P- and A- lines for one input line
+    (one process per line: a line fairseq fails on is recorded as its error, the last line it wrote to stderr)."""
     done = subprocess.run(command, input=line + "\n", capture_output=True, text=True)
     if done.returncode:
         return {"error": done.stderr.strip().splitlines()[-1]}
     row = {}
     for printed in done.stdout.splitlines():
         tag, _, rest = printed.partition("-")
-        if tag in ("H", "D", "P", "A") and rest[:1].isdigit():
+        if tag in ("S", "H", "D", "P", "A") and rest[:1].isdigit():
             fields = rest.split("\t")
             row.setdefault(tag, fields[-1] if tag != "A" or len(fields) > 1 else "")
             if tag == "H":
