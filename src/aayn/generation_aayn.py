@@ -204,7 +204,9 @@ def generate(model, inputs, generation_config, paper_decoding, parent_generate, 
     `config.paper_decoding` is off). Every generation value in force counts, whether passed or set in the
     generation config; the search serves those in SERVED, and anything else (sampling, logits processors, other
     strategies) goes to transformers' `generate` with §6.1's limit (and alpha as its own length penalty
-    |Y|^alpha), with one warning naming what did not fit the paper's search."""
+    |Y|^alpha), with one warning naming what did not fit the paper's search. aayn's own keywords, taken out before
+    transformers sees them: `constraints` / `ordered_constraints` (target phrases each output holds) and
+    `output_alignments` / `alignment_layer` / `alignment_heads` (each token's attention, kept by the search)."""
     base = model.generation_config if generation_config is None else generation_config
     paper = model.config.paper_decoding if paper_decoding is None else paper_decoding
     kwargs.pop("labels", None)  # Seq2SeqTrainer's predict_with_generate passes them along

@@ -99,6 +99,51 @@ class Service:
         first = pairs[0].translators[0]
         self.health = {"status": "ok", "model": getattr(first, "description", None) or describe(first, pairs[0].names)}
 
+    async def answer_translate(self, body: bytes, content_type: str, request) -> tuple[object, int, dict | None]:
+        """`POST /translate` in either shape: (answer, status, headers). A JSON object without `inputs`, or a
+        form, is LibreTranslate's; anything else the Hub's, which names its own errors of JSON."""
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            data = None
+        try:
+            if isinstance(data, dict) and "inputs" not in data:
+                answer, status = await self.libretranslate(data, request)
+            elif data is None and "json" not in content_type:  # a form: LibreTranslate's
+                answer, status = await self.libretranslate(read_fields(body, content_type), request)
+            else:
+                answer, status = await self.hub(body, request)
+        except RequestError as error:
+            return {"error": str(error)}, error.status, error.headers
+        except Exception as error:  # noqa: BLE001  the model's fault answers this request 500; the server goes on
+            return {"error": f"Cannot translate text: {one_line(error)}"}, 500, None
+        return answer, status, None
+
+    def answer_detect(self, body: bytes, content_type: str) -> tuple[object, int]:
+        """`POST /detect` (LibreTranslate's): (answer, status)."""
+        try:
+            fields = read_fields(body, content_type)
+            check_api_key(fields, self.api_keys)
+            if not fields.get("q") or not isinstance(fields["q"], str):
+                raise RequestError("Invalid request: missing q parameter")
+            return self.detect(fields["q"]), 200
+        except RequestError as error:
+            return {"error": str(error)}, error.status
+
+    def answer_health(self) -> dict:
+        """`GET /health`: the model, the workers and pairs, and the batchers' counts."""
+        batchers = [pair.batcher for pair in self.pairs]
+        counts = {
+            "batches": sum(b.batches for b in batchers),
+            "sentences": sum(b.sentences for b in batchers),
+            "waiting": sum(b.waiting for b in batchers),
+        }
+        workers = {"workers": len(self.pairs[0].translators), "pairs": [pair.label for pair in self.pairs]}
+        pids = [t.process.pid for b in batchers for t in b.translators if isinstance(t, WorkerTranslator)]
+        if pids:
+            workers["worker_pids"] = pids
+        return {**self.health, **workers, **counts}
+
     def served(self) -> str:
         return ", ".join(f"{pair.source} -> {pair.target}" for pair in self.named) or "none (no language pairs)"
 
@@ -197,35 +242,14 @@ def build_app(pairs: list[Pair], settings: ServeSettings, api_keys: frozenset | 
 
     async def translate(request: Request):
         body, content_type = await request.body(), request.headers.get("content-type", "")
-        try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            data = None
-        try:
-            if isinstance(data, dict) and "inputs" not in data:
-                answer, status = await service.libretranslate(data, request)
-            elif data is None and "json" not in content_type:  # a form: LibreTranslate's
-                answer, status = await service.libretranslate(read_fields(body, content_type), request)
-            else:  # the Hub's shape, which names its own errors of JSON
-                answer, status = await service.hub(body, request)
-        except RequestError as error:
-            return JSONResponse({"error": str(error)}, error.status, headers=error.headers)
-        except Exception as error:  # noqa: BLE001  the model's fault answers this request 500; the server goes on
-            return JSONResponse({"error": f"Cannot translate text: {one_line(error)}"}, 500)
-        return JSONResponse(answer, status)
+        answer, status, headers = await service.answer_translate(body, content_type, request)
+        return JSONResponse(answer, status, headers=headers)
 
     async def languages(request: Request):
         return JSONResponse(service.languages())
 
     async def detect(request: Request):
-        try:
-            fields = read_fields(await request.body(), request.headers.get("content-type", ""))
-            check_api_key(fields, service.api_keys)
-            if not fields.get("q") or not isinstance(fields["q"], str):
-                raise RequestError("Invalid request: missing q parameter")
-            return JSONResponse(service.detect(fields["q"]))
-        except RequestError as error:
-            return JSONResponse({"error": str(error)}, error.status)
+        return JSONResponse(*service.answer_detect(await request.body(), request.headers.get("content-type", "")))
 
     async def frontend_settings(request: Request):
         return JSONResponse(service.frontend_settings())
@@ -234,17 +258,7 @@ def build_app(pairs: list[Pair], settings: ServeSettings, api_keys: frozenset | 
         return HTMLResponse(PAGE)
 
     async def healthy(request: Request):
-        batchers = [pair.batcher for pair in pairs]
-        counts = {
-            "batches": sum(b.batches for b in batchers),
-            "sentences": sum(b.sentences for b in batchers),
-            "waiting": sum(b.waiting for b in batchers),
-        }
-        workers = {"workers": len(pairs[0].translators), "pairs": [pair.label for pair in pairs]}
-        pids = [t.process.pid for b in batchers for t in b.translators if isinstance(t, WorkerTranslator)]
-        if pids:
-            workers["worker_pids"] = pids
-        return JSONResponse({**service.health, **workers, **counts})
+        return JSONResponse(service.answer_health())
 
     async def schema(request: Request):
         return JSONResponse(openapi())
