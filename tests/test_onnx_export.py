@@ -244,11 +244,21 @@ def test_aayn_score_and_evaluate_on_the_folder_equal_the_torch_model_s(trained, 
     assert scores[0]["bleu"] == scores[1]["bleu"] and scores[0]["chrf"] == scores[1]["chrf"]
 
 
-def test_what_the_folder_cannot_do_is_refused_in_one_line(trained, capsys):
+def test_what_the_folder_cannot_do_is_refused_in_one_line(trained, capsys, tmp_path):
     _, exported, verses = trained
+    (tmp_path / "s.txt").write_text(verses[0] + "\n", encoding="utf-8")
+    (tmp_path / "t.txt").write_text(verses[1] + "\n", encoding="utf-8")
     assert aayn(["translate", "--model", str(exported), "--show-attention", "x.png", verses[0]]) == 2
     assert f"--model {exported} is an ONNX model (`aayn export`): it translates without --show_attention" in (
         capsys.readouterr().err
     )
     assert aayn(["translate", "--model", str(exported), "--device", "cuda", verses[0]]) == 2
     assert "aayn runs ONNX folders on cpu" in capsys.readouterr().err
+    for command in (
+        ["translate", verses[0]],
+        ["score", "--source", tmp_path / "s.txt", "--target", tmp_path / "t.txt"],
+    ):
+        assert aayn([command[0], "--model", str(exported), "--print_alignment", "hard", *map(str, command[1:])]) == 2
+        error = capsys.readouterr().err
+        assert f"--model {exported} is an ONNX model (`aayn export`): it translates without --print_alignment" in error
+        assert "Traceback" not in error

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .formats import FORMATS, folder_format
-from .translator import Translator
+from .translator import Translator, without
 
 
 class ModelFolder(NamedTuple):
@@ -81,14 +81,11 @@ def open_exported(folder: ModelFolder, count: int, device: str, needs: tuple[str
     entry = FORMATS[folder.format]
     engine = entry.load("engine")
     missing = [need for need in needs if need not in engine.abilities]
-    if count > 1 or missing:
-        flags = {"prefixes": "--prefix", "attention": "--show_attention", "scores": "scoring pairs",
-                 "glossary": "--glossary"}  # fmt: skip
-        what = "alone" if count > 1 else "without " + flags[missing[0]]
-        raise ValueError(
-            f"--model {folder.name} is {entry.article} {entry.title} model (`aayn export`): it translates {what}; "
-            "give the aayn folder it was exported from for that"
-        )
+    what = f" is {entry.article} {entry.title} model (`aayn export`)"
+    if count > 1:
+        raise ValueError(f"--model {folder.name}{what}: it translates alone; give the aayn folder it was exported from")
+    if missing:
+        raise ValueError(without(folder.name, missing[0], what))
     if entry.setup and setup is not None:
         setup()
     return engine(folder.location, device, threads=threads)

@@ -21,9 +21,24 @@ from .policy_aayn import length_penalty as penalty_of_length
 
 DECODING_BATCH_TOKENS = 4096  # padded source tokens a decoding (or scoring) batch holds by default
 
-# what a caller may ask of a translator beyond translating: target prefixes, drawing attention, scoring pairs,
-# glossaries (target terms each translation must contain), word alignments
-ABILITIES = ("prefixes", "attention", "scores", "glossary", "alignment")
+# what a caller may ask of a translator beyond translating (target prefixes, drawing attention, scoring pairs,
+# glossaries: target terms each translation must contain, word alignments), each with how a user asks for it: the
+# one table behind every "cannot do that" message (`without`)
+ABILITIES = {
+    "prefixes": "--prefix",
+    "attention": "--show_attention",
+    "scores": "scoring pairs",
+    "glossary": "--glossary",
+    "alignment": "--print_alignment",
+}
+
+
+def without(name: str, ability: str, what: str = "") -> str:
+    """The one line saying that the model `name` (`what`: which kind it is, if not an aayn folder) lacks
+    `ability`."""
+    where = "give the aayn folder it was exported from for that" if what else "give an aayn model folder for that"
+    return f"--model {name}{what}: it translates without {ABILITIES[ability]}; {where}"
+
 
 # one input's best translations as (score, text), best first; asked for alignments, (score, text, Alignment)
 Hypotheses = list[tuple]
@@ -141,19 +156,19 @@ class Translator:
                                  max_new_tokens=max_new_tokens)  # fmt: skip
         if prefixes is not None:
             if "prefixes" not in self.abilities:
-                raise ValueError(f"--model {self.name} translates without --prefix (give an aayn model folder)")
+                raise ValueError(without(self.name, "prefixes"))
             if len(prefixes) != len(texts):
                 message = f"{len(prefixes)} prefixes for {len(texts)} inputs: one prefix (or an empty line) per input"
                 raise ValueError(message)
         terms = None
         if glossary is not None and glossary.entries:
             if "glossary" not in self.abilities:
-                raise ValueError(f"--model {self.name} translates without a glossary (give an aayn model folder)")
+                raise ValueError(without(self.name, "glossary"))
             terms = [glossary.terms_for(text) for text in texts]
         extra = {}
         if alignment is not None:
             if "alignment" not in self.abilities:
-                raise ValueError(f"--model {self.name} gives no alignments (give an aayn model folder)")
+                raise ValueError(without(self.name, "alignment"))
             from .alignment import Alignment
 
             extra["alignment"] = alignment
@@ -217,7 +232,7 @@ class Translator:
         from .data.token_batches import decoding_batches
 
         if "scores" not in self.abilities:
-            raise ValueError(f"--model {self.name} cannot score pairs (give an aayn or ONNX model folder)")
+            raise ValueError(without(self.name, "scores"))
         if len(sources) != len(targets):
             raise ValueError(f"{len(sources)} sources but {len(targets)} targets: scoring needs one target per source")
         search = self.settings(length_penalty=length_penalty)
@@ -226,7 +241,7 @@ class Translator:
         lengths = [max(len(s), len(t)) for s, t in zip(source_ids, target_ids)]
         scores: list[Score | None] = [None] * len(sources)
         if alignment is not None and "alignment" not in self.abilities:
-            raise ValueError(f"--model {self.name} gives no alignments (give an aayn model folder)")
+            raise ValueError(without(self.name, "alignment"))
         for batch in decoding_batches(lengths, batch_tokens):
             pair = [source_ids[i] for i in batch], [target_ids[i] for i in batch]
             rows = self.score_batch(*pair)
