@@ -262,7 +262,7 @@ def lacked_pieces(model_path: Path, symbols: list[str]) -> list[str]:
     return [piece.piece for piece in proto.pieces if piece.type == 1 and piece.piece not in known]
 
 
-def sentencepiece_tokenizer(model_path: Path, symbols: list[str]):
+def fairseq_numbered_sentencepiece(model_path: Path, symbols: list[str]):
     """A `tokenizers` tokenizer that segments as the SentencePiece model does and numbers pieces as fairseq's
     dictionary (`symbols`), ending each text with `</s>`: the ids fairseq's `--bpe sentencepiece` pipeline gives.
     Built as transformers' SentencePiece converter builds a unigram model's, from the model's own normalizer spec,
@@ -478,7 +478,7 @@ def imported_tokenizer(kind: str, subword_path: Path, symbols: dict, settings: d
         from transformers import PreTrainedTokenizerFast
 
         tokenizer = PreTrainedTokenizerFast(
-            tokenizer_object=sentencepiece_tokenizer(subword_path, symbols["source"]),
+            tokenizer_object=fairseq_numbered_sentencepiece(subword_path, symbols["source"]),
             bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
             model_input_names=["input_ids", "attention_mask"],
         )  # fmt: skip

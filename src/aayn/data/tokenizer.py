@@ -178,10 +178,10 @@ def train_sentencepiece(
         f"trained a {pieces:,}-piece SentencePiece {model_type} model on {stats['sentences']:,} sentences "
         f"({stats['characters'] / 1e6:.1f}M characters) in {seconds:.1f}s"
     )
-    return sentencepiece_tokenizer(model.getvalue(), model_max_length)
+    return fast_tokenizer_of_sentencepiece(model.getvalue(), model_max_length)
 
 
-def sentencepiece_tokenizer(model: bytes, model_max_length: int = MAX_POSITIONS) -> PreTrainedTokenizerFast:
+def fast_tokenizer_of_sentencepiece(model: bytes, model_max_length: int = MAX_POSITIONS) -> PreTrainedTokenizerFast:
     """A SentencePiece model (aayn's special ids) as transformers' fast tokenizer, `</s>` appended."""
     from ..compat_aayn import sentencepiece_backend
 
