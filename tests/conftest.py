@@ -5,6 +5,28 @@ import pytest
 import torch
 from tiny_models import tiny_config
 
+# the run's skipped tests printed with their reasons; under AAYN_STRICT an unlisted skip fails the run
+pytest_plugins = ["skip_report"]
+
+# modules whose tests share no costly fixture: pytest-xdist spreads their tests over its workers one by one; every
+# other module runs whole on one worker, so that its module fixtures (a trained model, a server) are made once
+SPREAD = {"test_transformers_common.py", "test_configuration.py", "test_markup.py", "test_batching.py"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group marks (--dist loadgroup)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name not in SPREAD:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_thread_per_worker():
+    """Under pytest-xdist (`-n 2` on two cores) each worker takes one core: torch's own two threads per worker would
+    fight over both."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)
+
 
 @pytest.fixture(autouse=True)
 def _seed():
@@ -13,11 +35,12 @@ def _seed():
 
 @pytest.fixture
 def wmt14_mini() -> Path:
-    """The offline stand-in for the Hub's wmt/wmt14 (a folder laid out like it), named by $AAYN_WMT14_MINI: .ci/run
-    points it at ../shared/data/wmt14-mini; users without one see these tests skipped, with this reason."""
+    """A folder laid out like the Hub's wmt/wmt14: the whole offline stand-in named by $AAYN_WMT14_MINI (.ci/run
+    points it at ../shared/data/wmt14-mini), else the suite's own slice of it (tests/data/wmt14-tiny), so that the
+    data tests run everywhere. Tests read the sizes they expect from the folder's files."""
     folder = os.environ.get("AAYN_WMT14_MINI")
     if not folder:
-        pytest.skip("AAYN_WMT14_MINI is not set (a folder laid out like the Hub's wmt/wmt14)")
+        return Path(__file__).parent / "data" / "wmt14-tiny"
     if not Path(folder).is_dir():
         raise FileNotFoundError(f"AAYN_WMT14_MINI={folder} is not a folder")
     return Path(folder)
@@ -40,3 +63,17 @@ def saved(tmp_path_factory):
     model.save_pretrained(folder / "out")
     tokenizer.save_pretrained(folder / "out")
     return folder / "out", model.eval(), tokenizer
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory) -> Path:
+    """One finished tiny `aayn train` run (checkpoints 2 and 4, the final folder; sources cut to 8 tokens), made
+    once per test run for every module and worker: tests read it, or work on a copy."""
+    from training_helpers import FAST, made_once, python, tiny_recipe, write_numbers_corpus, write_recipe
+
+    def make(root: Path) -> None:
+        recipe = tiny_recipe(write_numbers_corpus(root / "numbers"), root / "out", **FAST, max_source_length=8)
+        result = python("-m", "aayn.train", write_recipe(root / "r.yaml", recipe))
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    return made_once(tmp_path_factory, "finished-run", make) / "out"

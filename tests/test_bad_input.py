@@ -8,6 +8,8 @@ from transformers import DynamicCache
 from aayn import AaynForConditionalGeneration
 from aayn.modeling_aayn import sinusoidal_positions
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 
 @pytest.fixture
 def model():

@@ -3,6 +3,8 @@ import torch
 
 from aayn import AaynConfig, AaynForConditionalGeneration
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 
 def test_defaults_are_the_paper_base_model():
     config = AaynConfig()

@@ -17,6 +17,7 @@ from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
 
 OTHER_PYTHON = os.environ.get("AAYN_OTHER_PYTHON")
 pytestmark = [
+    pytest.mark.both_lines,
     pytest.mark.skipif(
         not OTHER_PYTHON,
         reason="AAYN_OTHER_PYTHON is not set (a python with the other transformers line; .ci/run sets it)",

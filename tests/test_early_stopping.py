@@ -10,6 +10,8 @@ from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
 from aayn.cli import main as aayn
 from aayn.training import parse_arguments, run
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 STOPPING = dict(
     max_steps=40,
     eval_strategy="steps",

@@ -25,6 +25,8 @@ from aayn.fairseq_import import (
     subword_model,
 )
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 FIXTURES = Path(__file__).parent / "data" / "fairseq"
 
 

@@ -12,6 +12,8 @@ from transformers import GenerationMixin
 
 import aayn.generation_aayn as generation
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 
 def tokens_until_eos(row: torch.Tensor, eos: int) -> list[int]:
     """The generated tokens of one output row (after the start token), up to and including eos."""

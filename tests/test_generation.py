@@ -9,6 +9,8 @@ from tiny_models import random_batch, tiny_config
 from aayn import AaynForConditionalGeneration
 from aayn.modeling_aayn import EncoderDecoderCache
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 
 def model_for(**overrides) -> AaynForConditionalGeneration:
     model = AaynForConditionalGeneration(tiny_config(**overrides)).eval()

@@ -7,6 +7,8 @@ import pytest
 from hub_standin import PUSH_WITHOUT_AAYN, TOKEN, HubStandIn, card_metadata, run_against
 from training_helpers import FOLDER_FILES, tiny_recipe, write_numbers_corpus, write_recipe
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 
 def files_holding(folder: Path, secret: bytes) -> list[Path]:
     return [path for path in folder.rglob("*") if path.is_file() and secret in path.read_bytes()]

@@ -6,6 +6,8 @@ from torch import nn
 
 from aayn import AaynConfig, AaynForConditionalGeneration
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 
 def paper_projections(model) -> dict[str, torch.Tensor]:
     """Every matrix of the paper's §3.2.2 and §3.3 (W^Q, W^K, W^V, W^O per attention, W1 and W2 per feed-forward

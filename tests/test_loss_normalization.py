@@ -17,6 +17,8 @@ from training_helpers import EIGHT_PAIRS
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq
 from transformers.trainer_pt_utils import LabelSmoother
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 SCRIPT = Path(__file__).parent / "scripts" / "trainer_gradients.py"
 
 

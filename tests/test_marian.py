@@ -8,6 +8,8 @@ from transformers import MarianMTModel
 from aayn import AaynForConditionalGeneration
 from aayn.marian import aayn_state_dict_from_marian, marian_config_for, residual_permutation
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 
 def test_residual_permutation_maps_marians_sinusoid_layout_onto_ours():
     from aayn.modeling_aayn import sinusoidal_positions

@@ -39,19 +39,9 @@ def corpus(tmp_path_factory):
     return write_numbers_corpus(tmp_path_factory.mktemp("numbers"))
 
 
-@pytest.fixture(scope="module")
-def finished(corpus, tmp_path_factory):
-    """One finished tiny run (checkpoints 2 and 4, the final folder); tests work on copies of it."""
-    tmp_path = tmp_path_factory.mktemp("finished")
-    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST))
-    result = python("-m", "aayn.train", recipe)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return tmp_path / "out"
-
-
 @pytest.fixture
-def run_copy(finished, tmp_path) -> Path:
-    return Path(shutil.copytree(finished, tmp_path / "run"))
+def run_copy(finished_run, tmp_path) -> Path:
+    return Path(shutil.copytree(finished_run, tmp_path / "run"))
 
 
 def recipe_for(corpus, tmp_path, output, **overrides) -> Path:
@@ -202,8 +192,8 @@ def test_resume_skips_a_checkpoint_a_full_disk_cut_short(corpus, run_copy, tmp_p
         ("model.safetensors", lambda data: b"garbage!" * 10, "model.safetensors is cut short or not a safetensors"),
     ],
 )
-def test_checkpoint_faults_name_the_damaged_file(finished, tmp_path, name, damage, fault):
-    checkpoint = Path(shutil.copytree(finished / "checkpoint-4", tmp_path / "checkpoint-4"))
+def test_checkpoint_faults_name_the_damaged_file(finished_run, tmp_path, name, damage, fault):
+    checkpoint = Path(shutil.copytree(finished_run / "checkpoint-4", tmp_path / "checkpoint-4"))
     assert checkpoint_faults(checkpoint) == []
     (checkpoint / name).write_bytes(damage((checkpoint / name).read_bytes()))
     faults = checkpoint_faults(checkpoint)

@@ -17,6 +17,8 @@ from torch.nn import functional as F
 from aayn import LORA_TARGET_MODULES, AaynForConditionalGeneration
 from aayn.data.tokenizer import save_tokenizer
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 peft = pytest.importorskip("peft")
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from aayn import translation_pipeline
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 SOURCES = ["Six one eight.", "Two.", "Zero nine nine five three."]
 
 

@@ -4,8 +4,12 @@
 import ast
 import dataclasses
 
+import pytest
+
 from aayn.training.arguments import argument_parser
 from aayn.training.recipe_keys import enum_choices, trainer_fields
+
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
 
 
 def test_trainer_keys_read_from_transformers_source_are_the_dataclass_fields():

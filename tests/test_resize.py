@@ -15,6 +15,8 @@ from tiny_models import random_batch, tiny_config
 from aayn import AaynConfig, AaynForConditionalGeneration, AaynModel
 from aayn.data.tokenizer import save_tokenizer
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 
 def test_adding_a_token_keeps_one_shared_matrix_and_every_size():
     torch.manual_seed(0)

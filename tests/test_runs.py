@@ -251,40 +251,31 @@ def test_accelerate_launch_runs_two_processes_on_cpu(corpus, tmp_path):
     assert "x 2 processes" in (tmp_path / "out" / "README.md").read_text()
 
 
-@pytest.fixture(scope="module")
-def finished(corpus, tmp_path_factory):
-    """One finished tiny run (checkpoints 2 and 4, a final folder)."""
-    tmp_path = tmp_path_factory.mktemp("finished")
-    result = train(tmp_path, tiny_recipe(corpus, tmp_path / "out", **FAST, max_source_length=8))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return tmp_path / "out"
-
-
-def test_saved_tokenizers_carry_no_training_truncation(finished):
+def test_saved_tokenizers_carry_no_training_truncation(finished_run):
     from tokenizers import Tokenizer
 
     long_sentence = " ".join(["six one eight"] * 60) + "."
-    for folder in (finished, finished / "checkpoint-4", finished / "tokenizer"):
+    for folder in (finished_run, finished_run / "checkpoint-4", finished_run / "tokenizer"):
         assert json.loads((folder / "tokenizer.json").read_text())["truncation"] is None, folder
         ids = Tokenizer.from_file(str(folder / "tokenizer.json")).encode(long_sentence).ids
         assert len(ids) > 100  # not cut to the training's max_source_length=8
 
 
-def test_average_names_a_cut_file_and_a_missing_tokenizer(finished, tmp_path, capsys):
+def test_average_names_a_cut_file_and_a_missing_tokenizer(finished_run, tmp_path, capsys):
     import shutil
 
     cut = tmp_path / "cut"
-    shutil.copytree(finished / "checkpoint-4", cut)
+    shutil.copytree(finished_run / "checkpoint-4", cut)
     data = (cut / "model.safetensors").read_bytes()
     (cut / "model.safetensors").write_bytes(data[: len(data) // 2])
-    assert aayn(["average", "--output_dir", str(tmp_path / "a"), str(finished / "checkpoint-2"), str(cut)]) == 2
+    assert aayn(["average", "--output_dir", str(tmp_path / "a"), str(finished_run / "checkpoint-2"), str(cut)]) == 2
     error = capsys.readouterr().err
     assert f"{cut / 'model.safetensors'} is not a readable safetensors file" in error
     bare = tmp_path / "bare"
     bare.mkdir()
     for name in ("model.safetensors", "config.json"):
-        shutil.copy(finished / "checkpoint-4" / name, bare / name)
-    assert aayn(["average", "--output_dir", str(tmp_path / "b"), str(finished / "checkpoint-2"), str(bare)]) == 2
+        shutil.copy(finished_run / "checkpoint-4" / name, bare / name)
+    assert aayn(["average", "--output_dir", str(tmp_path / "b"), str(finished_run / "checkpoint-2"), str(bare)]) == 2
     assert "holds no tokenizer" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 

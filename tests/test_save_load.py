@@ -13,6 +13,8 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from aayn import AaynForConditionalGeneration, AaynModel
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 
 def logits_of(model, source, mask, target):
     with torch.no_grad():

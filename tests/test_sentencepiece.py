@@ -16,6 +16,8 @@ from aayn.cli import main
 from aayn.data import load_translation_dataset
 from aayn.data.tokenizer import SENTENCEPIECE_FILE, train_sentencepiece
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 sentencepiece = pytest.importorskip("sentencepiece")
 
 ODD = ["  Two  spaces and a trailing one ", "x", "", "Ça va ? « Oui » — 12,5 %", "tab\there", "ﬁ ligature ①", "漢字"]

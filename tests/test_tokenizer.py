@@ -13,6 +13,8 @@ from datasets import Dataset, IterableDataset
 from aayn import AaynConfig
 from aayn.data import load_translation_dataset, train_tokenizer
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 SENTENCES = [
     ("The cat sat on the mat.", "Le chat était assis sur le tapis."),
     ("Two  spaces,\ttabs and a trailing space ", "Deux  espaces,\ttabulations et une espace finale "),

@@ -18,6 +18,8 @@ from aayn.cli import main as aayn
 from aayn.training import AaynTrainer, TrainingDiverged, parse_arguments, run
 from aayn.training.trainer import METRICS_MODULE
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):

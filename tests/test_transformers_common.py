@@ -15,6 +15,8 @@ from transformers_suite import PACKAGE, suite_folder
 
 from aayn import AaynConfig, AaynForConditionalGeneration, AaynModel
 
+pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
+
 try:
     sys.path.insert(0, str(suite_folder()))
 except RuntimeError as error:  # no package index at hand: a user's offline machine

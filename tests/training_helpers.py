@@ -2,6 +2,7 @@
 
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -127,3 +128,21 @@ def python(*args, env: dict | None = None, **kwargs):
     """This Python on `args`, offline, one thread per process, its output captured."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", **(env or {}))
     return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, env=env, **kwargs)
+
+
+def made_once(tmp_path_factory, name: str, make) -> Path:
+    """The folder `name`, made by `make(folder)` once per test run and shared by every test module and, under
+    pytest-xdist, by every worker (the first to ask makes it, holding a lock; the others wait and read it). Tests
+    that change what it holds work on a copy."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: gw0/, gw1/ under one run folder
+    folder, done = root / "made-once" / name, root / "made-once" / f"{name}.done"
+    folder.parent.mkdir(exist_ok=True)
+    with FileLock(str(folder) + ".lock"):
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a try that failed part way
+            make(folder)
+            done.touch()
+    return folder
