@@ -38,6 +38,10 @@ def alone(saved):
     }
 
 
+# what build_app routes (serve/app.py), each described by /openapi.json
+ROUTES = {"/", "/translate", "/languages", "/detect", "/frontend/settings", "/health", "/openapi.json"}
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_concurrent_requests_translate_as_each_sentence_alone(saved, alone, workers):
     """In the server's own thread, and in two worker processes decoding batches side by side."""
@@ -46,7 +50,10 @@ def test_concurrent_requests_translate_as_each_sentence_alone(saved, alone, work
         health = server.get("/health")
         assert health["status"] == "ok" and health["model"]["type"] == "aayn" and health["model"]["parameters"] > 0
         assert health["workers"] == workers and len(health.get("worker_pids", [])) == (workers if workers > 1 else 0)
-        assert set(server.get("/openapi.json")["paths"]) == {"/translate", "/health"}
+        described = server.get("/openapi.json")["paths"]
+        assert set(described) == ROUTES  # every endpoint, and POST /translate in both request shapes
+        shapes = described["/translate"]["post"]["requestBody"]["content"]["application/json"]["schema"]["oneOf"]
+        assert [shape["required"] for shape in shapes] == [["inputs"], ["q", "source", "target"]]
 
         def ask(i: int):
             texts = [SENTENCES[(i + j) % len(SENTENCES)] for j in range(1 + i % 3)]

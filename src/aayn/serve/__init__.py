@@ -7,7 +7,8 @@ send) and the Hub's inference shape (`hub_api.py`); `GET /languages`, `POST /det
 
 from .app import Pair, build_app, read_api_keys, serve
 from .batcher import Batcher, Job, WorkerTranslator, describe, one_line, share_out, start_workers
-from .hub_api import RequestError, ServeSettings, openapi, read_request
+from .hub_api import RequestError, ServeSettings, read_request
+from .openapi import openapi
 
 __all__ = [
     "Batcher",

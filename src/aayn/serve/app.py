@@ -13,9 +13,10 @@ from ..languages import language_name
 from ..translator import Translator
 from .batcher import Batcher, Job, WorkerTranslator, describe, one_line
 from .detect import Detector
-from .hub_api import RequestError, ServeSettings, openapi, read_request
+from .hub_api import RequestError, ServeSettings, read_request
 from .libretranslate import check_api_key, read_fields, read_translate
 from .markup import Fragment
+from .openapi import openapi
 
 MAX_ALTERNATIVES = 8  # LibreTranslate's --alternatives-limit: n-best lists beyond it are refused
 

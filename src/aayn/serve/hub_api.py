@@ -1,7 +1,7 @@
 """The Hub's inference request shape on `aayn serve`: `POST /translate` with `{"inputs": "text" or [...],
 "parameters": {...}}`, answered `[{"translation_text": "..."}, ...]` in input order (with `num_return_sequences`
-above 1: a list per input, each hypothesis with its `score`); its errors (400, 413, 503 with Retry-After) and the
-OpenAPI description of the server's endpoints."""
+above 1: a list per input, each hypothesis with its `score`); its errors (400, 413, 503 with Retry-After) and its
+part of the OpenAPI description (`openapi_shape`)."""
 
 from __future__ import annotations
 
@@ -111,43 +111,23 @@ def read_glossary(value):
         raise RequestError(f"Invalid request: glossary: {error}") from None
 
 
-def openapi() -> dict:
-    """The OpenAPI description of the endpoints (served at /openapi.json)."""
+def openapi_shape() -> tuple[dict, dict]:
+    """(the request body's schema, the 200 answer's schema) of the Hub's shape of `POST /translate`."""
     texts = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
     parameters = {
         "num_beams": {"type": "integer", "minimum": 1},
         "length_penalty": {"type": "number", "description": "GNMT's alpha"},
         "max_new_tokens": {"type": "integer", "minimum": 1},
         "num_return_sequences": {"type": "integer", "minimum": 1},
+        "glossary": {"type": ["object", "array"], "description": PARAMETERS["glossary"]},
+        "alignment": {"type": "boolean", "description": PARAMETERS["alignment"]},
     }
     body = {
+        "title": "the Hub's inference shape",
         "type": "object",
         "required": ["inputs"],
         "properties": {"inputs": texts, "parameters": {"type": "object", "properties": parameters}},
     }
     one = {"type": "object", "properties": {"translation_text": {"type": "string"}, "score": {"type": "number"}}}
-    answers = {"type": "array", "items": {"oneOf": [one, {"type": "array", "items": one}]}}
-    responses = {
-        "200": {
-            "description": "one answer per input, in input order (num_return_sequences > 1: a list per input)",
-            "content": {"application/json": {"schema": answers}},
-        },
-        "400": {"description": "a bad request, named in one line"},
-        "413": {"description": "too many inputs or too long an input"},
-        "500": {"description": "the model failed; the server goes on"},
-        "503": {"description": "the queue is full: retry after Retry-After seconds"},
-    }
-    translate = {
-        "summary": "Translate texts with the paper's search (beam 4, GNMT's penalty, source + 50 tokens)",
-        "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
-        "responses": responses,
-    }
-    health = {
-        "summary": "Whether the model is loaded, and what it is",
-        "responses": {"200": {"description": "status, model type, folders, parameters, direction"}},
-    }
-    return {
-        "openapi": "3.1.0",
-        "info": {"title": "aayn serve", "version": "1"},
-        "paths": {"/translate": {"post": translate}, "/health": {"get": health}},
-    }
+    answer = {"type": "array", "items": {"oneOf": [one, {"type": "array", "items": one}]}}
+    return body, answer

@@ -155,3 +155,47 @@ def read_translate(fields: dict, settings: ServeSettings, max_alternatives: int)
     flag = {"true": True, "false": False, "": False}.get(flag, flag) if isinstance(flag, str) else flag
     alignment = read_alignment(flag) if flag is not None else None
     return LibreRequest(documents, batch, source, target, alternatives, fields.get("api_key"), glossary, alignment)
+
+
+def openapi_shape() -> tuple[dict, dict]:
+    """(the request body's schema, the 200 answer's schema) of LibreTranslate's shape of `POST /translate` (a JSON
+    object or the same fields as a form)."""
+    texts = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+    body = {
+        "title": "LibreTranslate's shape",
+        "type": "object",
+        "required": ["q", "source", "target"],
+        "properties": {
+            "q": texts,
+            "source": {"type": "string", "description": "a language code, or auto"},
+            "target": {"type": "string"},
+            "format": {"enum": list(FORMATS)},
+            "alternatives": {"type": "integer", "minimum": 0},
+            "api_key": {"type": "string"},
+            "glossary": {"type": ["object", "array", "string"], "description": "aayn's own: target terms to keep"},
+            "alignment": {"type": "boolean", "description": "aayn's own: each translation's word alignment"},
+        },
+    }
+    answer = {
+        "type": "object",
+        "properties": {
+            "translatedText": texts,
+            "alternatives": {"type": "array"},
+            "detectedLanguage": {"type": "object", "properties": {"language": {"type": "string"},
+                                                                    "confidence": {"type": "number"}}},
+        },
+    }  # fmt: skip
+    return body, answer
+
+
+def openapi_paths() -> dict:
+    """The endpoints LibreTranslate's clients call beside `POST /translate`."""
+    error = {"description": 'a bad request: {"error": "..."}'}
+    return {
+        "/languages": {"get": {"summary": "The served source languages, each with its targets",
+                               "responses": {"200": {"description": "[{code, name, targets}]"}}}},
+        "/detect": {"post": {"summary": "The language of q among the served sources (LibreTranslate's)",
+                             "responses": {"200": {"description": "[{language, confidence}]"}, "400": error}}},
+        "/frontend/settings": {"get": {"summary": "What LibreTranslate's own page reads (limits, languages)",
+                                       "responses": {"200": {"description": "charLimit, language, apiKeys, ..."}}}},
+    }  # fmt: skip
