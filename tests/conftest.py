@@ -8,18 +8,6 @@ from tiny_models import tiny_config
 # the run's skipped tests printed with their reasons; under AAYN_STRICT an unlisted skip fails the run
 pytest_plugins = ["skip_report"]
 
-# modules whose tests share no costly fixture: pytest-xdist spreads their tests over its workers one by one; every
-# other module runs whole on one worker, so that its module fixtures (a trained model, a server) are made once
-SPREAD = {"test_transformers_common.py", "test_configuration.py", "test_markup.py", "test_batching.py"}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group marks (--dist loadgroup)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.name not in SPREAD:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread_per_worker():
     """Under pytest-xdist (`-n 2` on two cores) each worker takes one core: torch's own two threads per worker would
