@@ -8,11 +8,14 @@ from tiny_models import tiny_config
 # the run's skipped tests printed with their reasons; under AAYN_STRICT an unlisted skip fails the run
 pytest_plugins = ["skip_report"]
 
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread_per_worker():
     """Under pytest-xdist (`-n 2` on two cores) each worker takes one core: torch's own two threads per worker would
-    fight over both."""
+    fight over both. The processes a test starts inherit the setting, so that what they compute is bit for bit what
+    the worker computes (a float sum's order follows the thread count)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = "1"
         torch.set_num_threads(1)
 
 

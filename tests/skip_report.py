@@ -20,7 +20,7 @@ def skip_reason(report: pytest.TestReport) -> str:
 
 
 def allowed(test_id: str, reason: str) -> bool:
-    return any(fnmatch.fnmatch(test_id, ids) and re.search(why, reason) for ids, why in ALLOWED)
+    return any(fnmatch.fnmatch(test_id, ids) and re.match(why, reason) for ids, why in ALLOWED)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
