@@ -25,8 +25,6 @@ from aayn.fairseq_import import (
     subword_model,
 )
 
-pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
-
 FIXTURES = Path(__file__).parent / "data" / "fairseq"
 
 
@@ -73,6 +71,7 @@ def padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]
     return ids, (ids != pad).long()
 
 
+@pytest.mark.both_lines
 @pytest.mark.parametrize("kind", KINDS)
 def test_greedy_on_fairseq_s_ids_equals_fairseq_s_hypotheses(kind):
     """The model alone, on the ids fairseq fed it (a right-padded batch; fairseq pads on the left): greedy equals
@@ -87,6 +86,7 @@ def test_greedy_on_fairseq_s_ids_equals_fairseq_s_hypotheses(kind):
         assert set(row[1 + len(expected) :]) <= {model.config.pad_token_id}
 
 
+@pytest.mark.both_lines
 @pytest.mark.parametrize("kind", KINDS)
 def test_reference_scores_equal_fairseq_s_within_1e_4(kind):
     """fairseq's `--score-reference`: each reference token's log-probability given the reference before it."""
@@ -99,6 +99,7 @@ def test_reference_scores_equal_fairseq_s_within_1e_4(kind):
         torch.testing.assert_close(scores, torch.tensor(sentence["reference_positional_scores"]), atol=1e-4, rtol=0)
 
 
+@pytest.mark.both_lines
 def test_the_tokenizer_gives_the_ids_fairseq_fed_the_model(imported):
     """Sources as fairseq-interactive encodes them; references (`text_target=`, the target's dictionary where the
     sides have their own) as fairseq-preprocess binarized them."""
@@ -114,6 +115,7 @@ def test_the_tokenizer_gives_the_ids_fairseq_fed_the_model(imported):
     assert is_moses_bpe_folder(Path(folder)) == (type(tokenizer).__name__ == "FairseqMosesBPETokenizer")
 
 
+@pytest.mark.both_lines
 def test_detokenized_greedy_output_equals_fairseq_interactive_s(imported):
     folder, record = imported
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -122,6 +124,7 @@ def test_detokenized_greedy_output_equals_fairseq_interactive_s(imported):
     assert tokenizer.batch_decode(out, skip_special_tokens=True) == record["interactive"]["greedy"]
 
 
+@pytest.mark.both_lines
 def test_a_folder_imported_here_loads_on_the_other_line_without_aayn(imported):
     other = os.environ.get("AAYN_OTHER_PYTHON")
     if not other:
@@ -144,6 +147,7 @@ def test_a_folder_imported_here_loads_on_the_other_line_without_aayn(imported):
     assert json.loads(result.stdout.strip().splitlines()[-1]) == record["interactive"]["greedy"]
 
 
+@pytest.mark.both_lines
 def test_aayn_import_writes_an_ordinary_folder_and_refuses_a_second_time(tmp_path):
     checkpoint = FIXTURES / "postnorm-spm" / "checkpoint.pt"
     command = [sys.executable, "-m", "aayn.cli", "import", "fairseq", str(checkpoint), "--source_lang", "en"]
@@ -213,6 +217,7 @@ def test_a_refused_checkpoint_writes_nothing(tmp_path):
     assert not (tmp_path / "out").exists() and [p.name for p in tmp_path.iterdir()] == ["bad"]
 
 
+@pytest.mark.both_lines
 @pytest.mark.parametrize("kind", KINDS)
 def test_beam_4_under_fairseq_s_length_normalization(kind):
     """fairseq's beam search ranks finished hypotheses by log P / |Y| and stops a sentence at k finished ones:
@@ -281,6 +286,7 @@ def test_aayn_score_gives_fairseq_s_reference_scores(imported, tmp_path, capsys)
         assert abs(float(log_prob) / len(tokens) - sentence["reference_score"]) < 1e-4
 
 
+@pytest.mark.both_lines
 def test_aayn_train_fine_tunes_the_imported_folder(imported, tmp_path):
     """`aayn train --model_name_or_path FOLDER` (the recipe repeats the fixture's shape): the imported tokenizer
     and fairseq's configuration (sinusoids, ids) carry into the tuned folder, which loads and translates."""
@@ -303,6 +309,7 @@ def test_aayn_train_fine_tunes_the_imported_folder(imported, tmp_path):
     assert tokenizer("Six one.")["input_ids"] == AutoTokenizer.from_pretrained(folder)("Six one.")["input_ids"]
 
 
+@pytest.mark.both_lines
 def test_push_to_hub_carries_a_card_saying_where_the_model_came_from(imported_spm, tmp_path):
     """The imported folder pushed with plain transformers (no aayn) to a stand-in for the Hub: the card names
     fairseq, the architecture and the dictionaries; the config keeps the provenance."""
@@ -335,6 +342,7 @@ def test_a_missing_or_extra_weight_is_named():
         fairseq_weights(config, {**weights, "encoder.layernorm_embedding.weight": torch.ones(32)})
 
 
+@pytest.mark.both_lines
 def test_the_imported_folder_serves_pipeline_translation_without_aayn(imported):
     """`pipeline("translation")` in a fresh process that never imports aayn (the folder carries the code)."""
     folder, record = imported
@@ -463,6 +471,7 @@ def test_one_empty_translation_does_not_end_a_run(imported, monkeypatch):
     assert got[1] == "" and [got[0], got[2]] == [want[0], want[2]]
 
 
+@pytest.mark.both_lines
 @pytest.mark.parametrize("kind", KINDS)
 def test_an_imported_folder_decodes_as_fairseq_interactive_by_default(tmp_path, kind):
     """`aayn import` writes fairseq-interactive's default search into the folder (beam 5, log P / |Y| with
@@ -484,6 +493,7 @@ def test_an_imported_folder_decodes_as_fairseq_interactive_by_default(tmp_path, 
     assert ours == [row["D"] for row in record["interactive_cli"]["default"]]
 
 
+@pytest.mark.both_lines
 def test_pieces_the_dictionary_lacks_read_as_unk_as_in_fairseq(tmp_path, capsys):
     """A SentencePiece model with pieces its dictionary lacks (the SentencePiece fixture's model with EXTRA_PIECES
     added, scored so that it chooses them): fairseq-interactive reads them as <unk> (its S- lines, recorded by the

@@ -11,8 +11,6 @@ from transformers import get_scheduler
 
 from aayn.training import parse_arguments
 
-pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
-
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
 

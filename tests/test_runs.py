@@ -167,6 +167,7 @@ def test_a_rerun_into_the_same_folder_is_refused_resumed_or_started_clean(corpus
     assert "(fr to en)" in card and "2 steps" in card
 
 
+@pytest.mark.both_lines
 def test_resume_true_takes_the_newest_complete_checkpoint(corpus, tmp_path, capsys):
     recipe = tiny_recipe(corpus, tmp_path / "out", **FAST)
     assert train(tmp_path, recipe).returncode == 0

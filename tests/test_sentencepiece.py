@@ -16,8 +16,6 @@ from aayn.cli import main
 from aayn.data import load_translation_dataset
 from aayn.data.tokenizer import SENTENCEPIECE_FILE, train_sentencepiece
 
-pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
-
 sentencepiece = pytest.importorskip("sentencepiece")
 
 ODD = ["  Two  spaces and a trailing one ", "x", "", "Ça va ? « Oui » — 12,5 %", "tab\there", "ﬁ ligature ①", "漢字"]
@@ -29,6 +27,7 @@ def bible():
     return data["train"].select(range(3000)), data["test"].select(range(150))
 
 
+@pytest.mark.both_lines
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
 def test_ids_and_text_equal_sentencepiece_s_own_processor(bible, model_type):
     train, test = bible
@@ -48,6 +47,7 @@ def test_ids_and_text_equal_sentencepiece_s_own_processor(bible, model_type):
         )
 
 
+@pytest.mark.both_lines
 def test_the_sample_decides_the_model(bible, caplog):
     """Both sides of a seeded sample of input_sentence_size / 2 pairs, as the BPE reads: the same model again."""
     train, _ = bible
@@ -59,6 +59,7 @@ def test_the_sample_decides_the_model(bible, caplog):
     assert train_sentencepiece(train, **{**options, "seed": 1}).sentencepiece_model != first.sentencepiece_model
 
 
+@pytest.mark.both_lines
 def test_bad_settings_are_named(bible):
     train, _ = bible
     with pytest.raises(ValueError, match="sentencepiece_model_type='word'"):
@@ -118,6 +119,7 @@ def test_a_run_carries_the_model_and_reruns_find_its_data(tmp_path, cache, caplo
         assert json.loads(done.stdout.splitlines()[-1]) == [processor.encode(text) + [2] for text in texts]
 
 
+@pytest.mark.both_lines
 def test_an_unknown_kind_is_refused_naming_the_key(tmp_path, capsys):
     corpus = write_numbers_corpus(tmp_path / "numbers")
     path = str(write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "a", **FAST)))

@@ -4,10 +4,7 @@ forward never wait for a process that has stopped. 2 CPU processes (gloo) whose 
 
 import json
 
-import pytest
 from training_helpers import SCRIPTS, free_port, python
-
-pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
 
 
 def decode_in_two_processes(tmp_path, synced: bool):

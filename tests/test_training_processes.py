@@ -3,13 +3,10 @@
 import json
 import signal
 
-import pytest
 import torch
 from safetensors.torch import load_file
 from training_helpers import SCRIPTS, free_port, python, tiny_recipe, write_numbers_corpus, write_recipe
 from transformers import AutoModelForSeq2SeqLM
-
-pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
 
 
 def test_two_process_data_parallel_training_on_cpu(tmp_path):
