@@ -314,6 +314,17 @@ def test_bf16_auto_trains_in_bf16_only_where_its_matmuls_are_native(
     assert parse_arguments([str(recipe), "--bf16", "true"])[2].bf16 is True  # an explicit value is kept
 
 
+@pytest.mark.parametrize("given", [["--bf16", "true"], ["--bf16=false"], ["--bf16", "auto", "--bf16", "false"]])
+def test_a_flag_after_the_recipes_bf16_auto_decides(corpus, tmp_path, given, monkeypatch, capsys):
+    """The demo recipe says `bf16: auto`; `--bf16 true` on the command line once ended in the parser's "Truthy value
+    expected: got auto" (found on the first GPU run, 2026-11-27)."""
+    monkeypatch.setattr("aayn.training.arguments.bf16_matmuls", lambda use_cpu: (False, "this CPU (TEST)"))
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST, use_cpu=True, bf16="auto"))
+    args = parse_arguments([str(recipe), *given])[2]
+    assert args.bf16 is (given[-1] in ("true", "--bf16=true"))
+    assert "bf16: auto ->" not in capsys.readouterr().out  # the machine is not asked: the last value is explicit
+
+
 def test_bf16_auto_asks_the_machine():
     import torch
 

@@ -332,18 +332,25 @@ STAGES = ("do_train", "do_eval", "do_predict")
 
 def _resolve_auto_bf16(flags: list[str]) -> list[str]:
     """`bf16: auto` (aayn's value; the Trainer's key is a bool): bf16 autocast where its matmuls run natively,
-    float32 elsewhere, said in one line."""
-    values = [(i, flag) for i, flag in enumerate(flags) if flag in ("--bf16", "--bf16=auto")]
-    if not values:
+    float32 elsewhere, said in one line. The last `--bf16` decides, as for any key: a recipe's `auto` followed by
+    `--bf16 true` trains in bf16 without asking the machine."""
+    autos = [i for i, flag in enumerate(flags) if flag == "--bf16=auto"
+             or (flag == "--bf16" and i + 1 < len(flags) and flags[i + 1] == "auto")]  # fmt: skip
+    if not autos:
         return flags
-    index, flag = values[-1]
-    if flag == "--bf16" and (index + 1 == len(flags) or flags[index + 1] != "auto"):
-        return flags
-    native, unit = bf16_matmuls(_bool(_flag_value(flags, "use_cpu") or "false"))
-    choice, has = ("bf16 autocast", "has") if native else ("float32", "has no")
-    print(f"bf16: auto -> {choice}: {unit} {has} native bf16 matmuls")
-    value = ["--bf16", "true" if native else "false"]
-    return flags[:index] + value + flags[index + (1 if flag == "--bf16=auto" else 2) :]
+    value = _flag_value(flags, "bf16")
+    if value == "auto":
+        native, unit = bf16_matmuls(_bool(_flag_value(flags, "use_cpu") or "false"))
+        choice, has = ("bf16 autocast", "has") if native else ("float32", "has no")
+        print(f"bf16: auto -> {choice}: {unit} {has} native bf16 matmuls")
+        value = "true" if native else "false"
+    resolved = []
+    for index, flag in enumerate(flags):
+        if index in autos:
+            resolved += ["--bf16", value]
+        elif not (index - 1 in autos and flags[index - 1] == "--bf16"):  # an `auto` already replaced
+            resolved.append(flag)
+    return resolved
 
 
 PROG, DESCRIPTION = "aayn train", "Train an AAYN translation model."
