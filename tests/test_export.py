@@ -212,6 +212,22 @@ def test_exported_folder_errors(saved, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 1)
     error = translate_fails(capsys, "--model", folder, "--device", "cuda:1", "One.")
     assert "this machine has 1 CUDA device(s)" in error
+    real = ctranslate2.Translator
+
+    class Cuda12Wheel:  # loads on a CUDA 13 machine, and fails at the first translation (an H200, 2026-11-27)
+        def __init__(self, path, device="cpu", **options):
+            self.real, self.device = real(path, **options), device
+
+        def translate_batch(self, *args, **kwargs):
+            if self.device == "cuda":
+                raise RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
+            return self.real.translate_batch(*args, **kwargs)
+
+    monkeypatch.setattr(ctranslate2, "Translator", Cuda12Wheel)
+    error = translate_fails(capsys, "--model", folder, "--device", "cuda", "One.")
+    assert "--device cuda: CTranslate2" in error and "libcublas.so.12 is not found" in error and "CUDA 12" in error
+    assert aayn(["translate", "--model", folder, "--device", "cpu", "One."]) == 0
+    monkeypatch.setattr(ctranslate2, "Translator", real)
     (tmp_path / "ct2" / "generation_config.json").write_text("{")
     assert "generation_config.json is not valid JSON" in translate_fails(capsys, "--model", folder, "One.")
     (tmp_path / "ct2" / "tokenizer.json").unlink()

@@ -149,6 +149,14 @@ class ExportedModel(Translator):
             self.translator = ctranslate2.Translator(str(folder), **options)
         except (RuntimeError, ValueError) as error:  # a damaged model.bin, a model from a newer CTranslate2
             raise ValueError(f"--model {folder}: CTranslate2 cannot load it ({error})") from None
+        if options["device"] == "cuda":  # CTranslate2 loads CUDA's libraries at its first translation, not here
+            try:
+                self.translator.translate_batch([self.tokenizer.tokens(self.encode(["."])[0])], max_decoding_length=1)
+            except RuntimeError as error:  # seen on a CUDA 13 machine: "Library libcublas.so.12 is not found ..."
+                raise ValueError(
+                    f"--device {device}: CTranslate2 {ctranslate2.__version__} cannot translate on this GPU ({error}); "
+                    "its wheels are built for CUDA 12's libraries: install those, or use --device cpu"
+                ) from None
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         return self.tokenizer.encode(texts)

@@ -269,8 +269,12 @@ def engine_arms(folder: Path, device: str, tokenizer) -> dict:
             continue
         export_model(Path(folder, "model"), Path(folder, arm), format=form, quantization=quantization)
         if form == "ctranslate2":
-            engine = ExportedModel(Path(folder, arm), device, compute_type=quantization or "float32",
-                                   threads=torch.get_num_threads())  # fmt: skip
+            try:
+                engine = ExportedModel(Path(folder, arm), device, compute_type=quantization or "float32",
+                                       threads=torch.get_num_threads())  # fmt: skip
+            except ValueError as error:  # a CTranslate2 built for another CUDA than this machine's
+                print(f"{arm}: left out: {error}")
+                continue
 
             def decode(rows, batch, beams, engine=engine):
                 tokens = [engine.tokenizer.tokens(ids) for ids in rows]
