@@ -89,11 +89,14 @@ def forward_flops(config: AaynConfig, batch: int, source_length: int, target_len
     return 2 * batch * (encoder + decoder + output)
 
 
-def matmul_peak(device: str, dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
+def matmul_peak(device: str, dtype: torch.dtype, size: int | None = None, repeats: int = 5) -> float:
     """FLOP/s of a large square product on this device in `dtype`, the hardware ceiling the MFU is measured
     against: `torch.nn.functional.linear` of float32 tensors under autocast to `dtype` (no autocast for float32),
     the kernel a training step's projections run. (On a CPU without bf16 units a bf16 `a @ b` takes a fallback
-    that is ~14x slower than autocast's linear, and would put the MFU above 100%.)"""
+    that is ~14x slower than autocast's linear, and would put the MFU above 100%.) Default size: 2048 on a CPU,
+    8192 on a GPU, where a 2048-wide product is over in microseconds and the launch and autocast's casts weigh (an
+    H200 gave 200 bf16 TFLOP/s at 2048, a quarter of its ~790, 2026-11-27)."""
+    size = size or (8192 if device.startswith("cuda") else 2048)
     a = torch.randn(size, size, device=device)
     b = torch.randn(size, size, device=device)
     times = []
