@@ -1,6 +1,8 @@
 """aayn bench: the FLOP count behind the MFU against torch's counter, equal work in both arms (the same tokens
 from Marian, from CTranslate2), the decoding rows' bookkeeping (not timings)."""
 
+import importlib.util
+
 import pytest
 import torch
 from tiny_models import tiny_config
@@ -75,45 +77,52 @@ def test_ctranslate2_arms_do_the_same_work_on_the_same_function(tmp_path):
         torch.testing.assert_close(theirs, log_probs, atol=tolerance * 7, rtol=0)
 
 
-def test_decoding_rows_time_the_default_search_against_marians_on_the_same_sentences(saved, monkeypatch):
-    """The rows' shape and bookkeeping (not timings), with the tiny saved model standing in for the trained one."""
-    from aayn.bench.decoding import decoding_rows
+TEXTS = ["Six one eight.", "Two two.", "Nine."] * 12  # one source length: both engines' length limits agree
+
+
+@pytest.fixture(scope="module")
+def bench_decoding(saved):
+    """(setup, decoding rows, engine rows) of the tiny saved model standing in for the trained one, decoded once for
+    the tests below: each row decodes every sentence several times per arm, up to the length limit (the model is
+    untrained), and the engine rows export to CTranslate2 and ONNX, float32 and int8."""
+    from aayn.bench.decoding import decoding_rows, engine_decoding_rows
 
     _, model, tokenizer = saved
-    monkeypatch.setattr(
-        "aayn.bench.decoding.train_demo_model", lambda steps: (model, tokenizer, ["Six one eight."] * 40)
-    )
-    setup, rows = decoding_rows(quick=True)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr("aayn.bench.decoding.train_demo_model", lambda steps: (model, tokenizer, TEXTS))
+        setup, rows = decoding_rows(quick=True)
+        engines = engine_decoding_rows(setup, quick=True) if importlib.util.find_spec("ctranslate2") else None
+    return setup, rows, engines
+
+
+def test_decoding_rows_time_the_default_search_against_marians_on_the_same_sentences(bench_decoding):
+    """The rows' shape and bookkeeping (not timings)."""
+    setup, rows, _ = bench_decoding
     assert setup.used == "demo-shaped, trained 150 steps in the bench"
     assert [row["name"] for row in rows] == ["beam4_default", "beam4_exact", "greedy_default", "pipeline"]
     for row in rows[:3]:
-        assert row["sentences"] == 40 and set(row["seconds_per_sentence"]) == {"aayn", "marian"}
+        assert row["sentences"] == len(TEXTS) and set(row["seconds_per_sentence"]) == {"aayn", "marian"}
         assert set(row["peak_memory_mib"]) == {"aayn", "marian"}
         assert row["time_ratio"] > 0 and row["token_rate_ratio"] > 0
     assert rows[3]["sentences_per_second"] > 0
     assert set(setup.outputs) == {"beam4_default", "beam4_exact", "greedy_default"}
 
 
-def test_engine_decoding_rows_decode_the_same_sentences_and_count_differences(saved, monkeypatch):
+def test_engine_decoding_rows_decode_the_same_sentences_and_count_differences(bench_decoding, saved):
     """CTranslate2's greedy search is ours, so its float32 outputs equal aayn's (here all
     sentences share one length, so the two length limits agree too); the counts are checked against outputs
     decoded here with CTranslate2 directly, not by the bench."""
     pytest.importorskip("ctranslate2")
-    from aayn.bench.decoding import decoding_rows, engine_decoding_rows
-
-    _, model, tokenizer = saved
-    texts = ["Six one eight.", "Two two.", "Nine."] * 12
-    monkeypatch.setattr("aayn.bench.decoding.train_demo_model", lambda steps: (model, tokenizer, texts))
-    setup, _ = decoding_rows(quick=True)
-    rows = engine_decoding_rows(setup, quick=True)
+    setup, _, rows = bench_decoding
+    tokenizer = saved[2]
     assert [row["name"] for row in rows] == ["beam4_default", "greedy_default"]
     greedy = rows[1]
-    assert greedy["sentences"] == 36 and greedy["ct2"]["speed_vs_aayn"] > 0
+    assert greedy["sentences"] == len(TEXTS) and greedy["ct2"]["speed_vs_aayn"] > 0
     # an output may differ only where aayn's limit (source + 50, per sentence) cut it and CTranslate2's (the batch's
     # longest source + 50) let it go on: then aayn's output, without eos, is the start of CTranslate2's
     assert greedy["ct2"]["differ"] == greedy["ct2"]["differ_by_limit"]
     cut = [
-        len(ids) >= len(tokenizer(text)["input_ids"]) + 49 for text, ids in zip(texts, setup.outputs["greedy_default"])
+        len(ids) >= len(tokenizer(text)["input_ids"]) + 49 for text, ids in zip(TEXTS, setup.outputs["greedy_default"])
     ]
     assert greedy["ct2"]["differ"] <= sum(cut)
     assert "ct2_int8" not in greedy or greedy["ct2_int8"]["differ"] <= greedy["sentences"]
@@ -162,16 +171,15 @@ def test_attention_agreement_compares_each_implementation_with_eager_and_catches
     assert rows[2]["implementation"] == "flash_attention_2" and "Flash" in rows[2]["unavailable"]
 
 
-def test_the_report_of_run_bench_prints_every_part(saved, monkeypatch, capsys):
+def test_the_report_of_run_bench_prints_every_part(bench_decoding, monkeypatch, capsys):
     """The tables at the end of a long run (on a GPU, of a lent machine's scarce time) print every part that
-    run_bench produced: its own report, at tiny shapes (the tiny saved model as the decoding model, the demo shape
-    tiny, the training rows' subprocesses replaced by fixed timings), then again without its optional parts."""
+    run_bench produced: its own report, at tiny shapes (the decoding rows above, the demo shape tiny, the training
+    rows' subprocesses replaced by fixed timings), then again without its optional parts."""
     from aayn.bench import print_table, run_bench
 
-    _, model, tokenizer = saved
-    monkeypatch.setattr(
-        "aayn.bench.decoding.train_demo_model", lambda steps: (model, tokenizer, ["Six one eight.", "Two."] * 4)
-    )
+    setup, rows, engines = bench_decoding
+    monkeypatch.setattr("aayn.bench.base_shape.decoding_rows", lambda **kwargs: (setup, rows))
+    monkeypatch.setattr("aayn.bench.base_shape.engine_decoding_rows", lambda *args, **kwargs: engines or [])
     monkeypatch.setattr("aayn.bench.base_shape.train_in_own_process", lambda *args: ([0.5, 0.4, 0.6], 100.0))
     tiny_shape = dict(vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
                       decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)  # fmt: skip

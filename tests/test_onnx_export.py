@@ -20,7 +20,7 @@ from aayn.translator import DecodingSettings
 onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 from aayn.onnx_engine import FILES, OnnxTranslator
-from aayn.onnx_export import cache_names, export_graphs
+from aayn.onnx_export import cache_names, export_graphs, quantized_copy
 
 FAIRSEQ = Path(__file__).parent / "data" / "fairseq" / "postnorm-spm"
 
@@ -131,6 +131,10 @@ def test_int8_quantization_shrinks_the_graphs_and_still_translates(trained, tmp_
         assert (tmp_path / "int8" / name).stat().st_size < (exported / name).stat().st_size
     texts = OnnxTranslator(tmp_path / "int8").translate(verses[:4], num_beams=1)
     assert len(texts) == 4 and all(texts)
+    # the bench's int8 arm quantizes a copy of the float32 export instead of exporting again: the same graphs
+    quantized_copy(exported, tmp_path / "copied")
+    for name in (*FILES, "onnx_export.json"):
+        assert (tmp_path / "copied" / name).read_bytes() == (tmp_path / "int8" / name).read_bytes(), name
 
 
 def test_a_model_of_the_paper_s_default_shape_exports(tmp_path):

@@ -177,19 +177,36 @@ def test_a_checkpoint_without_its_embedding_names_it_missing_and_initializes_it(
     assert torch.isfinite(logits_of(loaded.eval(), source_ids, mask, target)).all()
 
 
-@ONCE_ACROSS_LINES  # aayn's own import hook, the same on both lines: 13 fresh processes are enough once
+@ONCE_ACROSS_LINES  # aayn's own import hook, the same on both lines
 def test_any_model_file_imported_first_registers_aayn_with_the_auto_classes():
     """In a fresh process, importing any of the files that travel with a checkpoint first (`aayn.decoding_aayn`,
-    say, as a benchmark does) leaves no half-imported module behind, and aayn is registered: AutoConfig knows it."""
+    say, as a benchmark does) leaves no half-imported module behind, and aayn is registered: AutoConfig knows it.
+    One process imports torch and transformers' model classes (no aayn module), then forks a child per file: each
+    child is a process in which that file is the first of aayn imported, without paying those imports 13 times."""
     from pathlib import Path
 
     import aayn
 
     names = sorted(path.stem for path in Path(aayn.__file__).parent.glob("*_aayn.py"))
-    script = (
-        "import importlib, sys; importlib.import_module('aayn.' + sys.argv[1]); "
-        "from transformers import AutoConfig; print(type(AutoConfig.for_model('aayn')).__name__)"
-    )
-    for name in names:
-        result = subprocess.run([sys.executable, "-c", script, name], capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0 and result.stdout.split()[-1] == "AaynConfig", (name, result.stderr[-800:])
+    script = """
+import importlib, os, sys
+import torch
+from transformers import AutoConfig, PreTrainedModel
+assert not [name for name in sys.modules if name.split(".")[0] == "aayn"]
+for name in sys.argv[1:]:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            importlib.import_module("aayn." + name)
+            print(name, type(AutoConfig.for_model("aayn")).__name__, flush=True)
+            os._exit(0)
+        except BaseException as error:
+            print(name, "failed:", repr(error), flush=True)
+            os._exit(1)
+    os.waitpid(pid, 0)
+"""
+    env = dict(os.environ, OMP_NUM_THREADS="1")  # no thread pool in the parent: forking it is safe
+    command = [sys.executable, "-c", script, *names]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == [f"{name} AaynConfig" for name in names], result.stderr[-2000:]

@@ -14,6 +14,7 @@ the transformers cache that holds plain tensors: the same code that `generate()`
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import torch
@@ -145,6 +146,19 @@ def quantize_int8(folder: Path) -> None:
         quantized = path.with_suffix(".int8.onnx")
         quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8)
         quantized.replace(path)
+
+
+def quantized_copy(exported: Path, output_dir: Path) -> Path:
+    """A float32 ONNX export copied to `output_dir` with int8 weights: what `save_onnx(..., quantization="int8")`
+    writes, without exporting the graphs a second time (torch.export takes most of an export's time)."""
+    record = json.loads((exported / "onnx_export.json").read_text(encoding="utf-8"))
+    if record["quantization"] is not None:
+        raise ValueError(f"{exported} is already quantized ({record['quantization']})")
+    shutil.copytree(exported, output_dir)
+    quantize_int8(output_dir)
+    record["quantization"] = "int8"
+    (output_dir / "onnx_export.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return output_dir
 
 
 def save_onnx(model_dir: str | Path, output_dir: str | Path, quantization: str | None = None) -> Path:

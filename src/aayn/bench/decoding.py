@@ -250,6 +250,7 @@ def engine_arms(folder: Path, device: str, tokenizer) -> dict:
     from ..ct2 import ExportedModel, max_decoding_length
     from ..formats import export_model
     from ..onnx_engine import OnnxTranslator
+    from ..onnx_export import quantized_copy
     from ..translator import DecodingSettings
 
     arms = {}
@@ -267,7 +268,10 @@ def engine_arms(folder: Path, device: str, tokenizer) -> dict:
                 import onnxscript  # noqa: F401
         except (ImportError, RuntimeError, ValueError):  # not installed; a CPU-only CTranslate2 on a GPU machine
             continue
-        export_model(Path(folder, "model"), Path(folder, arm), format=form, quantization=quantization)
+        if arm == "onnx_int8" and "onnx" in arms:  # the float32 graphs, quantized: the same as exporting again
+            quantized_copy(Path(folder, "onnx"), Path(folder, arm))
+        else:
+            export_model(Path(folder, "model"), Path(folder, arm), format=form, quantization=quantization)
         if form == "ctranslate2":
             try:
                 engine = ExportedModel(Path(folder, arm), device, compute_type=quantization or "float32",
