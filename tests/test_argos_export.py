@@ -5,11 +5,11 @@ test extra does not hold), translating as aayn's own CTranslate2 export does wit
 import json
 import os
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from argos_venv import VENV, argos_venv
 from tiny_models import ONCE_ACROSS_LINES
 from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
 
@@ -20,7 +20,6 @@ pytest.importorskip("ctranslate2")
 pytest.importorskip("sentencepiece")
 
 VERSES = ["Six one eight.", "Two.", "Zero nine nine five three four.", "Seven seven.", "Three four five six."]
-ARGOS = "argostranslate==1.11.0"
 
 
 @pytest.fixture(scope="module")
@@ -79,21 +78,12 @@ def aayn_ct2_translations(spm_run, tmp_path, **search) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def argos_python(tmp_path_factory):
-    """A venv with Argos Translate (and torch 2.13.0 first, for stanza), made once per test venv."""
-    venv = Path(sys.prefix) / "argos-venv"
-    python = venv / "bin" / "python"
-    if not (venv / "ready").is_file():
-        if not os.environ.get("AAYN_STRICT"):
-            pytest.skip("Argos Translate's venv (a few minutes) is made by the README's test command, bash .ci/run, "
-                        "which sets AAYN_STRICT=1")  # fmt: skip
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        for spec in ("torch==2.13.0", ARGOS):
-            command = [str(python), "-m", "pip", "install", "--quiet", spec]
-            done = subprocess.run(command, capture_output=True, text=True)
-            assert done.returncode == 0, done.stderr[-3000:]
-        (venv / "ready").write_text(ARGOS + "\n")
-    return python
+def argos_python():
+    """A venv with Argos Translate, made once per test venv (tests/argos_venv.py; .ci/run makes it beside its own)."""
+    if not (VENV / "ready").is_file() and not os.environ.get("AAYN_STRICT"):
+        pytest.skip("Argos Translate's venv (a few minutes) is made by the README's test command, bash .ci/run, "
+                    "which sets AAYN_STRICT=1")  # fmt: skip
+    return argos_venv()
 
 
 ARGOS_SCRIPT = """
