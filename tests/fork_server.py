@@ -44,6 +44,11 @@ while True:
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
+            coverage = sys.modules.get("coverage")  # under pytest-cov: os._exit skips coverage's save at exit
+            measuring = coverage and coverage.Coverage.current()
+            if measuring:
+                measuring.stop()
+                measuring.save()
             os._exit(code)
     for fd in fds:
         os.close(fd)
