@@ -20,13 +20,15 @@ def free_port() -> int:
 class Server:
     """`aayn serve` in a subprocess, until stopped; `url` once it answers /health."""
 
-    def __init__(self, folder, *flags):
-        """`folder`: the --model (None: the flags name what is served, --pair)."""
+    def __init__(self, folder, *flags, command: list[str] | None = None):
+        """`folder`: the --model (None: the flags name what is served, --pair); `command`: what runs aayn's command
+        line (default: `python -m aayn.cli`)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
         model = ["--model", str(folder)] if folder is not None else []
-        command = [sys.executable, "-m", "aayn.cli", "serve", *model, "--port", str(self.port), *map(str, flags)]
+        command = [*(command or [sys.executable, "-m", "aayn.cli"]), "serve", *model, "--port", str(self.port)]
+        command += map(str, flags)
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

@@ -128,7 +128,7 @@ def test_an_imported_fairseq_sentencepiece_folder_exports_to_argos_and_translate
     """`aayn import fairseq` of a SentencePiece model writes `sentencepiece.model` (the name the Argos exporter reads):
     the package installs in Argos Translate and its greedy output equals the imported folder's (up to the length
     limit: this tiny model runs some verses to it)."""
-    from aayn.fairseq_import import import_fairseq
+    from aayn.formats import import_fairseq
     from aayn.opening import open_translator
 
     fixture = Path(__file__).parent / "data" / "fairseq" / "postnorm-spm"

@@ -20,10 +20,10 @@ from aayn.fairseq_import import (
     fairseq_config,
     fairseq_model,
     fairseq_weights,
-    import_fairseq,
     read_checkpoint,
     subword_model,
 )
+from aayn.formats import import_fairseq
 
 FIXTURES = Path(__file__).parent / "data" / "fairseq"
 

@@ -16,10 +16,13 @@ stanza models) and joins the translations.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from transformers.utils import logging
 
@@ -53,29 +56,38 @@ def package_metadata(model_dir: Path, source_lang, target_lang, source_name, tar
     }
 
 
-def save_argos(
-    model_dir: str | Path,
-    output: str | Path,
+class ArgosSource(NamedTuple):
+    """A saved aayn folder read for packaging: everything the package holds, checked."""
+
+    model_dir: Path
+    model: object  # AaynForConditionalGeneration
+    vocabularies: tuple[list[str], list[str]]
+    spm_model: bytes
+    metadata: dict
+
+    @property
+    def package_name(self) -> str:
+        code = self.metadata
+        return f"translate-{code['from_code']}_{code['to_code']}-{code['package_version'].replace('.', '_')}"
+
+
+def argos_source(
+    model_dir: Path,
     *,
     source_lang: str | None = None,
     target_lang: str | None = None,
     source_name: str | None = None,
     target_name: str | None = None,
-    package_version: str = "1.0",
+    package_version: str | None = None,
     quantization: str | None = None,
-) -> Path:
-    """The Argos Translate package of the saved aayn folder `model_dir`, written to `output` whole or not at all."""
+) -> ArgosSource:
+    """The saved aayn folder `model_dir` read and checked for an Argos Translate package (nothing written)."""
     from transformers import AutoTokenizer
 
-    from .data.tokenizer import SENTENCEPIECE_FILE, sentencepiece_model_of
-    from .export import vocabularies, write_ctranslate2
+    from .data.tokenizer import sentencepiece_model_of
+    from .export import vocabularies
     from .modeling_aayn import AaynForConditionalGeneration
 
-    model_dir, output = Path(model_dir), Path(output)
-    if output.suffix != ".argosmodel":
-        raise ValueError(f"--output {output}: an Argos Translate package is a .argosmodel file")
-    if output.exists():
-        raise FileExistsError(f"--output {output} exists; give a new file")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     spm_model = sentencepiece_model_of(tokenizer)
     if spm_model is None:
@@ -84,22 +96,36 @@ def save_argos(
             "tokenizes with SentencePiece: train the model with `tokenizer_type: sentencepiece` (pip install "
             "'aayn[sentencepiece]') to package it"
         )
-    metadata = package_metadata(model_dir, source_lang, target_lang, source_name, target_name, package_version)
-    name = f"translate-{metadata['from_code']}_{metadata['to_code']}-{package_version.replace('.', '_')}"
+    version = package_version or "1.0"
+    metadata = package_metadata(model_dir, source_lang, target_lang, source_name, target_name, version)
     model = AaynForConditionalGeneration.from_pretrained(model_dir).eval()
-    tokens, target_tokens = vocabularies(tokenizer)
+    return ArgosSource(model_dir, model, vocabularies(tokenizer), spm_model, metadata)
+
+
+def write_package(parts: Path, source: ArgosSource, quantization: str | None = None) -> Path:
+    """The package's folder (`source.package_name`) in `parts`, with its CTranslate2 model, SentencePiece model and
+    metadata.json; its path."""
+    from .data.tokenizer import SENTENCEPIECE_FILE
+    from .export import write_ctranslate2
+
+    package = parts / source.package_name
+    (package / "model").mkdir(parents=True)
+    tokens, target_tokens = source.vocabularies
+    write_ctranslate2(source.model, tokens, package / "model", quantization, target_tokens, source_eos=True)
+    (package / SENTENCEPIECE_FILE).write_bytes(source.spm_model)
+    (package / "metadata.json").write_text(json.dumps(source.metadata, indent=2) + "\n", encoding="utf-8")
+    return package
+
+
+@contextlib.contextmanager
+def zipped_package(output: Path) -> Iterator[Path]:
+    """A folder to write the package's folder into, zipped to `output` (beside it, renamed into place) when the
+    block ends without error; nothing at `output` otherwise."""
     output.parent.mkdir(parents=True, exist_ok=True)
     parts_folder = tempfile.TemporaryDirectory(prefix=f".{output.name}-", dir=output.parent)
     with staged_file(output) as partial, parts_folder as parts:
-        package = Path(parts) / name
-        (package / "model").mkdir(parents=True)
-        write_ctranslate2(model, tokens, package / "model", quantization, target_tokens, source_eos=True)
-        (package / SENTENCEPIECE_FILE).write_bytes(spm_model)
-        (package / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
-        if (model_dir / "README.md").is_file():
-            (package / "README.md").write_bytes((model_dir / "README.md").read_bytes())
+        yield Path(parts)
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in sorted(package.rglob("*")):
+            for path in sorted(Path(parts).rglob("*")):
                 archive.write(path, path.relative_to(parts).as_posix())
-    logger.info(f"Argos Translate package {name} written to {output}")
-    return output
+    logger.info(f"Argos Translate package written to {output}")

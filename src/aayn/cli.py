@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .common import MissingExtra
-from .formats import EXPORTS, IMPORTS
 from .registration import register, register_later
 from .translator import DECODING_BATCH_TOKENS
 
@@ -397,21 +396,15 @@ def bench(args: argparse.Namespace) -> None:
 
 def export(args: argparse.Namespace) -> None:
     """Convert a saved model for another inference engine (CTranslate2, ONNX Runtime, Argos Translate)."""
-    from .formats import export_model
+    from .formats import FORMATS
 
-    if (args.format == "argos") != bool(args.output) or (args.format != "argos") != bool(args.output_dir):
-        wanted = "--output FILE.argosmodel" if args.format == "argos" else "--output_dir DIR"
+    entry = FORMATS[args.format]
+    other = "--output" if entry.output_option == "--output_dir" else "--output_dir"
+    output = getattr(args, entry.output_option[2:], None)
+    if not output or getattr(args, other[2:], None):
+        wanted = f"{entry.output_option} {entry.output_metavar}"
         raise ValueError(f"--format {args.format} writes {wanted} (and not the other)")
-    package = {
-        key: getattr(args, key)
-        for key in ("source_lang", "target_lang", "source_name", "target_name", "package_version")
-        if getattr(args, key) is not None
-    }
-    if package and args.format != "argos":
-        raise ValueError(f"--{next(iter(package))} describes an Argos Translate package (--format argos)")
-    output = export_model(
-        args.model, args.output or args.output_dir, format=args.format, quantization=args.quantization, **package
-    )
+    output = entry.write(args.model, output, **format_options(args, entry, "export"))
     print(f"{args.format} model written to {output}")
 
 
@@ -419,17 +412,38 @@ def import_model(args: argparse.Namespace) -> None:
     """Bring a model trained elsewhere in as an aayn folder (fairseq's Transformer)."""
     from .formats import FORMATS
 
-    output = FORMATS[args.format].load("writer")(
-        args.checkpoint,
-        args.output_dir,
-        source_dictionary=args.source_dictionary,
-        target_dictionary=args.target_dictionary,
-        sentencepiece_model=args.sentencepiece_model,
-        bpe_codes=args.bpe_codes,
-        source_lang=args.source_lang,
-        target_lang=args.target_lang,
-    )
+    entry = FORMATS[args.format]
+    output = entry.write(args.checkpoint, args.output_dir, **format_options(args, entry, "import"))
     print(f"{args.format} model imported into {output}")
+
+
+def format_options(args: argparse.Namespace, entry, command: str) -> dict:
+    """The arguments given that the format declares, as keywords of its `write`; one line for an argument given
+    that belongs to other formats only."""
+    from .formats import FORMATS
+
+    options = {}
+    for flag in declared_arguments(command):
+        key, value = flag[2:], getattr(args, flag[2:])
+        if flag in entry.arguments:
+            options[key] = value
+        elif value is not None:
+            owners = [name for name, other in FORMATS.items() if flag in other.arguments]
+            raise ValueError(f"{flag} is an argument of {' and '.join(owners)}, not of {args.format}")
+    return options
+
+
+def declared_arguments(command: str) -> dict[str, list]:
+    """{flag: [(format name, its argparse keywords), ...]} of the formats `aayn COMMAND` writes."""
+    from .formats import FORMATS
+
+    direction = {"export": "out", "import": "in"}[command]
+    flags: dict[str, list] = {}
+    for name, entry in FORMATS.items():
+        if entry.direction == direction:
+            for flag, keywords in entry.arguments.items():
+                flags.setdefault(flag, []).append((name, keywords))
+    return flags
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -689,31 +703,37 @@ def bench_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def export_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", required=True, choices=EXPORTS)
+    from .formats import exports
+
+    parser.add_argument("--format", required=True, choices=exports())
     parser.add_argument("--model", required=True, help="saved model folder (weights, config, tokenizer)")
-    parser.add_argument("--output_dir", help="new folder for the exported model (ctranslate2, onnx)")
-    parser.add_argument("--output", help="new .argosmodel file (argos)")
-    for key, text in (("source_lang", "default: the model card's"), ("target_lang", "default: the model card's"),
-                      ("source_name", "default: the language's English name"), ("target_name", "the same"),
-                      ("package_version", "default: 1.0")):  # fmt: skip
-        parser.add_argument(f"--{key}", help=f"argos: {text}")
-    parser.add_argument(
-        "--quantization",
-        choices=["int8", "int8_float32", "int16", "float16", "bfloat16"],
-        help="weight type (default: float32, outputs equal to PyTorch's); onnx: int8 (dynamic quantization)",
-    )
+    format_arguments(parser, "export")
 
 
 def import_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("format", choices=IMPORTS)
-    parser.add_argument("checkpoint", help="fairseq checkpoint (.pt) of a Transformer, fairseq 0.9 to 0.12")
-    parser.add_argument("--output_dir", required=True, help="new folder for the aayn model")
-    parser.add_argument("--source_lang", help="default: the checkpoint's")
-    parser.add_argument("--target_lang", help="default: the checkpoint's")
-    parser.add_argument("--source_dictionary", help="default: dict.SOURCE_LANG.txt beside the checkpoint")
-    parser.add_argument("--target_dictionary", help="default: dict.TARGET_LANG.txt beside the checkpoint")
-    parser.add_argument("--sentencepiece_model", help="default: sentencepiece.bpe.model beside the checkpoint")
-    parser.add_argument("--bpe_codes", help="subword-nmt codes (after Moses); default: bpecodes beside it")
+    from .formats import FORMATS, imports
+
+    parser.add_argument("format", choices=imports())
+    parser.add_argument("checkpoint", help="; ".join(f"{name}: {FORMATS[name].source_help}" for name in imports()))
+    format_arguments(parser, "import")
+
+
+def format_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """The output options and each format's own arguments (`Format.arguments`), one flag each whatever the number
+    of formats that declare it (each format checks its own values)."""
+    from .formats import FORMATS
+
+    direction = {"export": "out", "import": "in"}[command]
+    writes = {entry.output_option: [] for entry in FORMATS.values() if entry.direction == direction}
+    for name, entry in FORMATS.items():
+        if entry.direction == direction:
+            writes[entry.output_option].append(name)
+    for option, names in writes.items():
+        what = "new folder" if option == "--output_dir" else "new file"
+        parser.add_argument(option, required=command == "import", help=f"{what} ({', '.join(names)})")
+    for flag, declared in declared_arguments(command).items():
+        helps = [keywords.get("help", "") for _, keywords in declared]
+        parser.add_argument(flag, help="; ".join(dict.fromkeys(text for text in helps if text)))
 
 
 class Command(NamedTuple):

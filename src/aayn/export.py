@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 from transformers.utils import logging
 
+from .companions import write_beside_weights
 from .ct2 import import_ctranslate2
 from .folders import check_new_folder, staged_folder
-from .formats import write_beside_weights
 from .modeling_aayn import AaynForConditionalGeneration
 from .policy_aayn import EXTRA_TARGET_TOKENS
 from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer
@@ -133,7 +133,7 @@ def save_ctranslate2(
     model_dir: Path | None = None,
 ) -> Path:
     """Writes the CTranslate2 model and, with `tokenizer`, what every exported folder carries beside it
-    (`aayn.formats.write_beside_weights`) into a new `output_dir`, whole or not at all."""
+    (`aayn.companions.write_beside_weights`) into a new `output_dir`, whole or not at all."""
     output_dir = Path(output_dir)
     check_new_folder(output_dir)
     with staged_folder(output_dir) as staging:

@@ -18,12 +18,12 @@ import json
 import pickle
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from transformers.utils import logging
 
 from .configuration_aayn import AaynConfig
-from .folders import check_new_folder, staged_folder
 
 logger = logging.get_logger(__name__)
 
@@ -363,9 +363,20 @@ def subword_model(settings: dict, folder: Path, sentencepiece_model, bpe_codes) 
     return kinds[0], path
 
 
-def import_fairseq(
-    checkpoint: str | Path,
-    output_dir: str | Path,
+class FairseqImport(NamedTuple):
+    """A fairseq checkpoint read and checked, ready to be written as an aayn folder (`write_import`)."""
+
+    checkpoint: Path
+    model: object  # AaynForConditionalGeneration
+    settings: dict
+    languages: list[str]
+    symbols: dict[str, list[str]]
+    subword: tuple[str, Path]  # ("sentencepiece" or "subword_nmt", the model or codes file)
+    provenance: dict
+
+
+def read_fairseq(
+    checkpoint: Path,
     *,
     source_dictionary: str | Path | None = None,
     target_dictionary: str | Path | None = None,
@@ -373,14 +384,9 @@ def import_fairseq(
     bpe_codes: str | Path | None = None,
     source_lang: str | None = None,
     target_lang: str | None = None,
-) -> Path:
-    """Writes the aayn folder of a fairseq Transformer checkpoint (model, config, generation config, tokenizer,
-    card), whole or not at all. Dictionaries and the subword model are found beside the checkpoint unless named."""
-    from .data.tokenizer import save_tokenizer
-    from .hub import write_model_card
-
-    checkpoint, output_dir = Path(checkpoint), Path(output_dir)
-    check_new_folder(output_dir)
+) -> FairseqImport:
+    """The checkpoint, its dictionaries and its subword model read and checked (nothing written). Dictionaries and
+    the subword model are found beside the checkpoint unless named."""
     model, settings, source = fairseq_model(checkpoint)
     languages = [source_lang or settings.get("source_lang"), target_lang or settings.get("target_lang")]
     folder = checkpoint.parent
@@ -420,26 +426,38 @@ def import_fairseq(
         "target_lang": languages[1],
     }
     model.config.imported_from = provenance
-    with staged_folder(output_dir) as staging:
-        model.save_pretrained(staging)
-        tokenizer, pipeline = imported_tokenizer(kind, subword_path, symbols, settings, languages, staging)
-        tokenizer.model_max_length = model.config.max_position_embeddings
-        save_tokenizer(tokenizer, staging)
-        (staging / "imported_from.json").write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
-        training = (
-            f"Trained with fairseq ({provenance['fairseq_version']}, architecture `{provenance['arch']}`), imported "
-            f"by `aayn import fairseq` from `{checkpoint.name}` with the dictionaries "
-            f"{', '.join(f'`{name}`' for name in provenance['dictionaries'])} and {pipeline}. `generate()` decodes "
-            "as `fairseq-interactive` does by default: beam 5, hypotheses ranked by log P / |Y|, fairseq's stopping "
-            "rule, at most 200 tokens."
-        )
-        write_model_card(
-            staging, model, source_lang=languages[0], target_lang=languages[1], dataset="unknown",
-            repo_id=output_dir.name, example="Hello world.", training=training,
-            made_with="trained with fairseq and imported by [aayn](https://pypi.org/project/aayn/)",
-        )  # fmt: skip
-    logger.info(f"imported {checkpoint} ({provenance['arch']}) into {output_dir}")
-    return output_dir
+    return FairseqImport(checkpoint, model, settings, languages, symbols, (kind, subword_path), provenance)
+
+
+def write_import(staging: Path, imported: FairseqImport):
+    """The tokenizer's own files (built from the dictionaries and the subword model) and `imported_from.json` into
+    `staging`; the tokenizer, for the aayn folder's files (`aayn.formats.fairseq_checkpoint`)."""
+    kind, subword_path = imported.subword
+    tokenizer = imported_tokenizer(kind, subword_path, imported.symbols, imported.settings, imported.languages, staging)
+    tokenizer.model_max_length = imported.model.config.max_position_embeddings
+    text = json.dumps(imported.provenance, indent=2) + "\n"
+    (staging / "imported_from.json").write_text(text, encoding="utf-8")
+    return tokenizer
+
+
+def write_import_card(staging: Path, imported: FairseqImport, repo_id: str) -> None:
+    """The model card: where the model comes from and how it decodes (`repo_id`: the folder's name)."""
+    from .hub import write_model_card
+
+    provenance, languages = imported.provenance, imported.languages
+    training = (
+        f"Trained with fairseq ({provenance['fairseq_version']}, architecture `{provenance['arch']}`), imported "
+        f"by `aayn import fairseq` from `{imported.checkpoint.name}` with the dictionaries "
+        f"{', '.join(f'`{name}`' for name in provenance['dictionaries'])} and {pipeline_phrase(imported)}. "
+        "`generate()` decodes "
+        "as `fairseq-interactive` does by default: beam 5, hypotheses ranked by log P / |Y|, fairseq's stopping "
+        "rule, at most 200 tokens."
+    )
+    write_model_card(
+        staging, imported.model, source_lang=languages[0], target_lang=languages[1], dataset="unknown",
+        repo_id=repo_id, example="Hello world.", training=training,
+        made_with="trained with fairseq and imported by [aayn](https://pypi.org/project/aayn/)",
+    )  # fmt: skip
 
 
 def checked_dictionaries(dictionaries: dict[str, Path], config) -> dict[str, list[str]]:
@@ -459,8 +477,8 @@ def checked_dictionaries(dictionaries: dict[str, Path], config) -> dict[str, lis
 
 
 def imported_tokenizer(kind: str, subword_path: Path, symbols: dict, settings: dict, languages: list, staging: Path):
-    """(the tokenizer of the checkpoint's subword pipeline, a phrase naming it for the card); the subword model's
-    own files are written into `staging`."""
+    """The tokenizer of the checkpoint's subword pipeline; the subword model's own files are written into
+    `staging`."""
     if kind == "sentencepiece" and lacked_pieces(subword_path, symbols["source"]):
         from .tokenization_fairseq_aayn import FairseqSentencePieceTokenizer
 
@@ -469,11 +487,7 @@ def imported_tokenizer(kind: str, subword_path: Path, symbols: dict, settings: d
         for index, symbol in enumerate(symbols["source"]):
             encoder.setdefault(symbol, index)
         (staging / "vocab.json").write_text(json.dumps(encoder, ensure_ascii=False) + "\n", encoding="utf-8")
-        tokenizer = FairseqSentencePieceTokenizer(str(staging / "sentencepiece.model"), str(staging / "vocab.json"))
-        return tokenizer, (
-            f"the SentencePiece model `{subword_path.name}` (kept as `sentencepiece.model`; pieces the dictionary "
-            "lacks read as `<unk>`, as in fairseq)"
-        )
+        return FairseqSentencePieceTokenizer(str(staging / "sentencepiece.model"), str(staging / "vocab.json"))
     if kind == "sentencepiece":
         from transformers import PreTrainedTokenizerFast
 
@@ -483,6 +497,18 @@ def imported_tokenizer(kind: str, subword_path: Path, symbols: dict, settings: d
             model_input_names=["input_ids", "attention_mask"],
         )  # fmt: skip
         tokenizer.sentencepiece_model = subword_path.read_bytes()  # saved beside it as sentencepiece.model
-        return tokenizer, f"the SentencePiece model `{subword_path.name}` (kept as `sentencepiece.model`)"
-    tokenizer = moses_bpe_tokenizer(subword_path, symbols, settings, languages, staging)
-    return tokenizer, f"Moses tokenization and the subword-nmt codes `{subword_path.name}` (kept as `merges.txt`)"
+        return tokenizer
+    return moses_bpe_tokenizer(subword_path, symbols, settings, languages, staging)
+
+
+def pipeline_phrase(imported: FairseqImport) -> str:
+    """The checkpoint's subword pipeline, in words, for the card."""
+    kind, subword_path = imported.subword
+    if kind == "sentencepiece" and lacked_pieces(subword_path, imported.symbols["source"]):
+        return (
+            f"the SentencePiece model `{subword_path.name}` (kept as `sentencepiece.model`; pieces the dictionary "
+            "lacks read as `<unk>`, as in fairseq)"
+        )
+    if kind == "sentencepiece":
+        return f"the SentencePiece model `{subword_path.name}` (kept as `sentencepiece.model`)"
+    return f"Moses tokenization and the subword-nmt codes `{subword_path.name}` (kept as `merges.txt`)"

@@ -5,7 +5,7 @@ The layout is the one `optimum` writes for seq2seq models (its `ORTModelForSeq2S
 input_ids, encoder_attention_mask, encoder_hidden_states -> logits and every layer's keys and values,
 `present.N.decoder.key` ... `present.N.encoder.value`) and `decoder_with_past_model.onnx` (later steps: one token a
 row and `past_key_values.N.*` -> logits and the grown self-attention keys and values), batch and lengths dynamic,
-with what every exported folder carries beside them (`aayn.formats.write_beside_weights`). optimum-onnx needs
+with what every exported folder carries beside them (`aayn.companions.write_beside_weights`). optimum-onnx needs
 transformers < 4.58, so aayn's own engine runs the graphs (`aayn.onnx_engine.OnnxTranslator`).
 The graphs are exported with torch's exporter from the model's own modules (eager attention), over a stand-in for
 the transformers cache that holds plain tensors: the same code that `generate()` runs. Needs `aayn[onnx]`.
@@ -161,28 +161,26 @@ def quantized_copy(exported: Path, output_dir: Path) -> Path:
     return output_dir
 
 
-def save_onnx(model_dir: str | Path, output_dir: str | Path, quantization: str | None = None) -> Path:
-    """The saved aayn folder `model_dir` as ONNX graphs in a new `output_dir`, written whole or not at all."""
+def onnx_source(model_dir: Path, quantization: str | None = None):
+    """(model, tokenizer) of the saved aayn folder, as the graphs are exported from it: float32, eval, eager
+    attention (plain matrix products and a softmax: every runtime has them); one line where it cannot be."""
     from transformers import AutoTokenizer
 
-    from .folders import check_new_folder, staged_folder
-    from .formats import write_beside_weights
     from .modeling_aayn import AaynForConditionalGeneration
 
     import_onnxruntime()
     if quantization not in (None, "int8"):
         raise ValueError(f"--quantization {quantization}: ONNX export quantizes to int8 (ONNX Runtime's dynamic) only")
-    output_dir = Path(output_dir)
-    check_new_folder(output_dir)
     model = AaynForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).eval()
-    model.config._attn_implementation = "eager"  # plain matrix products and a softmax: every runtime has them
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    with staged_folder(output_dir) as staging:
-        export_graphs(model, staging)
-        if quantization:
-            quantize_int8(staging)
-        write_beside_weights(staging, model, tokenizer, Path(model_dir))
-        record = {"opset": OPSET, "quantization": quantization, "files": list(FILES), "torch": torch.__version__}
-        (staging / "onnx_export.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    logger.info(f"ONNX graphs (opset {OPSET}) written to {output_dir}")
-    return output_dir
+    model.config._attn_implementation = "eager"
+    return model, AutoTokenizer.from_pretrained(model_dir)
+
+
+def write_onnx(staging: Path, model, quantization: str | None = None) -> None:
+    """The three graphs (int8 weights with `quantization`) and `onnx_export.json` into `staging`."""
+    export_graphs(model, staging)
+    if quantization:
+        quantize_int8(staging)
+    record = {"opset": OPSET, "quantization": quantization, "files": list(FILES), "torch": torch.__version__}
+    (staging / "onnx_export.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    logger.info(f"ONNX graphs (opset {OPSET}) written")

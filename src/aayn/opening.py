@@ -1,7 +1,7 @@
-"""Opening what `--model` names (saved aayn folders, Hub ids, folders `aayn export` wrote) as one `Translator`. A
-folder's format is decided here, once per name, from `aayn.formats`' registry, which also names the engine that
-opens it; the caller's `setup` (registering aayn with transformers) runs only where that engine needs it (not for
-a CTranslate2 folder, which needs neither torch nor transformers)."""
+"""Opening what `--model` names (saved aayn folders, Hub ids, folders `aayn export` wrote, any registered format's)
+as one `Translator`. A folder's format is decided here, once per name, from `aayn.formats`' registry; the format
+opens it with its engine, and the caller's `setup` (registering aayn with transformers) runs only where that engine
+needs it (not for a CTranslate2 folder, which needs neither torch nor transformers)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from .formats import FORMATS, folder_format
-from .translator import Translator, without
+from .formats import FORMATS, HOME, folder_format
+from .translator import ABILITIES, Translator, without
 
 
 class ModelFolder(NamedTuple):
-    """One `--model`: the name as given, where it is (a folder here, or a Hub id) and its exported format (None:
-    an aayn folder or Hub id)."""
+    """One `--model`: the name as given, where it is (a folder here, or a Hub id) and its format's name."""
 
     name: str
     location: str
-    format: str | None = None
+    format: str = HOME.name
 
 
 def locate_model(value: str) -> ModelFolder:
@@ -29,10 +28,10 @@ def locate_model(value: str) -> ModelFolder:
 
     path = Path(value).expanduser()
     if path.is_dir():
-        exported = folder_format(path)
-        if exported is None:  # the engines check their own folders
+        found = folder_format(path)
+        if found is HOME:  # the other engines check their own folders
             check_model_folder(path, "--model")
-        return ModelFolder(value, str(path), exported and exported.name)
+        return ModelFolder(value, str(path), found.name)
     check_local_name(value, "--model")
     if path.exists() or value.count("/") != 1:
         raise FileNotFoundError(f"--model {value}: no such folder")
@@ -54,53 +53,18 @@ def open_translator(
     if not names:
         raise ValueError("no --model given")
     folders = [name if isinstance(name, ModelFolder) else locate_model(name) for name in names]
-    exported = next((folder for folder in folders if folder.format), None)
-    if exported is not None:
-        return open_exported(exported, len(folders), device, needs, threads, setup)
-    if len(folders) > 1 and set(needs) - {"prefixes", "glossary"}:
+    entry = FORMATS[next((folder.format for folder in folders if folder.format != HOME.name), HOME.name)]
+    if len(folders) > 1 and entry.ensembles is None:
+        other = next(folder for folder in folders if folder.format == entry.name)
         raise ValueError(
-            f"an ensemble translates (with --prefix and --glossary too); {' and '.join(needs)}: give one --model"
+            f"--model {other.name}{entry.described}: it translates alone; give the aayn folder it was exported from"
         )
-    if setup is not None:
-        setup()
-    from .checks import check_device
-    from .translate import TorchTranslator, check_same_tokenizer
-
-    check_device(device)
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    models, tokenizers = zip(*(load_model(folder, device) for folder in folders))
-    check_same_tokenizer(list(tokenizers), [folder.name for folder in folders])
-    return TorchTranslator(list(models), tokenizers[0], folders[0].name)
-
-
-def open_exported(folder: ModelFolder, count: int, device: str, needs: tuple[str, ...], threads: int | None, setup):
-    """The engine of an exported folder (it translates alone), or one line saying what it cannot do."""
-    entry = FORMATS[folder.format]
-    engine = entry.load("engine")
-    missing = [need for need in needs if need not in engine.abilities]
-    what = f" is {entry.article} {entry.title} model (`aayn export`)"
-    if count > 1:
-        raise ValueError(f"--model {folder.name}{what}: it translates alone; give the aayn folder it was exported from")
+    if len(folders) > 1 and set(needs) - entry.ensembles:
+        allowed = " and ".join(how for ability, how in ABILITIES.items() if ability in entry.ensembles)
+        raise ValueError(f"an ensemble translates (with {allowed} too); {' and '.join(needs)}: give one --model")
+    missing = [need for need in needs if need not in entry.abilities]
     if missing:
-        raise ValueError(without(folder.name, missing[0], what))
+        raise ValueError(without(folders[0].name, missing[0], entry.described))
     if entry.setup and setup is not None:
         setup()
-    return engine(folder.location, device, threads=threads)
-
-
-def load_model(folder: ModelFolder, device: str):
-    """(model in eval mode on `device`, tokenizer) of one `--model`, or one line saying why not."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(folder.location)
-        return AutoModelForSeq2SeqLM.from_pretrained(folder.location).to(device).eval(), tokenizer
-    except (OSError, ValueError) as error:
-        if Path(folder.location).is_dir():
-            raise ValueError(f"cannot load a model from --model {folder.name!r}: {error}") from None
-        first = (str(error).strip() or type(error).__name__).splitlines()[0]  # transformers' answers run to lines
-        message = f"--model {folder.name}: no such folder here, nor a model of that name on the Hub ({first})"
-        raise ValueError(message) from None
+    return entry.open([folder.location for folder in folders], [folder.name for folder in folders], device, threads)

@@ -1,66 +1,65 @@
-"""The registry of formats aayn reads and writes: CTranslate2, ONNX and Argos Translate out, fairseq in. Each entry
-names its writer (or reader), the engine that translates its folders (None: the folder is an aayn folder, or it is
-translated elsewhere), the pip extra both need, and how a folder of it is recognized. `aayn export`, `aayn import`
-and `aayn.opening` (which engine opens what `--model` names) read this table and nothing else.
+"""The formats aayn writes, reads and translates, one module each, one `Format` subclass each (`base.Format`):
 
-Writers and engines are named as "module:attribute" and imported on first use, so reading the table imports none
-of them (an `aayn translate` of a CTranslate2 folder loads no torch) and no module imports another through it.
-`write_beside_weights` writes what every folder carries beside its weights, one way for every format.
+- `aayn_folder.AaynFolder`: aayn's own folder (torch), what training, `aayn average` and `aayn import` write;
+- `ctranslate2_folder.CTranslate2Folder`, `onnx_folder.OnnxFolder`: `aayn export`s that aayn translates too;
+- `argos_package.ArgosPackage`: `aayn export --format argos`, for Argos Translate and LibreTranslate;
+- `fairseq_checkpoint.FairseqCheckpoint`: `aayn import fairseq`.
+
+`FORMATS` is the registry: `aayn export` and `aayn import` are built from it (their choices and arguments),
+`aayn.opening` opens any `--model` through it, and adding a format is one module and one `register` line here.
+Reading it imports no heavy library: each format imports its own inside the methods that need them.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from .aayn_folder import AaynFolder
+from .argos_package import ArgosPackage
+from .base import Format
+from .ctranslate2_folder import CTranslate2Folder
+from .fairseq_checkpoint import FairseqCheckpoint, import_fairseq
+from .onnx_folder import OnnxFolder
 
-@dataclass(frozen=True)
-class Format:
-    name: str
-    title: str  # its name in messages
-    direction: str  # "out": `aayn export --format NAME`; "in": `aayn import NAME`
-    writer: str  # "module:function" writing it (out) or reading it into an aayn folder (in)
-    engine: str | None  # "module:Class" translating a folder of it (a `Translator`)
-    extra: str  # `pip install 'aayn[EXTRA]'`
-    files: tuple[str, ...] = ()  # a folder holding all of these (and no model.safetensors) is of this format
-    setup: bool = False  # whether its engine uses transformers (aayn registered first: an imported tokenizer)
-
-    @property
-    def article(self) -> str:
-        return "an" if self.title[0] in "AEIOU" else "a"
-
-    def load(self, what: str):
-        module, _, attribute = getattr(self, what).partition(":")
-        return getattr(importlib.import_module(module), attribute)
-
-    def holds(self, folder: Path) -> bool:
-        return bool(self.files) and all((folder / name).is_file() for name in self.files)
+FORMATS: dict[str, Format] = {}
 
 
-FORMATS = {
-    entry.name: entry
-    for entry in (
-        Format("ctranslate2", "CTranslate2", "out", "aayn.export:save_ctranslate2_folder", "aayn.ct2:ExportedModel",
-               "ct2", ("model.bin",)),
-        Format("onnx", "ONNX", "out", "aayn.onnx_export:save_onnx", "aayn.onnx_engine:OnnxTranslator", "onnx",
-               ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx"), setup=True),
-        Format("argos", "Argos Translate", "out", "aayn.argos_export:save_argos", None, "argos"),
-        Format("fairseq", "fairseq", "in", "aayn.fairseq_import:import_fairseq", None, "import"),
-    )
-}  # fmt: skip
-EXPORTS = tuple(name for name, entry in FORMATS.items() if entry.direction == "out")
-IMPORTS = tuple(name for name, entry in FORMATS.items() if entry.direction == "in")
+def register(entry: Format) -> Format:
+    """Adds a format to the registry (its name must be new); the exported formats are tried in registry order."""
+    if entry.name in FORMATS:
+        raise ValueError(f"a format named {entry.name!r} is registered already")
+    FORMATS[entry.name] = entry
+    return entry
 
 
-def folder_format(folder: str | Path) -> Format | None:
-    """The exported format whose engine translates `folder`, or None for an aayn (transformers) folder."""
+def unregister(name: str) -> None:
+    FORMATS.pop(name)
+
+
+for entry in (CTranslate2Folder(), OnnxFolder(), ArgosPackage(), FairseqCheckpoint(), AaynFolder()):
+    register(entry)
+HOME = FORMATS["aayn"]
+
+
+def exports() -> tuple[str, ...]:
+    return tuple(name for name, entry in FORMATS.items() if entry.direction == "out")
+
+
+def imports() -> tuple[str, ...]:
+    return tuple(name for name, entry in FORMATS.items() if entry.direction == "in")
+
+
+EXPORTS, IMPORTS = exports(), imports()
+
+
+def folder_format(folder: str | Path) -> Format:
+    """The format of the folder `folder`: the first translated format that holds it, else aayn's own (whose
+    checks say what is wrong with a folder that is not one)."""
     folder = Path(folder).expanduser()
     if (folder / "model.safetensors").exists():
-        return None
-    return next((entry for entry in FORMATS.values() if entry.engine and entry.holds(folder)), None)
+        return HOME
+    translated = (entry for entry in FORMATS.values() if entry is not HOME and entry.translates and entry.holds(folder))
+    return next(translated, HOME)
 
 
 def export_model(
@@ -70,42 +69,12 @@ def export_model(
     quantization: str | None = None,
     **package,
 ) -> Path:
-    """A saved aayn folder in another engine's format (`EXPORTS`), written whole or not at all: a folder
-    (`output_dir`), or for "argos" a package file; `package` holds an Argos package's languages and version."""
-    from .checks import check_model_folder
-    from .folders import check_new_folder
-
-    if format not in EXPORTS:
-        raise ValueError(f"--format must be one of {EXPORTS}, got {format!r}")
-    if not Path(model_dir, "config.json").is_file():
-        raise FileNotFoundError(f"--model {model_dir} is not a saved model folder (no config.json)")
-    check_model_folder(model_dir, "--model", weights=False, tokenizer=False)
-    model_type = json.loads(Path(model_dir, "config.json").read_text(encoding="utf-8")).get("model_type")
-    if model_type != "aayn":
-        raise ValueError(f"--model {model_dir} holds a {model_type!r} model, not an aayn one: only aayn models export")
-    check_model_folder(model_dir, "--model")
-    if format != "argos":
-        check_new_folder(Path(output))
-    writer: Callable[..., Path] = FORMATS[format].load("writer")
-    return writer(model_dir, output, quantization=quantization, **package)
+    """A saved aayn folder in another engine's format (`exports()`), written whole or not at all: a folder, or for
+    "argos" a package file; `package` holds the format's other arguments (an Argos package's languages and
+    version)."""
+    if format not in exports():
+        raise ValueError(f"--format must be one of {exports()}, got {format!r}")
+    return FORMATS[format].write(model_dir, output, quantization=quantization, **package)
 
 
-def write_beside_weights(folder: Path, model, tokenizer, model_dir: Path | None, *, config: bool = True) -> None:
-    """What every folder aayn writes carries beside its weights: the model's config (`config`: where the format
-    has no config.json of its own), its generation config (the search `aayn translate` runs), the tokenizer with
-    its SentencePiece model as `sentencepiece.model`, the source limit aayn's translation applies (the tokenizer's
-    `model_max_length`: the smaller of the tokenizer's and the position table's) and the model card of `model_dir`
-    (README.md)."""
-    from .data.tokenizer import save_tokenizer
-    from .policy_aayn import source_limit
-
-    if config:
-        model.config.save_pretrained(folder)
-    model.generation_config.save_pretrained(folder)
-    save_tokenizer(tokenizer, folder)
-    path = folder / "tokenizer_config.json"
-    settings = json.loads(path.read_text(encoding="utf-8"))
-    settings["model_max_length"] = source_limit(settings.get("model_max_length"), model.config.max_position_embeddings)
-    path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    if model_dir is not None and (Path(model_dir) / "README.md").is_file():
-        (folder / "README.md").write_bytes((Path(model_dir) / "README.md").read_bytes())
+__all__ = ["EXPORTS", "FORMATS", "HOME", "IMPORTS", "Format", "export_model", "folder_format", "import_fairseq"]

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from transformers import PreTrainedModel
 from transformers.utils import logging
 
-from ..folders import check_new_folder, staged_folder
+from ..folders import check_new_folder
 
 logger = logging.get_logger(__name__)
 
@@ -107,8 +107,9 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -
     """
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from ..data import save_tokenizer
-    from ..hub import card_metadata, write_model_card
+    from ..formats import HOME
+    from ..formats.aayn_folder import SavedModel
+    from ..hub import card_metadata
 
     checkpoints = [Path(c) for c in checkpoints]
     for checkpoint in checkpoints:
@@ -121,21 +122,10 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -
             "average checkpoints written by aayn train or save_pretrained with their tokenizer"
         )
     output = Path(output_dir)
-    check_new_folder(output, "output_dir")
+    check_new_folder(output, "output_dir")  # before the checkpoints are read
     averaged = averaged_state_dict(checkpoints)  # every file read and checked before anything else
     model = load_average(AutoModelForSeq2SeqLM.from_pretrained(last), checkpoints, averaged)
-    with staged_folder(output) as staging:
-        model.save_pretrained(staging)
-        save_tokenizer(AutoTokenizer.from_pretrained(last), staging)
-        card = card_metadata(last)
-        if card:
-            write_model_card(
-                staging,
-                model,
-                **card,
-                repo_id=output.name,
-                training=f"Average of the weights of {len(checkpoints)} checkpoints "
-                f"({', '.join(c.name for c in checkpoints)}).",
-                results=None,
-            )
-    return output
+    card = card_metadata(last)
+    training = f"Average of the weights of {len(checkpoints)} checkpoints ({', '.join(c.name for c in checkpoints)})."
+    card = card and {**card, "training": training, "results": None}
+    return HOME.write(SavedModel(model, AutoTokenizer.from_pretrained(last), card), output)

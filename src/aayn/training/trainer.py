@@ -16,7 +16,6 @@ from transformers import IntervalStrategy, PreTrainedTokenizerBase, Seq2SeqTrain
 from transformers.utils import logging
 
 from ..data.batching import MaxTokensBatchSampler, example_lengths
-from ..data.tokenizer import save_tokenizer
 from ..hub import write_model_card
 
 logger = logging.get_logger(__name__)
@@ -68,12 +67,15 @@ class AaynTrainer(Seq2SeqTrainer):
         self._train_lengths = None
 
     def _save(self, output_dir: str | None = None, state_dict=None):
-        """The Trainer's folder, plus a tokenizer that loads on both transformers lines, and aayn's card."""
+        """The Trainer's folder (weights, config), with the rest of an aayn folder written as every aayn folder is
+        (`aayn.formats.aayn_folder`): a tokenizer that loads on both transformers lines, and aayn's card."""
+        from ..formats.aayn_folder import AaynFolder, SavedModel
+
         output_dir = output_dir or self.args.output_dir
         super()._save(output_dir, state_dict)
-        if hasattr(self.processing_class, "backend_tokenizer"):
-            save_tokenizer(self.processing_class, output_dir)
-        self._write_model_card(output_dir)
+        tokenizer = self.processing_class if hasattr(self.processing_class, "backend_tokenizer") else None
+        saved = SavedModel(self.accelerator.unwrap_model(self.model), tokenizer, self.card_keywords())
+        AaynFolder.write_into(Path(output_dir), saved, weights=False)
 
     def create_model_card(self, *args, **kwargs) -> None:
         """`push_to_hub` calls this after saving: it would replace aayn's card with transformers' generic one."""
@@ -82,14 +84,20 @@ class AaynTrainer(Seq2SeqTrainer):
         elif self.is_world_process_zero():
             self._write_model_card(self.args.output_dir)
 
-    def _write_model_card(self, output_dir: str) -> None:
+    def card_keywords(self) -> dict | None:
+        """The card's `write_model_card` keywords with the scores known so far (test, else the last validation's);
+        None where the run writes no card."""
         if not self.model_card:
-            return
+            return None
         evaluations = [entry for entry in self.state.log_history if "eval_bleu" in entry]
         results = self.results or (
             {"bleu": evaluations[-1]["eval_bleu"], "chrf": evaluations[-1]["eval_chrf"]} if evaluations else None
         )
-        write_model_card(output_dir, self.accelerator.unwrap_model(self.model), **self.model_card, results=results)
+        return {**self.model_card, "results": results}
+
+    def _write_model_card(self, output_dir: str) -> None:
+        if self.model_card:
+            write_model_card(output_dir, self.accelerator.unwrap_model(self.model), **self.card_keywords())
 
     def get_train_dataloader(self) -> DataLoader:
         if self.max_tokens is None:

@@ -1,0 +1,88 @@
+"""The aayn folder, aayn's own format: what `save_pretrained` writes (weights, config, generation config, the
+model's code, tokenizer, card), or a Hub id of one. Translated by `aayn.translate.TorchTranslator` with every
+ability, one folder or an ensemble of several sharing a tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from ..translator import ABILITIES
+from .base import Format
+
+
+class SavedModel(NamedTuple):
+    """What an aayn folder is written from: the model, its tokenizer (None: written by someone else) and the
+    keywords of its card (`aayn.hub.write_model_card`; None: no card)."""
+
+    model: object
+    tokenizer: object = None
+    card: dict | None = None
+
+
+class AaynFolder(Format):
+    name, title, direction = "aayn", "aayn", "home"
+    files = ("config.json", "model.safetensors")
+    abilities = frozenset(ABILITIES)
+    ensembles = frozenset({"prefixes", "glossary"})
+    setup = True
+
+    def load(self, source: SavedModel, **options) -> SavedModel:
+        """An aayn folder is written from a model in memory (trained, averaged, imported): nothing to read."""
+        return source
+
+    def write_files(self, staging: Path, loaded: SavedModel, **options) -> None:
+        loaded.model.save_pretrained(staging)
+
+    def write_companions(self, staging: Path, loaded: SavedModel, output: Path) -> None:
+        card = None if loaded.card is None else {"repo_id": output.name, **loaded.card}
+        self.write_into(staging, loaded._replace(card=card), weights=False)
+
+    @staticmethod
+    def write_into(folder: Path, saved: SavedModel, *, weights: bool = True) -> None:
+        """The folder's files into `folder` as it is (a checkpoint the Trainer writes, a staging folder): the
+        weights, config, generation config and code (`weights`: not where the Trainer wrote them already), the
+        tokenizer in a form both transformers lines load, and the card."""
+        from ..data.tokenizer import save_tokenizer
+        from ..hub import write_model_card
+
+        if weights:
+            saved.model.save_pretrained(folder)
+        if saved.tokenizer is not None:
+            save_tokenizer(saved.tokenizer, folder)
+        if saved.card is not None:
+            write_model_card(folder, saved.model, **saved.card)
+
+    def engine(self):
+        from ..translate import TorchTranslator
+
+        return TorchTranslator
+
+    def open(self, locations: list[str], names: list[str], device: str, threads: int | None):
+        from ..checks import check_device
+        from ..translate import TorchTranslator, check_same_tokenizer
+
+        check_device(device)
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        models, tokenizers = zip(*(load_model(location, name, device) for location, name in zip(locations, names)))
+        check_same_tokenizer(list(tokenizers), names)
+        return TorchTranslator(list(models), tokenizers[0], names[0])
+
+
+def load_model(location: str, name: str, device: str):
+    """(model in eval mode on `device`, tokenizer) of one `--model` (a folder here or a Hub id), or one line saying
+    why not."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(location)
+        return AutoModelForSeq2SeqLM.from_pretrained(location).to(device).eval(), tokenizer
+    except (OSError, ValueError) as error:
+        if Path(location).is_dir():
+            raise ValueError(f"cannot load a model from --model {name!r}: {error}") from None
+        first = (str(error).strip() or type(error).__name__).splitlines()[0]  # transformers' answers run to lines
+        message = f"--model {name}: no such folder here, nor a model of that name on the Hub ({first})"
+        raise ValueError(message) from None

@@ -1,0 +1,53 @@
+"""The CTranslate2 folder (`aayn export --format ctranslate2`): CTranslate2's model.bin, vocabularies and
+config.json beside aayn's companions; translated by `aayn.ct2.ExportedModel` without torch or transformers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..companions import write_beside_weights
+from .base import Format, aayn_source
+
+QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
+
+
+class CTranslate2Folder(Format):
+    name, title, direction, extra = "ctranslate2", "CTranslate2", "out", "ct2"
+    files = ("model.bin",)
+    abilities = frozenset({"alignment"})  # the export's own: the last layer, all heads
+    arguments = {
+        "--quantization": dict(
+            help=f"ctranslate2: weight type, one of {', '.join(QUANTIZATIONS)} (default: float32, outputs equal to "
+            "PyTorch's)"
+        )
+    }
+
+    def engine(self):
+        from ..ct2 import ExportedModel
+
+        return ExportedModel
+
+    def load(self, source: Path, quantization: str | None = None):
+        from transformers import AutoTokenizer
+
+        from ..ct2 import import_ctranslate2
+        from ..export import vocabularies
+        from ..modeling_aayn import AaynForConditionalGeneration
+
+        import_ctranslate2()
+        if quantization not in (None, *QUANTIZATIONS):
+            raise ValueError(f"--quantization {quantization}: CTranslate2 takes one of {', '.join(QUANTIZATIONS)}")
+        source = aayn_source(source)
+        model = AaynForConditionalGeneration.from_pretrained(source)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        return source, model, tokenizer, vocabularies(tokenizer)
+
+    def write_files(self, staging: Path, loaded, quantization: str | None = None) -> None:
+        from ..export import write_ctranslate2
+
+        _, model, _, (tokens, target_tokens) = loaded
+        write_ctranslate2(model, tokens, staging, quantization, target_tokens)
+
+    def write_companions(self, staging: Path, loaded, output: Path) -> None:
+        source, model, tokenizer, _ = loaded
+        write_beside_weights(staging, model, tokenizer, source, config=False)  # CTranslate2 has its own config
