@@ -179,14 +179,17 @@ def test_exported_model_keeps_our_length_limits(saved, tmp_path, capsys):
     )
     capsys.readouterr()
     texts = ["one two three", "twenty five " * 20]  # the second is over the tokenizer's 32 tokens
-    for extra in ([], ["--max_new_tokens", "20"]):
+    # one sentence a batch, then both in one batch: each sentence keeps its own limit in both engines, so nothing
+    # depends on a batch-mate (CTranslate2 has one limit per call: aayn gives it one source length per call)
+    for extra in ([], ["--max_new_tokens", "20"], ["--batch_tokens", "1"]):
         outputs = []
-        for model in (folder, tmp_path / "ct2"):  # one sentence a batch: the same limits per sentence in both
-            flags = ["translate", "--model", str(model), "--num_beams", "1", "--batch_tokens", "1", *extra, *texts]
+        for model in (folder, tmp_path / "ct2"):
+            flags = ["translate", "--model", str(model), "--num_beams", "1", *extra, *texts]
             assert aayn(flags) == 0
             outputs.append(capsys.readouterr().out.splitlines())
         assert outputs[0] == outputs[1]
         assert len(outputs[0]) == 2 and all(outputs[0])
+        assert len(outputs[0][0]) < len(outputs[0][1])  # the short source's limit is its own
 
 
 def test_exported_folder_errors(saved, tmp_path, monkeypatch, capsys):

@@ -126,7 +126,8 @@ def max_decoding_length(longest_source: int, max_new_tokens: int | None = None) 
 class ExportedModel(Translator):
     """A CTranslate2 model folder (`aayn export`: tokenizer and generation config beside the model), loaded once
     onto `device` ("cpu", "cuda", "cuda:N"), translating as `aayn.translate.TorchTranslator.nbest` does: the same
-    batches and the same limit, §6.1's source length + 50 (for a batch: its longest source's); the beam size and
+    batches and the same limits, §6.1's source length + 50 for each sentence (sources of one length decoded
+    together: CTranslate2 has one limit per call); the beam size and
     alpha of the exported generation config unless given. CTranslate2 ranks finished hypotheses by
     log P / |Y|^alpha, not by GNMT's penalty, so beam outputs may differ from aayn's; greedy ones are equal."""
 
@@ -161,6 +162,26 @@ class ExportedModel(Translator):
     def encode(self, texts: list[str]) -> list[list[int]]:
         return self.tokenizer.encode(texts)
 
+    def translate_group(self, tokens: list[list[str]], length: int, settings: DecodingSettings, attention: bool):
+        """CTranslate2's results for sources of one `length`, under that length's limit."""
+        try:
+            return self.translator.translate_batch(
+                tokens,
+                beam_size=settings.num_beams,
+                num_hypotheses=settings.nbest,
+                length_penalty=settings.length_penalty,
+                max_decoding_length=max_decoding_length(length, settings.max_new_tokens),
+                return_scores=True,
+                return_attention=attention,
+            )
+        except RuntimeError as error:  # a position table shorter than a source and its 50 more tokens need
+            if "position" not in str(error):
+                raise
+            raise ValueError(
+                f"--model {self.folder}: {error}; export the model again (`aayn export` writes the "
+                "positions that a source and its 50 more target tokens need)"
+            ) from None
+
     def decode_batch(
         self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None, alignment=None
     ) -> list[list[tuple]]:
@@ -170,24 +191,16 @@ class ExportedModel(Translator):
                 "give the aayn folder for --alignment_layer / --alignment_heads"
             )
         tokens = [self.tokenizer.tokens(ids) for ids in sources]
-        longest = max(map(len, tokens))  # for a batch: its longest source's limit, as aayn.translate
-        try:
-            results = self.translator.translate_batch(
-                tokens,
-                beam_size=settings.num_beams,
-                num_hypotheses=settings.nbest,
-                length_penalty=settings.length_penalty,
-                max_decoding_length=max_decoding_length(longest, settings.max_new_tokens),
-                return_scores=True,
-                return_attention=alignment is not None,
-            )
-        except RuntimeError as error:  # a position table shorter than a source and its 50 more tokens need
-            if "position" not in str(error):
-                raise
-            raise ValueError(
-                f"--model {self.folder}: {error}; export the model again (`aayn export` writes the "
-                "positions that a source and its 50 more target tokens need)"
-            ) from None
+        # CTranslate2 has one length limit per call: the sources are decoded in groups of one length, so that each
+        # keeps its own limit (§6.1's, as aayn's search) and no translation depends on its batch-mates
+        by_length: dict[int, list[int]] = {}
+        for index, source in enumerate(tokens):
+            by_length.setdefault(len(source), []).append(index)
+        results = [None] * len(tokens)
+        for length, indices in by_length.items():
+            found = self.translate_group([tokens[i] for i in indices], length, settings, alignment is not None)
+            for index, result in zip(indices, found):
+                results[index] = result
         text = self.tokenizer.text
         if alignment is None:
             return [[(score, text(tokens).strip()) for tokens, score in zip(r.hypotheses, r.scores)] for r in results]
