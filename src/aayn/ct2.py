@@ -162,6 +162,20 @@ class ExportedModel(Translator):
     def encode(self, texts: list[str]) -> list[list[int]]:
         return self.tokenizer.encode(texts)
 
+    def translate_tokens(self, tokens: list[list[str]], settings: DecodingSettings, attention: bool = False) -> list:
+        """CTranslate2's result for each source (pieces), in order. CTranslate2 has one length limit per call: the
+        sources are decoded in groups of one length, so that each keeps its own limit (§6.1's, as aayn's search) and
+        no translation depends on its batch-mates."""
+        by_length: dict[int, list[int]] = {}
+        for index, source in enumerate(tokens):
+            by_length.setdefault(len(source), []).append(index)
+        results = [None] * len(tokens)
+        for length, indices in by_length.items():
+            found = self.translate_group([tokens[i] for i in indices], length, settings, attention)
+            for index, result in zip(indices, found):
+                results[index] = result
+        return results
+
     def translate_group(self, tokens: list[list[str]], length: int, settings: DecodingSettings, attention: bool):
         """CTranslate2's results for sources of one `length`, under that length's limit."""
         try:
@@ -191,16 +205,7 @@ class ExportedModel(Translator):
                 "give the aayn folder for --alignment_layer / --alignment_heads"
             )
         tokens = [self.tokenizer.tokens(ids) for ids in sources]
-        # CTranslate2 has one length limit per call: the sources are decoded in groups of one length, so that each
-        # keeps its own limit (§6.1's, as aayn's search) and no translation depends on its batch-mates
-        by_length: dict[int, list[int]] = {}
-        for index, source in enumerate(tokens):
-            by_length.setdefault(len(source), []).append(index)
-        results = [None] * len(tokens)
-        for length, indices in by_length.items():
-            found = self.translate_group([tokens[i] for i in indices], length, settings, alignment is not None)
-            for index, result in zip(indices, found):
-                results[index] = result
+        results = self.translate_tokens(tokens, settings, attention=alignment is not None)
         text = self.tokenizer.text
         if alignment is None:
             return [[(score, text(tokens).strip()) for tokens, score in zip(r.hypotheses, r.scores)] for r in results]

@@ -247,7 +247,7 @@ ENGINE_ARMS = {"ct2": ("ctranslate2", None), "ct2_int8": ("ctranslate2", "int8")
 def engine_arms(folder: Path, device: str, tokenizer) -> dict:
     """{arm: a function decoding (token ids rows, padded batch, beams) to output tokens} for the arms whose engine is
     installed and runs on `device`; each engine is timed on token ids as aayn's arms, outside the tokenizer."""
-    from ..ct2 import ExportedModel, max_decoding_length
+    from ..ct2 import ExportedModel
     from ..formats import export_model
     from ..onnx_engine import OnnxTranslator
     from ..onnx_export import quantized_copy
@@ -280,12 +280,9 @@ def engine_arms(folder: Path, device: str, tokenizer) -> dict:
                 print(f"{arm}: left out: {error}")
                 continue
 
-            def decode(rows, batch, beams, engine=engine):
+            def decode(rows, batch, beams, engine=engine):  # as `aayn translate` decodes, on token ids
                 tokens = [engine.tokenizer.tokens(ids) for ids in rows]
-                results = engine.translator.translate_batch(
-                    tokens, beam_size=beams, length_penalty=DEMO_ALPHA,
-                    max_decoding_length=max_decoding_length(max(map(len, tokens))),
-                )  # fmt: skip
+                results = engine.translate_tokens(tokens, DecodingSettings(beams, DEMO_ALPHA))
                 return [tokenizer.convert_tokens_to_ids(r.hypotheses[0]) for r in results]
         else:
             engine = OnnxTranslator(Path(folder, arm), threads=torch.get_num_threads())
@@ -304,9 +301,11 @@ def engine_decoding_rows(setup: DecodingSetup, *, quick: bool = False, device: s
     """Rows `beam4_default` and `greedy_default` again, decoded by the other engines from `aayn export`s of the
     model (CTranslate2 and ONNX Runtime; float32 and int8 weights): seconds per sentence beside aayn's (from the
     same repeats, alternating), and how many outputs differ from aayn's. ONNX Runtime runs aayn's search, so its
-    float32 outputs equal aayn's up to float rounding; CTranslate2's greedy float32 output may differ only where one
-    search stopped at its length limit and the other went on (counted apart: `differ_by_limit`) or where two tokens
-    tie within float rounding. [] where no other engine is installed."""
+    float32 outputs equal aayn's up to float rounding; CTranslate2 decodes as `aayn translate` gives it the sources
+    (`ExportedModel.translate_tokens`: each sentence under its own length limit), so its greedy float32 output may
+    differ only where two tokens tie within float rounding (an output cut short by one search's limit and not the
+    other's is counted apart, `differ_by_limit`: none since the limits are per sentence in both). [] where no other
+    engine is installed."""
     model, tokenizer, batches = setup.model, setup.tokenizer, setup.batches
     repeats = 2 if quick else 5
     sources = []  # token id rows without padding, outside the timed calls
