@@ -151,16 +151,3 @@ def vocabularies(tokenizer) -> tuple[list[str], list[str]]:
         by_id = lambda vocab: [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
         return by_id(tokenizer.get_vocab()), by_id(tokenizer.target_encoder)
     return tokens, tokens
-
-
-def save_ctranslate2_folder(model_dir: str | Path, output_dir: str | Path, quantization: str | None = None) -> Path:
-    """`aayn export --format ctranslate2`: the saved aayn folder `model_dir` as a CTranslate2 folder that
-    translates by itself (`aayn translate --model output_dir`, `AutoTokenizer.from_pretrained(output_dir)`)."""
-    from transformers import AutoTokenizer
-
-    model = AaynForConditionalGeneration.from_pretrained(model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    tokens, target_tokens = vocabularies(tokenizer)
-    return save_ctranslate2(
-        model, tokens, output_dir, quantization, tokenizer=tokenizer, target_tokens=target_tokens, model_dir=model_dir
-    )

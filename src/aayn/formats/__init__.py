@@ -49,9 +49,6 @@ def imports() -> tuple[str, ...]:
     return tuple(name for name, entry in FORMATS.items() if entry.direction == "in")
 
 
-EXPORTS, IMPORTS = exports(), imports()
-
-
 def folder_format(folder: str | Path) -> Format:
     """The format of the folder `folder`: the first translated format that holds it, else aayn's own (whose
     checks say what is wrong with a folder that is not one)."""
@@ -77,4 +74,4 @@ def export_model(
     return FORMATS[format].write(model_dir, output, quantization=quantization, **package)
 
 
-__all__ = ["EXPORTS", "FORMATS", "HOME", "IMPORTS", "Format", "export_model", "folder_format", "import_fairseq"]
+__all__ = ["FORMATS", "HOME", "Format", "export_model", "folder_format", "import_fairseq"]
