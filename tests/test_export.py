@@ -226,6 +226,9 @@ def test_exported_folder_errors(saved, tmp_path, monkeypatch, capsys):
                 raise RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
             return self.real.translate_batch(*args, **kwargs)
 
+        def __getattr__(self, name):  # the rest as the real one (score_batch)
+            return getattr(self.real, name)
+
     monkeypatch.setattr(ctranslate2, "Translator", Cuda12Wheel)
     error = translate_fails(capsys, "--model", folder, "--device", "cuda", "One.")
     assert "--device cuda: CTranslate2" in error and "libcublas.so.12 is not found" in error and "CUDA 12" in error

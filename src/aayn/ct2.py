@@ -9,11 +9,12 @@ its generation config as JSON; batching and the length limit are the `Translator
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import MissingExtra
 from .checks import json_fault, python_tokenizer_class
-from .policy_aayn import paper_length_limit
+from .policy_aayn import length_penalty as penalty_of_length
 from .translator import DecodingSettings, Translator
 
 NO_LIMIT = int(1e30)  # transformers' model_max_length when a tokenizer sets none (VERY_LARGE_INTEGER)
@@ -114,22 +115,48 @@ def device_options(device: str, ctranslate2) -> dict:
     return {"device": kind, "device_index": int(index or 0)}
 
 
-def max_decoding_length(longest_source: int, max_new_tokens: int | None = None) -> int:
-    """CTranslate2's `max_decoding_length` for aayn's limit, §6.1's source + 50 tokens (within `max_new_tokens`).
-    Our search counts the eos it forces at the limit among those tokens; CTranslate2 stops at its limit without
-    one, so its limit is one less: the same text either way."""
-    limit = paper_length_limit(longest_source)
-    limit = limit if max_new_tokens is None else min(limit, max_new_tokens)
+def max_decoding_length(limit: int) -> int:
+    """CTranslate2's `max_decoding_length` for a sentence's limit (the most target tokens, eos counted). Our search
+    counts the eos it forces at the limit among those tokens; CTranslate2 stops at its limit without one, so its
+    limit is one less: the same text either way."""
     return max(limit - 1, 1)
+
+
+# the rules of CTranslate2's beam search (its `decoding.cc`), which its folders state (`aayn.companions`): of 2k
+# candidates, an eos among the first k finishes a hypothesis, and a sentence is done once k have finished (patience
+# 1); finished hypotheses rank by log P / |Y|^alpha, |Y| counting eos (with `return_end_token`): fairseq's rules
+CT2_RULES = {"length_normalization": "fairseq", "search_early_stopping": True}
+
+
+def ct2_fault(settings: DecodingSettings) -> str | None:
+    """Why CTranslate2 cannot run `settings`' beam search exactly, or None. Greedy decoding it runs under any rules;
+    a beam search with alpha != 0 under its own rules (`CT2_RULES`); with alpha 0 it stops once the best candidate
+    ends, which returns what the exact rule ("never") returns, lp being 1."""
+    if settings.num_beams == 1:
+        return None
+    if settings.length_penalty == 0:
+        if settings.early_stopping == "never":
+            return None
+        runs = "with alpha 0 it stops once its best candidate ends (the exact rule)"
+    elif settings.early_stopping is True and settings.normalization == "fairseq":
+        return None
+    else:
+        runs = "its own ranks by log P / |Y|^alpha and stops at k finished hypotheses (fairseq's)"
+    return (
+        f"CTranslate2 cannot run this search (lp: {settings.normalization}, stopping rule: "
+        f"{settings.early_stopping!r}): {runs}; decode greedily (--num_beams 1), or give the aayn folder"
+    )
 
 
 class ExportedModel(Translator):
     """A CTranslate2 model folder (`aayn export`: tokenizer and generation config beside the model), loaded once
     onto `device` ("cpu", "cuda", "cuda:N"), translating as `aayn.translate.TorchTranslator.nbest` does: the same
-    batches and the same limits, §6.1's source length + 50 for each sentence (sources of one length decoded
-    together: CTranslate2 has one limit per call); the beam size and
-    alpha of the exported generation config unless given. CTranslate2 ranks finished hypotheses by
-    log P / |Y|^alpha, not by GNMT's penalty, so beam outputs may differ from aayn's; greedy ones are equal."""
+    batches, each sentence under the folder's length limit (sources of one length decoded together: CTranslate2
+    has one limit per call); the beam size and alpha of the exported generation config unless given. The folder
+    states CTranslate2's own beam-search rules (`CT2_RULES`; a folder exported before aayn wrote them is read as
+    stating them): the torch engine under the same rules gives the same text. A search CTranslate2 cannot run
+    (`ct2_fault`) is refused in one line. At a sentence's length limit, where our search forces eos, a beam
+    search of CTranslate2 ranks its last candidates without it: a hypothesis that long may differ."""
 
     kind = "ctranslate2"
     abilities = frozenset({"alignment"})  # the export's own: the last layer, all heads
@@ -145,7 +172,9 @@ class ExportedModel(Translator):
         self.source_limit = self.tokenizer.model_max_length
         path = folder / "generation_config.json"
         # GenerationConfig.save_pretrained writes only what differs from its defaults (1 beam, alpha 1.0)
-        self.generation = read_json(path) if path.is_file() else {}
+        self.generation = {**CT2_RULES, **(read_json(path) if path.is_file() else {})}
+        ct2_config = folder / "config.json"
+        self.eos = (read_json(ct2_config) if ct2_config.is_file() else {}).get("eos_token", "</s>")
         try:
             self.translator = ctranslate2.Translator(str(folder), **options)
         except (RuntimeError, ValueError) as error:  # a damaged model.bin, a model from a newer CTranslate2
@@ -163,28 +192,74 @@ class ExportedModel(Translator):
         return self.tokenizer.encode(texts)
 
     def translate_tokens(self, tokens: list[list[str]], settings: DecodingSettings, attention: bool = False) -> list:
-        """CTranslate2's result for each source (pieces), in order. CTranslate2 has one length limit per call: the
-        sources are decoded in groups of one length, so that each keeps its own limit (§6.1's, as aayn's search) and
-        no translation depends on its batch-mates."""
+        """Each source's (pieces) `Found`, in order. CTranslate2 has one length limit per call: the sources are
+        decoded in groups of one length, so that each keeps its own limit (the folder's, as aayn's search) and no
+        translation depends on its batch-mates."""
         by_length: dict[int, list[int]] = {}
         for index, source in enumerate(tokens):
             by_length.setdefault(len(source), []).append(index)
         results = [None] * len(tokens)
         for length, indices in by_length.items():
-            found = self.translate_group([tokens[i] for i in indices], length, settings, attention)
-            for index, result in zip(indices, found):
+            group = [tokens[i] for i in indices]
+            found = self.translate_group(group, length, settings, attention)
+            if settings.num_beams > 1:  # a search that reached the limit: all it finished, to rank them as ours
+                again = [j for j, result in enumerate(found) if any(h[-1:] != [self.eos] for h in result.hypotheses)]
+                if again:
+                    redone = self.translate_group([group[j] for j in again], length, settings, attention, patience=2)
+                    for j, result in zip(again, redone):
+                        found[j] = result
+            for index, result in zip(indices, self.finished(group, found, settings)):
                 results[index] = result
         return results
 
-    def translate_group(self, tokens: list[list[str]], length: int, settings: DecodingSettings, attention: bool):
-        """CTranslate2's results for sources of one `length`, under that length's limit."""
+    def finished(self, sources: list[list[str]], results: list, settings: DecodingSettings) -> list[Found]:
+        """CTranslate2's results as our search gives them: pieces without eos, scored log P / lp(|Y|) by the
+        folder's lp, |Y| counting eos, the `settings.nbest` best. A hypothesis that reached the limit (no eos: there
+        CTranslate2 stops without one) gets eos's log-probability added, as our search forces eos there."""
+        alpha, normalization = settings.length_penalty, settings.normalization
+        found, short = [], []
+        for row, (source, result) in enumerate(zip(sources, results)):
+            rows = result.attention or [[] for _ in result.hypotheses]
+            entry = Found([], [], [])
+            for hypothesis, score, attention in zip(result.hypotheses, result.scores, rows):
+                pieces = ended(hypothesis, self.eos)
+                log_p = score * len(hypothesis) ** alpha if alpha else score  # CTranslate2's: log P / |Y|^alpha
+                if len(pieces) == len(hypothesis):
+                    short.append((row, len(entry.hypotheses), source, pieces))
+                entry.hypotheses.append(pieces)
+                entry.scores.append(log_p)
+                entry.attention.append(attention[: len(pieces)])
+            found.append(entry)
+        if short:  # CTranslate2 appends eos to each target it scores
+            scored = self.translator.score_batch([s for _, _, s, _ in short], [p for _, _, _, p in short])
+            for (row, index, _, pieces), result in zip(short, scored):
+                found[row].scores[index] = sum(result.log_probs)
+        for entry in found:
+            entry.scores = [log_p / penalty_of_length(len(pieces) + 1, alpha, normalization)
+                            for log_p, pieces in zip(entry.scores, entry.hypotheses)]  # fmt: skip
+            entry.keep_best(settings.nbest)
+        return found
+
+    def translate_group(
+        self, tokens: list[list[str]], length: int, settings: DecodingSettings, attention: bool, patience: int = 1
+    ):
+        """CTranslate2's results for sources of one `length`, under that length's limit (the folder's rule); each
+        hypothesis ends in eos, unless it reached the limit (`return_end_token`: |Y| counts eos, as ours). With
+        `patience` 2, a search that reaches the limit (fewer than k finished before it, so fewer than 2k) is the
+        same search, and returns all it finished (CTranslate2 returns at most k * patience)."""
+        fault = ct2_fault(settings)
+        if fault:
+            raise ValueError(f"--model {self.folder}: {fault}")
         try:
             return self.translator.translate_batch(
                 tokens,
                 beam_size=settings.num_beams,
-                num_hypotheses=settings.nbest,
+                num_hypotheses=max(settings.nbest, settings.num_beams * patience),  # ranked again in `finished`
+                patience=patience,
                 length_penalty=settings.length_penalty,
-                max_decoding_length=max_decoding_length(length, settings.max_new_tokens),
+                max_decoding_length=max_decoding_length(settings.limits(length)),
+                min_decoding_length=0,  # CTranslate2's default, 1, bans an empty translation; our search does not
+                return_end_token=True,
                 return_scores=True,
                 return_attention=attention,
             )
@@ -208,13 +283,30 @@ class ExportedModel(Translator):
         results = self.translate_tokens(tokens, settings, attention=alignment is not None)
         text = self.tokenizer.text
         if alignment is None:
-            return [[(score, text(tokens).strip()) for tokens, score in zip(r.hypotheses, r.scores)] for r in results]
+            return [[(score, text(pieces).strip()) for pieces, score in zip(r.hypotheses, r.scores)] for r in results]
         from .alignment import pieces_alignment
 
         special = set(self.tokenizer.special_tokens)
-        aligned = []
-        for source, r in zip(tokens, results):
-            found = zip(r.hypotheses, r.scores, r.attention)
-            aligned.append([(score, text(hypothesis).strip(), pieces_alignment(attention, source, hypothesis, special))
-                            for hypothesis, score, attention in found])  # fmt: skip
-        return aligned
+        return [[(score, text(pieces).strip(), pieces_alignment(rows, source, pieces, special))
+                 for pieces, score, rows in zip(r.hypotheses, r.scores, r.attention)]
+                for source, r in zip(tokens, results)]  # fmt: skip
+
+
+@dataclass
+class Found:
+    """One source's hypotheses, best first: pieces without eos, scores (log P / lp(|Y|)), each piece's attention
+    row (empty lists unless asked for)."""
+
+    hypotheses: list
+    scores: list
+    attention: list
+
+    def keep_best(self, count: int) -> None:
+        order = sorted(range(len(self.scores)), key=lambda i: -self.scores[i])[:count]
+        self.hypotheses, self.scores = [self.hypotheses[i] for i in order], [self.scores[i] for i in order]
+        self.attention = [self.attention[i] for i in order]
+
+
+def ended(hypothesis: list[str], eos: str) -> list[str]:
+    """A hypothesis's pieces without its eos (`return_end_token` keeps it, so that |Y| counts it)."""
+    return hypothesis[:-1] if hypothesis and hypothesis[-1] == eos else hypothesis

@@ -27,6 +27,7 @@ from .policy_aayn import (
     length_penalty_in_force,
     paper_length_limit,
     returned_fault,
+    sentence_length_limit,
 )
 from .search_aayn import SearchSettings, paper_search
 
@@ -167,9 +168,7 @@ def length_limits(
     transformers counts new tokens after a prompt), and every limit leaves room for the prefix and eos. `rule`
     (a model config's `length_limit`, [a, b]: fairseq's --max-len-a, --max-len-b) replaces §6.1's limit with a *
     source + b tokens before eos (an imported fairseq folder's: fairseq's default, 200 whatever the source)."""
-    limits = paper_length_limit(attention_mask.sum(-1))
-    if rule is not None:  # a model config's `length_limit` [a, b]: fairseq's, a * source + b tokens before eos
-        limits = (float(rule[0]) * attention_mask.sum(-1)).long() + int(rule[1]) + 1
+    limits = sentence_length_limit(attention_mask.sum(-1), rule)
     forced = torch.zeros_like(limits) if forced is None else forced.to(limits.device)
     if given.get("max_new_tokens") is not None:
         limits = torch.minimum(limits, forced + _whole("max_new_tokens", given["max_new_tokens"], 1))

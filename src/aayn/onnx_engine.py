@@ -3,9 +3,11 @@ model is, with §6.1's search run in numpy around three ONNX Runtime sessions (t
 its later steps with the key/value cache).
 
 The search keeps `aayn.search_aayn.paper_search`'s rules (fairseq's candidate rule: of the 2k best candidates by
-log P, those ending in eos among the first k finish, scored log P / GNMT's lp, and the best k others live on; pad
-never, eos forced at a sentence's limit of source + 50 tokens; a sentence stops once its returned hypotheses beat
-what any live beam could still reach; greedy as tensor2tensor decodes with beam size 1) and its economies: the first
+log P, those ending in eos among the first k finish, scored log P / lp, and the best k others live on; pad never,
+eos forced at a sentence's limit; greedy as tensor2tensor decodes with beam size 1) under the rules the folder
+states (`DecodingSettings`: GNMT's or fairseq's lp, §6.1's limit of source + 50 tokens or a * source + b, the exact
+stop, once the returned hypotheses beat what any live beam could still reach, or k finished, or transformers'
+heuristic) and its economies: the first
 decoder step runs once per sentence (its beams are all the start token), a sentence that is done leaves the batch
 and the caches, and the encoder's keys and values are only gathered again when sentences leave.
 """
@@ -18,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from . import MissingExtra
-from .policy_aayn import length_penalty, paper_length_limit, source_limit
+from .policy_aayn import folder_rules, length_penalty, source_limit
 from .translator import DecodingSettings, Translator
 
 FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
@@ -207,7 +209,7 @@ class OnnxTranslator(Translator):
         self.pad = config["pad_token_id"]
         path = self.folder / "generation_config.json"
         self.generation = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        self.generation.setdefault("length_normalization", config.get("length_normalization"))  # the model's
+        self.generation.update(folder_rules(config))  # the rules the model's config states
         self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
         self.source_limit = source_limit(self.tokenizer.model_max_length, config["max_position_embeddings"])
 
@@ -223,11 +225,16 @@ class OnnxTranslator(Translator):
         mask = np.array([[1] * len(row) + [0] * (width - len(row)) for row in rows], dtype=np.int64)
         return ids, mask
 
+    def hypotheses(self, sources: list[list[int]], settings: DecodingSettings) -> list[list[tuple]]:
+        """Per source (token ids, eos-terminated), its `settings.nbest` best hypotheses as (log P / lp, ids: the
+        start token, the tokens, eos, padding): what `decode_batch` turns into text (and the bench compares)."""
+        input_ids, mask = self.padded(sources, self.pad)
+        return self.search(input_ids, mask, settings)
+
     def decode_batch(
         self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None
     ) -> list[list[tuple[float, str]]]:
-        input_ids, mask = self.padded(sources, self.pad)
-        found = self.search(input_ids, mask, settings)
+        found = self.hypotheses(sources, settings)
         texts = self.tokenizer.batch_decode([tokens for hypotheses in found for _, tokens in hypotheses],
                                             skip_special_tokens=True)  # fmt: skip
         scores = [score for hypotheses in found for score, _ in hypotheses]
@@ -248,10 +255,8 @@ class OnnxTranslator(Translator):
         eos, padding)."""
         k, alpha, returned, sessions = settings.num_beams, settings.length_penalty, settings.nbest, self.sessions
         self.normalization = settings.normalization  # lp(Y), read by the steps
-        limits = paper_length_limit(mask.sum(1))
-        if settings.max_new_tokens is not None:
-            limits = np.minimum(limits, settings.max_new_tokens)
-        limits = np.maximum(limits, 1)
+        self.early_stopping = settings.early_stopping  # when a sentence is done, read by the beam steps
+        limits = settings.limits(mask.sum(1))
         hidden = sessions.encode(input_ids, mask)
         n = input_ids.shape[0]
         logits, past, cross = sessions.first_step(np.full((n, 1), self.start, dtype=np.int64), mask, hidden)
@@ -278,6 +283,21 @@ class OnnxTranslator(Translator):
             layout = k
             logits, past = sessions.next_step(words, mask, past, cross, rows)
         return beams.results
+
+    def search_done(self, beams: Beams, best_live: np.ndarray, step: int, alpha: float, returned: int):
+        """(m,) whether each sentence may stop: once k hypotheses finished (`early_stopping` True), when the best
+        live beam, were it to end next, cannot beat the k-th (False), or when the returned hypotheses beat what the
+        best live beam could still reach ("never", the exact rule)."""
+        k = beams.scores.shape[1]
+        if self.early_stopping is True:
+            return np.isfinite(beams.finished[:, k - 1])
+        if self.early_stopping is False:
+            next_lp = np.float32(length_penalty(step + 1, alpha, self.normalization))
+            return beams.finished[:, k - 1] >= best_live / next_lp
+        limits = beams.limits
+        largest_lp = length_penalty(limits if alpha >= 0 else np.minimum(limits, step + 1), alpha, self.normalization)
+        largest_lp = largest_lp.astype(np.float32)  # as the torch search divides: float32 throughout
+        return beams.finished[:, returned - 1] >= best_live / largest_lp
 
     def greedy_step(self, beams: Beams, values, parents, words, step: int, alpha: float):
         """The likeliest token (`values`: the score with it); eos ends the hypothesis. Returns which sentences are
@@ -313,11 +333,8 @@ class OnnxTranslator(Translator):
         scores = np.where(taken, np.take_along_axis(values, picks, 1), -np.inf).astype(np.float32)
         chosen = np.where(taken, np.take_along_axis(parents, picks, 1), 0)
         next_words = np.where(taken, np.take_along_axis(words, picks, 1), self.pad)
-        # done: at the limit, or the returned hypotheses beat what the best live beam could still reach
-        limits = beams.limits
-        largest_lp = length_penalty(limits if alpha >= 0 else np.minimum(limits, step + 1), alpha, self.normalization)
-        largest_lp = largest_lp.astype(np.float32)  # as the torch search divides: float32 throughout
-        done = (step >= limits) | (beams.finished[:, returned - 1] >= scores.max(1) / largest_lp)
+        # done: at the limit, or by the folder's stopping rule (`search_aayn._search_done`)
+        done = (step >= beams.limits) | self.search_done(beams, scores.max(1), step, alpha, returned)
         beams.scores = scores
         rows = (np.arange(m)[:, None] * k + chosen).reshape(-1)
         beams.history = beams.history[rows]

@@ -40,6 +40,34 @@ def paper_length_limit(source_length):
     return source_length + EXTRA_TARGET_TOKENS
 
 
+def sentence_length_limit(source_length, rule=None):
+    """The most target tokens (eos counted) for a source of `source_length` tokens under a folder's `length_limit`
+    rule ([a, b]: fairseq's --max-len-a / --max-len-b, at most a * source + b tokens before eos; None: §6.1's
+    source + 50). An int, or a tensor or array of them (the integer part of a * source, as fairseq's int())."""
+    if rule is None:
+        return paper_length_limit(source_length)
+    scaled = float(rule[0]) * source_length
+    if hasattr(scaled, "long"):  # a tensor
+        scaled = scaled.long()
+    elif hasattr(scaled, "astype"):  # a numpy array or number
+        scaled = scaled.astype("int64")
+    else:
+        scaled = int(scaled)
+    return scaled + int(rule[1]) + 1
+
+
+# the decoding rules a folder states in its model config (config.json), which every engine reads as its search:
+# GNMT's or fairseq's lp, a length limit other than §6.1's ([a, b]), and the stopping rule ("never": the exact rule;
+# True: once k hypotheses finished, fairseq's and CTranslate2's; False: transformers' heuristic)
+FOLDER_RULES = ("length_normalization", "length_limit", "search_early_stopping")
+STOPPING_RULES = ("never", True, False)
+
+
+def folder_rules(config: dict) -> dict:
+    """The decoding rules `config` (a model config as a dict) states, those it leaves unset left out."""
+    return {key: config[key] for key in FOLDER_RULES if config.get(key) is not None}
+
+
 def source_limit(tokenizer_limit: int | None, max_position_embeddings: int) -> int:
     """The most source tokens a translation reads (longer sources are cut, with a warning): the tokenizer's
     model_max_length (None: no limit of its own) within the model's position table."""

@@ -13,7 +13,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from .alignment import attention_alignments
 from .data.token_batches import padded
 from .glossary_aayn import term_ids
-from .policy_aayn import source_limit
+from .policy_aayn import FOLDER_RULES, folder_rules, source_limit
 from .translator import ABILITIES, DecodingSettings, Translator
 
 
@@ -27,9 +27,8 @@ class TorchTranslator(Translator):
         self.name = name or getattr(self.model.config, "_name_or_path", None) or "the model"
         self.abilities = frozenset(ABILITIES if len(self.models) == 1 else ("prefixes", "glossary", "alignment"))
         config = self.model.generation_config
-        normalization = getattr(self.model.config, "length_normalization", None)
-        self.generation = {"num_beams": config.num_beams, "length_penalty": config.length_penalty,
-                           "length_normalization": normalization}  # fmt: skip
+        rules = folder_rules({key: getattr(self.model.config, key, None) for key in FOLDER_RULES})
+        self.generation = {"num_beams": config.num_beams, "length_penalty": config.length_penalty, **rules}
         self.source_limit = source_limit(tokenizer.model_max_length, self.model.config.max_position_embeddings)
 
     def encode(self, texts: list[str]) -> list[list[int]]:

@@ -16,7 +16,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .policy_aayn import LENGTH_NORMALIZATIONS, beams_for, length_penalty_in_force
+from .policy_aayn import (
+    LENGTH_NORMALIZATIONS,
+    STOPPING_RULES,
+    beams_for,
+    length_penalty_in_force,
+    sentence_length_limit,
+)
 from .policy_aayn import length_penalty as penalty_of_length
 
 DECODING_BATCH_TOKENS = 4096  # padded source tokens a decoding (or scoring) batch holds by default
@@ -46,14 +52,19 @@ Hypotheses = list[tuple]
 
 @dataclass(frozen=True)
 class DecodingSettings:
-    """One search, as every engine's batch decode reads it: the beam size (1: greedy), GNMT's alpha, how many
-    hypotheses each input returns, and a cap on new tokens within §6.1's source + 50 (None: §6.1's alone)."""
+    """One search, as every engine's batch decode reads it: the beam size (1: greedy), alpha, how many hypotheses
+    each input returns, a cap on new tokens within the length limit (None: the limit alone), and the rules the
+    folder states (`aayn.policy_aayn.FOLDER_RULES`): lp(Y) (GNMT's or fairseq's), the length limit per sentence
+    ([a, b]: a * |x| + b tokens before eos; None: §6.1's |x| + 50) and the stopping rule ("never": exact; True:
+    once k hypotheses finished; False: transformers' heuristic). An engine runs these or refuses in one line."""
 
     num_beams: int
     length_penalty: float
     nbest: int = 1
     max_new_tokens: int | None = None
     normalization: str = "gnmt"  # the folder's `length_normalization`: GNMT's lp or fairseq's |Y|^alpha
+    length_limit: tuple[float, int] | None = None  # the folder's `length_limit`
+    early_stopping: bool | str = "never"  # the folder's `search_early_stopping`
 
     @classmethod
     def resolve(
@@ -65,9 +76,9 @@ class DecodingSettings:
         length_penalty: float | None = None,
         max_new_tokens: int | None = None,
     ) -> DecodingSettings:
-        """The settings in force: those given, else the folder's generation config's (`generation`: its
-        `num_beams` and `length_penalty`), else transformers' defaults; at least `nbest` beams. ValueError names a
-        bad value."""
+        """The settings in force: those given, else the folder's (`generation`: its generation config's
+        `num_beams` and `length_penalty`, and the rules of its model config), else transformers' defaults; at least
+        `nbest` beams. ValueError names a bad value."""
         for name, value, smallest in (("nbest", nbest, 1), ("num_beams", num_beams, 1),
                                       ("max_new_tokens", max_new_tokens, 1)):  # fmt: skip
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < smallest):
@@ -79,7 +90,27 @@ class DecodingSettings:
         normalization = generation.get("length_normalization") or "gnmt"
         if normalization not in LENGTH_NORMALIZATIONS:
             raise ValueError(f"length_normalization must be one of {LENGTH_NORMALIZATIONS}, got {normalization!r}")
-        return cls(beams, float(alpha), nbest, max_new_tokens, normalization)
+        rule = generation.get("length_limit")
+        if rule is not None:
+            if not (isinstance(rule, (list, tuple)) and len(rule) == 2 and all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in rule)):  # fmt: skip
+                raise ValueError(f"length_limit must be [a, b] (a * source + b tokens), got {rule!r}")
+            rule = (float(rule[0]), int(rule[1]))
+        stopping = generation.get("search_early_stopping")
+        stopping = "never" if stopping is None else stopping
+        if stopping not in STOPPING_RULES:
+            raise ValueError(f"search_early_stopping must be one of {STOPPING_RULES}, got {stopping!r}")
+        return cls(beams, float(alpha), nbest, max_new_tokens, normalization, rule, stopping)
+
+    def limits(self, source_lengths):
+        """Each sentence's most target tokens, eos counted (an int, or an array or tensor of source lengths): the
+        folder's length limit within `max_new_tokens`, at least 1."""
+        limits = sentence_length_limit(source_lengths, self.length_limit)
+        if self.max_new_tokens is None:
+            return limits
+        if isinstance(limits, int):
+            return max(min(limits, self.max_new_tokens), 1)
+        return limits.clip(max=self.max_new_tokens).clip(min=1)
 
 
 @dataclass

@@ -251,7 +251,6 @@ def engine_arms(folder: Path, device: str, tokenizer) -> dict:
     from ..formats import export_model
     from ..onnx_engine import OnnxTranslator
     from ..onnx_export import quantized_copy
-    from ..translator import DecodingSettings
 
     arms = {}
     for arm, (form, quantization) in ENGINE_ARMS.items():
@@ -282,14 +281,13 @@ def engine_arms(folder: Path, device: str, tokenizer) -> dict:
 
             def decode(rows, batch, beams, engine=engine):  # as `aayn translate` decodes, on token ids
                 tokens = [engine.tokenizer.tokens(ids) for ids in rows]
-                results = engine.translate_tokens(tokens, DecodingSettings(beams, DEMO_ALPHA))
+                results = engine.translate_tokens(tokens, engine.settings(num_beams=beams, length_penalty=DEMO_ALPHA))
                 return [tokenizer.convert_tokens_to_ids(r.hypotheses[0]) for r in results]
         else:
             engine = OnnxTranslator(Path(folder, arm), threads=torch.get_num_threads())
 
-            def decode(rows, batch, beams, engine=engine):
-                ids, mask = batch["input_ids"].numpy(), batch["attention_mask"].numpy()
-                found = engine.search(ids, mask, DecodingSettings(beams, DEMO_ALPHA))
+            def decode(rows, batch, beams, engine=engine):  # as `aayn translate` decodes, on token ids
+                found = engine.hypotheses(rows, engine.settings(num_beams=beams, length_penalty=DEMO_ALPHA))
                 sequences = torch.tensor(np.stack([hypotheses[0][1] for hypotheses in found]))
                 return output_tokens(sequences, engine.eos, engine.pad)
 

@@ -51,3 +51,25 @@ class CTranslate2Folder(Format):
     def write_companions(self, staging: Path, loaded, output: Path) -> None:
         source, model, tokenizer, _ = loaded
         write_beside_weights(staging, model, tokenizer, source, config=False)  # CTranslate2 has its own config
+        state_rules(staging / "generation_config.json", model.config)
+
+
+def state_rules(path: Path, config) -> None:
+    """The search rules the folder decodes by, into its generation config: the model's length limit, and
+    CTranslate2's own beam-search rules (`aayn.ct2.CT2_RULES`), with one line where they differ from the model's."""
+    import json
+
+    from ..ct2 import CT2_RULES
+    from ..export import logger
+
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    if getattr(config, "length_limit", None) is not None:
+        settings["length_limit"] = list(config.length_limit)
+    stated = {key: getattr(config, key, None) for key in CT2_RULES}
+    if stated != CT2_RULES and (settings.get("num_beams") or 1) > 1:
+        logger.warning(
+            "CTranslate2 runs a beam search by its own rules (fairseq's: log P / |Y|^alpha, stopping at k finished "
+            "hypotheses), not the model's (GNMT's lp, the exact stop): beam outputs may differ; greedy ones do not"
+        )
+    settings.update(CT2_RULES)
+    path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
