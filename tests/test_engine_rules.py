@@ -74,8 +74,8 @@ def test_an_export_translates_as_the_torch_engine_under_the_rules_it_states(fold
     ours = torch_engine.nbest(texts, nbest, num_beams=beams)
     theirs = other.nbest(texts, nbest, num_beams=beams)
     assert [[text for _, text in each] for each in theirs] == [[text for _, text in each] for each in ours]
-    for mine, its in zip(ours, theirs):  # and the same scores, log P / lp(|Y|) with |Y| counting eos
-        assert [score for score, _ in its] == pytest.approx([score for score, _ in mine], abs=2e-4)
+    for mine, its in zip(ours, theirs):  # the same scores, log P / lp(|Y|) with |Y| counting eos (float32 sums)
+        assert [score for score, _ in its] == pytest.approx([score for score, _ in mine], abs=1e-3)
 
 
 def test_a_search_ctranslate2_cannot_run_is_refused_in_one_line(folders, tmp_path, capsys):

@@ -9,6 +9,7 @@ its generation config as JSON; batching and the length limit are the `Translator
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,6 +135,8 @@ def ct2_fault(settings: DecodingSettings) -> str | None:
     ends, which returns what the exact rule ("never") returns, lp being 1."""
     if settings.num_beams == 1:
         return None
+    if settings.min_new_tokens > 1:  # CTranslate2 bans eos before its softmax: beyond the first token, not ours
+        return f"CTranslate2 cannot run a beam search with min_new_tokens {settings.min_new_tokens} (at most 1)"
     if settings.length_penalty == 0:
         if settings.early_stopping == "never":
             return None
@@ -215,15 +218,20 @@ class ExportedModel(Translator):
     def finished(self, sources: list[list[str]], results: list, settings: DecodingSettings) -> list[Found]:
         """CTranslate2's results as our search gives them: pieces without eos, scored log P / lp(|Y|) by the
         folder's lp, |Y| counting eos, the `settings.nbest` best. A hypothesis that reached the limit (no eos: there
-        CTranslate2 stops without one) gets eos's log-probability added, as our search forces eos there."""
+        CTranslate2 stops without one) gets eos's log-probability added, as our search forces eos there. Where eos
+        may not come first (`min_new_tokens` 1: fairseq's --min-len), CTranslate2 bans it before its softmax, which
+        raises every first token's log-probability by the same -log(1 - P(eos first)); ours, as fairseq, bans it
+        after, so that much is taken off again."""
         alpha, normalization = settings.length_penalty, settings.normalization
         found, short = [], []
+        shift = self.first_eos_shift(sources) if settings.min_new_tokens else [0.0] * len(sources)
         for row, (source, result) in enumerate(zip(sources, results)):
             rows = result.attention or [[] for _ in result.hypotheses]
             entry = Found([], [], [])
             for hypothesis, score, attention in zip(result.hypotheses, result.scores, rows):
                 pieces = ended(hypothesis, self.eos)
                 log_p = score * len(hypothesis) ** alpha if alpha else score  # CTranslate2's: log P / |Y|^alpha
+                log_p -= shift[row]
                 if len(pieces) == len(hypothesis):
                     short.append((row, len(entry.hypotheses), source, pieces))
                 entry.hypotheses.append(pieces)
@@ -239,6 +247,12 @@ class ExportedModel(Translator):
                             for log_p, pieces in zip(entry.scores, entry.hypotheses)]  # fmt: skip
             entry.keep_best(settings.nbest)
         return found
+
+    def first_eos_shift(self, sources: list[list[str]]) -> list[float]:
+        """Per source, -log(1 - P(eos as the first token)): what banning eos before the softmax adds to every
+        hypothesis's first token."""
+        scored = self.translator.score_batch(sources, [[] for _ in sources])  # the empty target: eos alone
+        return [-math.log1p(-math.exp(result.log_probs[0])) for result in scored]
 
     def translate_group(
         self, tokens: list[list[str]], length: int, settings: DecodingSettings, attention: bool, patience: int = 1
@@ -258,7 +272,7 @@ class ExportedModel(Translator):
                 patience=patience,
                 length_penalty=settings.length_penalty,
                 max_decoding_length=max_decoding_length(settings.limits(length)),
-                min_decoding_length=0,  # CTranslate2's default, 1, bans an empty translation; our search does not
+                min_decoding_length=settings.min_new_tokens,  # CTranslate2's default, 1, bans eos first; ours: 0
                 return_end_token=True,
                 return_scores=True,
                 return_attention=attention,

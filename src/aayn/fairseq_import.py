@@ -410,6 +410,7 @@ def read_fairseq(
     # fairseq-interactive's default search: beam 5, hypotheses ranked by log P / |Y|^1 (--lenpen 1), k finished
     model.generation_config.num_beams = 5
     model.generation_config.length_penalty = 1.0
+    model.generation_config.min_new_tokens = 1  # fairseq's --min-len 1: eos is never the first token
     model.config.length_normalization = "fairseq"  # the model config keeps it (a generation config drops it)
     model.config.length_limit = [0, 200]  # fairseq's --max-len-a 0 --max-len-b 200: 200 tokens before eos
     model.config.search_early_stopping = True  # fairseq ends a sentence once k hypotheses have finished

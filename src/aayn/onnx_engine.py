@@ -123,14 +123,17 @@ class OnnxSessions:
         vocab, eos, pad = self.config["decoder_vocab_size"], self.config["eos_token_id"], self.config["pad_token_id"]
         self.only_eos = np.where(np.arange(vocab) == eos, 0.0, -np.inf).astype(np.float32)[None]
         self.ban = np.where((np.arange(vocab) == pad) & (pad != eos), -np.inf, 0.0).astype(np.float32)[None]
+        self.ban_eos = np.where(np.arange(vocab) == eos, -np.inf, self.ban).astype(np.float32)  # before min tokens
 
-    def candidates(self, logits: np.ndarray, scores: np.ndarray, at_limit: np.ndarray, count: int):
+    def candidates(self, logits: np.ndarray, scores: np.ndarray, at_limit: np.ndarray, count: int, early=False):
         """The `count` best candidates of each sentence (`scores`: (n, k) its beams' log P; `at_limit`: (n,) the
-        sentences at their limit): their values, beams and words, each (n, count)."""
+        sentences at their limit; `early`: eos is banned too, before the folder's least new tokens): their values,
+        beams and words, each (n, count)."""
         n, k = scores.shape
         feed = {
             "logits": logits, "scores": scores.reshape(-1, 1), "at_limit": np.repeat(at_limit, k)[:, None],
-            "only_eos": self.only_eos, "ban": self.ban, "shape": np.array([n, -1]), "count": np.array([count]),
+            "only_eos": self.only_eos, "ban": self.ban_eos if early else self.ban, "shape": np.array([n, -1]),
+            "count": np.array([count]),
         }  # fmt: skip
         values, indices = self.chooser.run(None, feed)
         return values, *np.divmod(indices, logits.shape[-1])
@@ -264,7 +267,8 @@ class OnnxTranslator(Translator):
         beams, layout = Beams(limits, k, self.start, self.pad), 1  # cache rows per sentence: 1 until the first step
         for step in range(1, int(limits.max()) + 1):
             at_limit = step >= beams.limits
-            candidates = sessions.candidates(logits, beams.scores, at_limit, 1 if k == 1 else 2 * k)
+            early = step <= settings.min_new_tokens  # eos may not end a hypothesis yet (fairseq's --min-len)
+            candidates = sessions.candidates(logits, beams.scores, at_limit, 1 if k == 1 else 2 * k, early)
             if k == 1:
                 done, parents = self.greedy_step(beams, *candidates, step, alpha)
             else:

@@ -28,7 +28,8 @@ class TorchTranslator(Translator):
         self.abilities = frozenset(ABILITIES if len(self.models) == 1 else ("prefixes", "glossary", "alignment"))
         config = self.model.generation_config
         rules = folder_rules({key: getattr(self.model.config, key, None) for key in FOLDER_RULES})
-        self.generation = {"num_beams": config.num_beams, "length_penalty": config.length_penalty, **rules}
+        self.generation = {"num_beams": config.num_beams, "length_penalty": config.length_penalty,
+                           "min_new_tokens": config.min_new_tokens, **rules}  # fmt: skip
         self.source_limit = source_limit(tokenizer.model_max_length, self.model.config.max_position_embeddings)
 
     def encode(self, texts: list[str]) -> list[list[int]]:

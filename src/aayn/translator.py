@@ -65,6 +65,7 @@ class DecodingSettings:
     normalization: str = "gnmt"  # the folder's `length_normalization`: GNMT's lp or fairseq's |Y|^alpha
     length_limit: tuple[float, int] | None = None  # the folder's `length_limit`
     early_stopping: bool | str = "never"  # the folder's `search_early_stopping`
+    min_new_tokens: int = 0  # the generation config's: tokens before eos may end a hypothesis (fairseq's --min-len)
 
     @classmethod
     def resolve(
@@ -100,7 +101,10 @@ class DecodingSettings:
         stopping = "never" if stopping is None else stopping
         if stopping not in STOPPING_RULES:
             raise ValueError(f"search_early_stopping must be one of {STOPPING_RULES}, got {stopping!r}")
-        return cls(beams, float(alpha), nbest, max_new_tokens, normalization, rule, stopping)
+        least = generation.get("min_new_tokens") or 0
+        if isinstance(least, bool) or not isinstance(least, int) or least < 0:
+            raise ValueError(f"min_new_tokens must be an integer >= 0, got {least!r}")
+        return cls(beams, float(alpha), nbest, max_new_tokens, normalization, rule, stopping, least)
 
     def limits(self, source_lengths):
         """Each sentence's most target tokens, eos counted (an int, or an array or tensor of source lengths): the
