@@ -1,8 +1,11 @@
 """Every ability × engine pair through the command line: each engine aayn translates (its own folder, the
 CTranslate2 and ONNX exports, and a toy registered format) is asked for each ability (`aayn.translator.ABILITIES`)
 as a user asks for it, and either does it (exit status 0, an answer) or refuses in one line naming what it lacks
-(exit status 2). Which cell is which comes from the format's declared abilities, checked here against what the
+(exit status 2); `aayn serve` of each is asked for what a request can ask (a glossary, alignments): 200 or a
+400 in one line. Which cell is which comes from the format's declared abilities, checked here against what the
 engine really does."""
+
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +65,45 @@ def test_each_engine_does_each_ability_or_refuses_in_one_line(folders, engine, a
         lines = [line for line in err.splitlines() if line.strip() and not line.startswith("(run with --debug")]
         assert len(lines) == 1 and f"it translates without {ABILITIES[ability]}" in lines[0], err
         assert "Traceback" not in err
+
+
+# what a request to `aayn serve` may ask of an engine beyond translating, as the Hub's shape asks it
+SERVED = {"glossary": {"glossary": {"one": "un"}}, "alignment": {"alignment": True}}
+
+
+@pytest.fixture(scope="module")
+def servers(folders):
+    """{format name: `aayn serve` of its folder}, one server per engine for the module's cells."""
+    import sys
+
+    from server_helpers import Server
+
+    tests = Path(__file__).parent
+    script = f"import sys; sys.path.insert(0, {str(tests)!r}); import toy_format; from aayn.cli import main; main()"
+    toy = [sys.executable, "-c", script]
+    started = {}
+    try:
+        for engine, folder in folders.items():
+            started[engine] = Server(folder, command=toy if engine == "reversed" else None)
+        yield started
+    finally:
+        for server in started.values():
+            server.stop()
+
+
+@pytest.mark.parametrize("ability", list(SERVED))
+@pytest.mark.parametrize("engine", ["aayn", "ctranslate2", "onnx", "reversed"])
+def test_each_engine_serves_each_ability_or_refuses_in_one_line(servers, engine, ability):
+    """`aayn serve` asked for a glossary or alignments (the Hub's shape): the translation with it (200), or a 400
+    whose one line names what the engine lacks, as the format declares; the server goes on."""
+    parameters = {"num_beams": 1, "max_new_tokens": 4, **SERVED[ability]}
+    status, answer, _ = servers[engine].post({"inputs": TEXT, "parameters": parameters})
+    if ability in FORMATS[engine].abilities:
+        assert status == 200, answer
+        assert isinstance(answer[0]["translation_text"], str)
+        assert ability != "alignment" or "alignment" in answer[0], answer
+    else:
+        assert status == 400, answer
+        message = answer["error"]
+        assert len(message.splitlines()) == 1 and ability in message, message
+    assert servers[engine].post({"inputs": TEXT, "parameters": {"max_new_tokens": 4}})[0] == 200

@@ -38,16 +38,16 @@ class Pair:
 
 
 def check_glossary(pair: Pair, glossary):
-    """`glossary`, where the pair's engine can hold one (not a CTranslate2 or ONNX export), else RequestError."""
+    """`glossary`, where the pair's engine can hold one (its format declares the ability), else RequestError."""
     if "glossary" not in pair.translators[0].abilities:
-        raise RequestError(f"Invalid request: {pair.names[0]} translates without a glossary (it is an export)")
+        raise RequestError(f"Invalid request: {pair.names[0]} translates without a glossary (its engine has none)")
     return glossary
 
 
 def check_alignment(pair: Pair) -> bool:
-    """Whether the pair's engine aligns (an aayn folder, a CTranslate2 export), else RequestError."""
+    """Whether the pair's engine aligns (its format declares the ability), else RequestError."""
     if "alignment" not in pair.translators[0].abilities:
-        raise RequestError(f"Invalid request: {pair.names[0]} gives no alignments (it is an ONNX export)")
+        raise RequestError(f"Invalid request: {pair.names[0]} gives no alignments (its engine has none)")
     return True
 
 
