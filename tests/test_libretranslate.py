@@ -78,6 +78,42 @@ def test_several_pairs_languages_detection_and_settings(server):
     assert health["pairs"] == ["en:fr", "fr:en"] and health["status"] == "ok"
 
 
+def multipart(fields: dict, boundary: str = "----WebKitFormBoundary7MA4YWxkTrZu0gW") -> tuple[bytes, str]:
+    """A multipart/form-data body and its content type as a browser's `FormData` (LibreTranslate's page) and Guzzle's
+    `multipart` option (Nextcloud's LibreTranslate client) send them: one part per field, CRLF line ends."""
+    lines = []
+    for name, value in fields.items():
+        lines += [f"--{boundary}", f'Content-Disposition: form-data; name="{name}"', "", value]
+    return "\r\n".join([*lines, f"--{boundary}--", ""]).encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def test_multipart_forms_and_query_strings_as_libretranslate_reads_them(server, expected):
+    """LibreTranslate reads a JSON body, else `request.values`: the query string's fields, then the form's
+    (urlencoded or multipart). LibreTranslate's page posts `FormData` (q, source, target, format, alternatives,
+    api_key); Nextcloud's client posts a multipart form to /translate and asks /detect with q in the query string."""
+    best, _ = expected
+    body, content_type = multipart({"q": "Six one eight.\r\nTwo.", "source": "en", "target": "fr", "format": "text",
+                                    "alternatives": "0", "api_key": ""})  # fmt: skip
+    status, answer, _ = server.post(body, raw=True, content_type=content_type)
+    assert status == 200 and answer == {"translatedText": f"{best['Six one eight.']}\n{best['Two.']}"}
+    query = urllib.parse.urlencode({"q": "Ceci est une phrase en français."})
+    status, detected, _ = server.post(b"", raw=True, path=f"/detect?{query}", content_type="")
+    assert status == 200 and detected[0]["language"] == "fr"
+    body, content_type = multipart({"q": "Ceci est une phrase en français."})
+    status, detected, _ = server.post(body, raw=True, path="/detect", content_type=content_type)
+    assert status == 200 and detected[0]["language"] == "fr"
+    query = urllib.parse.urlencode({"q": "Two.", "source": "en"})  # the rest in the form; the query's fields first
+    body, content_type = multipart({"q": "Six one eight.", "target": "fr"})
+    status, answer, _ = server.post(body, raw=True, path=f"/translate?{query}", content_type=content_type)
+    assert status == 200 and answer == {"translatedText": best["Two."]}
+    status, answer, _ = server.post(b"--x\r\n", raw=True, content_type="multipart/form-data")
+    assert status == 400 and answer == {"error": "Invalid request: a multipart form without its boundary"}
+    body, content_type = multipart({"source": "en", "target": "fr"})
+    status, answer, _ = server.post(body, raw=True, content_type=content_type)
+    assert status == 400 and answer["error"].startswith("Invalid request: missing q parameter")
+    assert server.post({"q": "Two.", "source": "en", "target": "fr"})[1] == {"translatedText": best["Two."]}
+
+
 @pytest.mark.parametrize(
     "body, message",
     [

@@ -110,8 +110,9 @@ class Service:
         try:
             if isinstance(data, dict) and "inputs" not in data:
                 answer, status = await self.libretranslate(data, request)
-            elif data is None and "json" not in content_type:  # a form: LibreTranslate's
-                answer, status = await self.libretranslate(read_fields(body, content_type), request)
+            elif data is None and "json" not in content_type:  # a form or a query string: LibreTranslate's
+                fields = read_fields(body, content_type, request.url.query)
+                answer, status = await self.libretranslate(fields, request)
             else:
                 answer, status = await self.hub(body, request)
         except RequestError as error:
@@ -120,10 +121,10 @@ class Service:
             return {"error": f"Cannot translate text: {one_line(error)}"}, 500, None
         return answer, status, None
 
-    def answer_detect(self, body: bytes, content_type: str) -> tuple[object, int]:
+    def answer_detect(self, body: bytes, content_type: str, query: str = "") -> tuple[object, int]:
         """`POST /detect` (LibreTranslate's): (answer, status)."""
         try:
-            fields = read_fields(body, content_type)
+            fields = read_fields(body, content_type, query)
             check_api_key(fields, self.api_keys)
             if not fields.get("q") or not isinstance(fields["q"], str):
                 raise RequestError("Invalid request: missing q parameter")
@@ -250,7 +251,8 @@ def build_app(pairs: list[Pair], settings: ServeSettings, api_keys: frozenset | 
         return JSONResponse(service.languages())
 
     async def detect(request: Request):
-        return JSONResponse(*service.answer_detect(await request.body(), request.headers.get("content-type", "")))
+        content_type = request.headers.get("content-type", "")
+        return JSONResponse(*service.answer_detect(await request.body(), content_type, request.url.query))
 
     async def frontend_settings(request: Request):
         return JSONResponse(service.frontend_settings())

@@ -88,9 +88,11 @@ class LibreRequest:
         return result
 
 
-def read_fields(body: bytes, content_type: str) -> dict:
-    """The request's fields: a JSON object, or a form (application/x-www-form-urlencoded) whose `q` has its line
-    ends made `\\n` (LibreTranslate's rule, for its character limits)."""
+def read_fields(body: bytes, content_type: str, query: str = "") -> dict:
+    """The request's fields as LibreTranslate reads them: a JSON object, else its `request.values`, the query
+    string's fields before the form's (urlencoded, or multipart: Nextcloud's client and LibreTranslate's own page
+    post `FormData`), a form's `q` with its line ends made `\\n` (LibreTranslate's rule, for its character
+    limits). A file part is kept as (filename, bytes)."""
     if "json" in content_type:
         try:
             fields = json.loads(body or b"null")
@@ -99,15 +101,46 @@ def read_fields(body: bytes, content_type: str) -> dict:
         if not isinstance(fields, dict):
             raise RequestError("Invalid JSON format")
         return fields
-    if "multipart" in content_type:
-        raise RequestError("Invalid request: send JSON or a form (application/x-www-form-urlencoded)")
-    try:
-        form = parse_qs(body.decode("utf-8"), keep_blank_values=True)
-    except UnicodeDecodeError:
-        raise RequestError("Invalid request: the form is not UTF-8") from None
-    fields = {name: values[0] for name, values in form.items()}
+    form = multipart_fields(body, content_type) if "multipart/form-data" in content_type else urlencoded(body)
+    fields = {**form, **urlencoded(query.encode())}  # a query string is ASCII, its escapes UTF-8
     if isinstance(fields.get("q"), str):
         fields["q"] = "\n".join(fields["q"].splitlines())
+    return fields
+
+
+def urlencoded(data: bytes) -> dict:
+    """The fields of an urlencoded form or query string, the first value of each."""
+    try:
+        return {name: values[0] for name, values in parse_qs(data.decode("utf-8"), keep_blank_values=True).items()}
+    except UnicodeDecodeError:
+        raise RequestError("Invalid request: the form is not UTF-8") from None
+
+
+def multipart_fields(body: bytes, content_type: str) -> dict:
+    """The fields of a multipart/form-data body (the standard library's MIME parser: no extra package): text
+    fields as str, file parts as (filename, bytes); the first part of each name."""
+    from email.parser import BytesParser
+    from email.policy import HTTP
+
+    if "boundary=" not in content_type:
+        raise RequestError("Invalid request: a multipart form without its boundary")
+    message = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + body)
+    if not message.is_multipart():
+        raise RequestError("Invalid request: the multipart form cannot be read")
+    fields = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if not name or name in fields:
+            continue
+        data = part.get_payload(decode=True) or b""
+        filename = part.get_filename()
+        if filename is not None:
+            fields[name] = (filename, data)
+            continue
+        try:
+            fields[name] = data.decode(part.get_content_charset() or "utf-8")
+        except (UnicodeDecodeError, LookupError):
+            raise RequestError(f"Invalid request: the form field {name} is not UTF-8") from None
     return fields
 
 
@@ -159,7 +192,7 @@ def read_translate(fields: dict, settings: ServeSettings, max_alternatives: int)
 
 def openapi_shape() -> tuple[dict, dict]:
     """(the request body's schema, the 200 answer's schema) of LibreTranslate's shape of `POST /translate` (a JSON
-    object or the same fields as a form)."""
+    object, or the same fields in the query string and an urlencoded or multipart form)."""
     texts = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
     body = {
         "title": "LibreTranslate's shape",

@@ -18,6 +18,7 @@ def openapi() -> dict:
             "content": {
                 "application/json": {"schema": {"oneOf": [hub_body, libre_body]}},
                 "application/x-www-form-urlencoded": {"schema": libre_body},
+                "multipart/form-data": {"schema": libre_body},
             },
         },
         "responses": {
