@@ -73,6 +73,8 @@ class AaynTrainer(Seq2SeqTrainer):
 
         output_dir = output_dir or self.args.output_dir
         super()._save(output_dir, state_dict)
+        if not self.args.should_save:  # transformers 5 calls `_save` on every process; one writes
+            return
         tokenizer = self.processing_class if hasattr(self.processing_class, "backend_tokenizer") else None
         saved = SavedModel(self.accelerator.unwrap_model(self.model), tokenizer, self.card_keywords())
         AaynFolder.write_into(Path(output_dir), saved, weights=False)
