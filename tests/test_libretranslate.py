@@ -196,7 +196,7 @@ def test_html_keeps_every_tag_and_places_inline_markup_by_alignment(server, expe
 def test_markup_comes_back_as_it_went_in():
     """The fragment's pieces: kept markup exactly as written (case, spacing, entities, script and code text), the
     texts between tags to translate, in order."""
-    from aayn.serve.markup import Fragment
+    from aayn.markup import Fragment
 
     source = ('<DIV id=x>Hello &amp; <B>bold</B > world<br>\n<script>if (a < b) { go(); }</script>'
               '<code>x = 1</code> &copy; 2026 <![CDATA[raw]]><p>Last &#8212; line</p></DIV>')  # fmt: skip

@@ -42,6 +42,27 @@ def alone(saved):
 ROUTES = {"/", "/translate", "/languages", "/detect", "/frontend/settings", "/health", "/openapi.json"}
 
 
+def test_every_route_of_the_app_is_described_with_its_methods():
+    """The OpenAPI document against the application's own routing table (no server started): every path with
+    every method it answers, each POST with its request body, both request shapes of /translate in every encoding
+    LibreTranslate reads."""
+    pytest.importorskip("starlette")
+    from aayn.serve import Pair, ServeSettings, build_app, openapi
+    from aayn.translator import Translator
+
+    app = build_app([Pair("en", "fr", ["toy"], [Translator()])], ServeSettings())
+    routed = {route.path: {m.lower() for m in route.methods} - {"head"} for route in app.routes}
+    described = openapi()["paths"]
+    assert set(routed) == set(described) == ROUTES
+    for path, methods in routed.items():
+        assert set(described[path]) == methods, path
+        for method in methods - {"get"}:
+            assert described[path][method]["requestBody"]["content"], (path, method)
+    content = described["/translate"]["post"]["requestBody"]["content"]
+    assert set(content) == {"application/json", "application/x-www-form-urlencoded", "multipart/form-data"}
+    assert set(described["/detect"]["post"]["requestBody"]["content"]) == set(content)
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_concurrent_requests_translate_as_each_sentence_alone(saved, alone, workers):
     """In the server's own thread, and in two worker processes decoding batches side by side."""

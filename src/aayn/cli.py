@@ -217,9 +217,9 @@ def translate(args: argparse.Namespace) -> None:
 
 def translate_html(translator, batches, args, generate: dict) -> None:
     """--html: each input line an HTML fragment, its markup kept; with an engine that aligns, inline markup is
-    placed by the alignment of each sentence translated whole (`aayn.serve.markup`)."""
+    placed by the alignment of each sentence translated whole (`aayn.markup`)."""
     from .alignment import AlignmentSettings
-    from .serve.markup import Fragment
+    from .markup import Fragment
 
     aligned = "alignment" in translator.abilities
     if aligned:

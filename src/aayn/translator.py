@@ -28,8 +28,9 @@ from .policy_aayn import length_penalty as penalty_of_length
 DECODING_BATCH_TOKENS = 4096  # padded source tokens a decoding (or scoring) batch holds by default
 
 # what a caller may ask of a translator beyond translating (target prefixes, drawing attention, scoring pairs,
-# glossaries: target terms each translation must contain, word alignments), each with how a user asks for it: the
-# one table behind every "cannot do that" message (`without`)
+# glossaries: target terms each translation must contain, word alignments), each with how a user of the command line
+# asks for it (ABILITIES) and what a server's client is told it lacks (LACKS): one row per ability in each, the
+# tables behind every "cannot do that" message
 ABILITIES = {
     "prefixes": "--prefix",
     "attention": "--show_attention",
@@ -37,13 +38,25 @@ ABILITIES = {
     "glossary": "--glossary",
     "alignment": "--print_alignment",
 }
+LACKS = {
+    "prefixes": "translates without target prefixes",
+    "attention": "shows no attention",
+    "scores": "scores no given pairs",
+    "glossary": "translates without a glossary",
+    "alignment": "gives no alignments",
+}
 
 
 def without(name: str, ability: str, what: str = "") -> str:
     """The one line saying that the model `name` (`what`: which kind it is, if not an aayn folder) lacks
-    `ability`."""
+    `ability`, for the command line."""
     where = "give the aayn folder it was exported from for that" if what else "give an aayn model folder for that"
     return f"--model {name}{what}: it translates without {ABILITIES[ability]}; {where}"
+
+
+def lacking(name: str, ability: str) -> str:
+    """The same line for a server's client, who asked in a request (no flag to name)."""
+    return f"{name} {LACKS[ability]} (its engine has none)"
 
 
 # one input's best translations as (score, text), best first; asked for alignments, (score, text, Alignment)

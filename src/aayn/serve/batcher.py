@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..translator import DecodingSettings, Translator
-from .hub_api import RequestError, ServeSettings
+from .settings import RequestError, ServeSettings
 
 
 @dataclass

@@ -1,16 +1,16 @@
 """The Hub's inference request shape on `aayn serve`: `POST /translate` with `{"inputs": "text" or [...],
 "parameters": {...}}`, answered `[{"translation_text": "..."}, ...]` in input order (with `num_return_sequences`
 above 1: a list per input, each hypothesis with its `score`); its errors (400, 413, 503 with Retry-After) and its
-part of the OpenAPI description (`openapi_shape`)."""
+part of the OpenAPI description (`openapi_shape`). The room reads the request and writes the answer; the
+service (`service.py`) translates."""
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 
 from ..policy_aayn import returned_fault
-from ..translator import DECODING_BATCH_TOKENS
+from .settings import GLOSSARY, RequestError, ServeSettings, read_alignment, read_glossary
 
 # the parameters a request may set, with what each must be (the generation options `aayn translate` takes)
 PARAMETERS = {
@@ -18,26 +18,9 @@ PARAMETERS = {
     "length_penalty": "a finite number",
     "max_new_tokens": "an integer >= 1",
     "num_return_sequences": "an integer >= 1, at most num_beams",
-    "glossary": "an object {source term: target term} or a list of [source term, target term] pairs",
+    "glossary": GLOSSARY,
     "alignment": "true or false: each translation with its word alignment (links of token positions)",
 }
-
-
-class RequestError(ValueError):
-    """What is wrong with a request, in one line, and the HTTP status that says so."""
-
-    def __init__(self, message: str, status: int = 400, headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.headers = status, headers or {}
-
-
-@dataclass
-class ServeSettings:
-    batch_tokens: int = DECODING_BATCH_TOKENS
-    max_wait_ms: float = 10.0
-    max_queue: int = 1024  # sentences waiting or being decoded
-    max_sentences: int = 64  # per request
-    max_chars: int = 2000  # per sentence
 
 
 def read_request(body: bytes, settings: ServeSettings) -> tuple[list[str], dict]:
@@ -90,25 +73,29 @@ def read_parameters(parameters) -> dict:
     return parameters
 
 
-def read_alignment(value):
-    """A request's `alignment` (true or false) as the translator's `AlignmentSettings` (None: not asked)."""
-    from ..alignment import AlignmentSettings
+async def translate(service, body: bytes, request) -> tuple[object, int]:
+    """`POST /translate` in the Hub's shape, for the service's first pair: (answer, status), or RequestError."""
+    texts, options = read_request(body, service.settings)
+    pair = service.pairs[0]
+    for ability in ("glossary", "alignment"):
+        if ability in options:
+            pair.require(ability)
+    best = await service.translated(pair, texts, options, request, "the model failed")
+    if best is None:
+        return {"error": "the client went away"}, 499
+    if options.get("num_return_sequences", 1) == 1:
+        return [hub_item(hypotheses[0], False) for hypotheses in best], 200
+    return [[hub_item(hypothesis, True) for hypothesis in hypotheses] for hypotheses in best], 200
 
-    if not isinstance(value, bool):
-        raise RequestError(f"Invalid request: alignment must be true or false, got {json.dumps(value)}")
-    return AlignmentSettings() if value else None
 
-
-def read_glossary(value):
-    """A request's `glossary` (JSON or TSV text; never a path on the server), or RequestError naming the fault."""
-    from ..glossary_aayn import Glossary
-
-    if not isinstance(value, (str, dict, list)):
-        raise RequestError(f"glossary must be {PARAMETERS['glossary']}")
-    try:
-        return Glossary.parse(value, files=False)
-    except ValueError as error:
-        raise RequestError(f"Invalid request: glossary: {error}") from None
+def hub_item(hypothesis: tuple, scored: bool) -> dict:
+    """One hypothesis in the Hub's shape: its text, its score where asked for n-best, its alignment where asked."""
+    item = {"translation_text": hypothesis[1]}
+    if scored:
+        item["score"] = hypothesis[0]
+    if len(hypothesis) > 2:
+        item.update(hypothesis[2].as_dict())
+    return item
 
 
 def openapi_shape() -> tuple[dict, dict]:

@@ -1,7 +1,8 @@
 """LibreTranslate's API (as LibreTranslate 1.9's `app.py` answers it) on `aayn serve`: what a request says, checked
 in LibreTranslate's order with its messages, and its answers' shapes. Errors are `{"error": "..."}` with 400 (a
 missing or bad field, too many texts or characters, a pair not served), 403 (a bad API key), 429 (the queue is
-full) and 500 (the model failed)."""
+full) and 500 (the model failed). The room owns LibreTranslate's endpoints (`/translate` in its shape, `/detect`,
+`/languages`, `/frontend/settings`) and its API keys; the service (`service.py`) translates."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import json
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from .hub_api import RequestError, ServeSettings, read_alignment, read_glossary
-from .markup import Fragment
+from ..languages import language_name
+from ..markup import Fragment
+from .settings import RequestError, ServeSettings, read_alignment, read_glossary
 
 FORMATS = ("text", "html")
+FORM_KINDS = ("application/json", "application/x-www-form-urlencoded", "multipart/form-data")  # as it reads them
+MAX_ALTERNATIVES = 8  # LibreTranslate's --alternatives-limit: n-best lists beyond it are refused
 
 
 class Lines:
@@ -144,6 +148,82 @@ def multipart_fields(body: bytes, content_type: str) -> dict:
     return fields
 
 
+async def translate(service, fields: dict, request) -> tuple[dict, int]:
+    """`POST /translate` in LibreTranslate's shape: (answer, status), or RequestError with its message."""
+    check_api_key(fields, service.api_keys)
+    asked = read_translate(fields, service.settings, MAX_ALTERNATIVES)
+    detected, source = None, asked.source
+    if source == "auto":
+        detected = service.detect(" ".join(asked.texts))[0]
+        source = detected["language"]
+    pair = service.pair_for(source, asked.target)
+    options = {"num_return_sequences": asked.alternatives + 1} if asked.alternatives else {}
+    if asked.glossary is not None:
+        pair.require("glossary")
+        options["glossary"] = asked.glossary
+    if asked.alignment is not None:
+        pair.require("alignment")
+        options["alignment"] = asked.alignment
+    if any(isinstance(d, Fragment) for d in asked.documents) and pair.can("alignment"):
+        options["alignment"] = asked.align_markup()  # inline markup placed by alignments, sentences whole
+    texts = asked.texts
+    try:
+        best = await service.translated(pair, texts, options, request, "Cannot translate text") if texts else []
+    except RequestError as error:
+        if error.status == 503:  # a full queue: LibreTranslate's "slow down"
+            raise RequestError(f"Slowdown: {error}", 429) from None
+        raise
+    if best is None:
+        return {"error": "the client went away"}, 499
+    return asked.answer(best, detected), 200
+
+
+def detect(service, fields: dict) -> tuple[list[dict], int]:
+    """`POST /detect`: the language of `q` among the served sources."""
+    check_api_key(fields, service.api_keys)
+    if not fields.get("q") or not isinstance(fields["q"], str):
+        raise RequestError("Invalid request: missing q parameter")
+    return service.detect(fields["q"]), 200
+
+
+def languages(service) -> list[dict]:
+    """`GET /languages`: each served source language with its targets."""
+    return [
+        {"code": source, "name": language_name(source),
+         "targets": sorted(pair.target for pair in service.named if pair.source == source)}
+        for source in service.sources
+    ]  # fmt: skip
+
+
+def frontend_settings(service) -> dict:
+    """`GET /frontend/settings`: what LibreTranslate's page reads (limits, keys, the first pair's languages)."""
+    first = service.named[0] if service.named else None
+    language = (
+        {side: {"code": code, "name": language_name(code)}
+         for side, code in (("source", first.source), ("target", first.target))}
+        if first else {}
+    )  # fmt: skip
+    keys = service.api_keys is not None
+    return {
+        "charLimit": service.settings.max_chars, "frontendTimeout": 500, "apiKeys": keys, "keyRequired": keys,
+        "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [], "language": language,
+    }  # fmt: skip
+
+
+def read_api_keys(path: str) -> frozenset:
+    """`--api_keys FILE`: one key a line (blank lines and `#` comments skipped)."""
+    from pathlib import Path
+
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"--api_keys {path}: no such file") from None
+    keys = frozenset(line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#"))
+    if not keys:
+        raise ValueError(f"--api_keys {path} holds no key (one a line)")
+    return keys
+
+
 def check_api_key(fields: dict, keys: frozenset | None) -> None:
     """With API keys required (`--api_keys FILE`): a request without one is told to ask for one (400), one with an
     unknown key is refused (403), as LibreTranslate answers both."""
@@ -224,11 +304,16 @@ def openapi_shape() -> tuple[dict, dict]:
 def openapi_paths() -> dict:
     """The endpoints LibreTranslate's clients call beside `POST /translate`."""
     error = {"description": 'a bad request: {"error": "..."}'}
+    detect_body = {"type": "object", "required": ["q"],
+                   "properties": {"q": {"type": "string"}, "api_key": {"type": "string"}}}  # fmt: skip
     return {
         "/languages": {"get": {"summary": "The served source languages, each with its targets",
                                "responses": {"200": {"description": "[{code, name, targets}]"}}}},
         "/detect": {"post": {"summary": "The language of q among the served sources (LibreTranslate's)",
-                             "responses": {"200": {"description": "[{language, confidence}]"}, "400": error}}},
+                             "requestBody": {"required": True, "content": {kind: {"schema": detect_body}
+                                                                           for kind in FORM_KINDS}},
+                             "responses": {"200": {"description": "[{language, confidence}]"}, "400": error,
+                                           "403": {"description": "an unknown API key"}}}},
         "/frontend/settings": {"get": {"summary": "What LibreTranslate's own page reads (limits, languages)",
                                        "responses": {"200": {"description": "charLimit, language, apiKeys, ..."}}}},
     }  # fmt: skip

@@ -188,7 +188,7 @@ def _sentences(pieces: list[tuple[str, str]]) -> list[tuple[int, int]]:
 def place_elements(pieces: list[tuple[str, str]], translation: str, alignment) -> str:
     """The translation of one sentence (`pieces`: its text and paired inline tags), escaped, with each inline
     element around the target words aligned to the source words it wrapped (well formed whatever the links)."""
-    from ..alignment import word_links
+    from .alignment import word_links
 
     # the source's words (whitespace-separated over the text without tags) and the elements each falls in
     tree = {"children": [], "words": set(), "open": "", "close": ""}

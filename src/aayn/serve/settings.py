@@ -1,0 +1,50 @@
+"""The terms every room of `aayn serve` shares, whatever the request's shape: the server's limits
+(`ServeSettings`), a request's fault in one line with its HTTP status (`RequestError`), and the options both shapes
+read the same way (a glossary given in the request, alignments asked for)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..translator import DECODING_BATCH_TOKENS
+
+GLOSSARY = "an object {source term: target term} or a list of [source term, target term] pairs"
+
+
+class RequestError(ValueError):
+    """What is wrong with a request, in one line, and the HTTP status that says so."""
+
+    def __init__(self, message: str, status: int = 400, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.headers = status, headers or {}
+
+
+@dataclass
+class ServeSettings:
+    batch_tokens: int = DECODING_BATCH_TOKENS
+    max_wait_ms: float = 10.0
+    max_queue: int = 1024  # sentences waiting or being decoded
+    max_sentences: int = 64  # per request
+    max_chars: int = 2000  # per sentence
+
+
+def read_alignment(value):
+    """A request's `alignment` (true or false) as the translator's `AlignmentSettings` (None: not asked)."""
+    from ..alignment import AlignmentSettings
+
+    if not isinstance(value, bool):
+        raise RequestError(f"Invalid request: alignment must be true or false, got {json.dumps(value)}")
+    return AlignmentSettings() if value else None
+
+
+def read_glossary(value):
+    """A request's `glossary` (JSON or TSV text; never a path on the server), or RequestError naming the fault."""
+    from ..glossary_aayn import Glossary
+
+    if not isinstance(value, (str, dict, list)):
+        raise RequestError(f"glossary must be {GLOSSARY}")
+    try:
+        return Glossary.parse(value, files=False)
+    except ValueError as error:
+        raise RequestError(f"Invalid request: glossary: {error}") from None

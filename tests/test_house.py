@@ -1,0 +1,108 @@
+"""The house's own rules, read from the source (no import of aayn): no import circle among aayn's modules (an import
+inside a function counts: it closes the loop at run time), no function over 80 lines, the model file and the
+README within their sizes."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "aayn"
+LONGEST_FUNCTION, MODEL_FILE_LINES, README_LINES = 80, 650, 220
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in SRC.rglob("*.py"):
+        parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imported(name: str, path: Path, known: dict) -> set[str]:
+    """The aayn modules that `name` imports anywhere in its text (a `from . import x` names module x)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                found.add(full if full in known else target)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return (found & set(known)) - {name}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iteratively)."""
+    index, low, on, stack, groups, counter = {}, {}, set(), [], [], [0]
+
+    def visit(start):
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter[0]
+                    counter[0] += 1
+                    stack.append(nxt)
+                    on.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on.discard(member)
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_circles_are_found():
+    """The finder itself, on a graph with one circle of three and a branch off it."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
+    assert circles(graph) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle():
+    known = modules()
+    graph = {name: imported(name, path, known) for name, path in known.items()}
+    assert graph["aayn.serve.app"] >= {"aayn.serve.hub_api", "aayn.serve.libretranslate"}  # the reader reads
+    assert circles(graph) == []
+
+
+def test_no_function_over_80_lines():
+    long = [
+        f"{path.relative_to(SRC.parent)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in SRC.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > LONGEST_FUNCTION
+    ]
+    assert long == []
+
+
+def test_the_model_file_and_the_readme_within_their_sizes():
+    assert len((SRC / "modeling_aayn.py").read_text(encoding="utf-8").splitlines()) <= MODEL_FILE_LINES
+    assert len((SRC.parents[1] / "README.md").read_text(encoding="utf-8").splitlines()) <= README_LINES
