@@ -55,6 +55,28 @@ def test_translate_answers_as_libretranslate_in_input_order(server, expected):
     assert answer == {"translatedText": [best["Two."], "12 345", ""]}  # no letters: given back, as LibreTranslate
 
 
+def test_a_paragraph_is_translated_sentence_by_sentence_with_its_own_spacing(server, expected):
+    """As LibreTranslate: a text is split into sentences (pysbd's rules for the source language), each translated
+    as alone, put back with the text's spaces and breaks; format=html splits within each block."""
+    import html
+
+    pytest.importorskip("pysbd")
+    best, _ = expected
+    zero = TEXTS[2]
+    paragraph = f"Six one eight.  Two.\n\n {zero}"
+    status, answer, _ = server.post({"q": [paragraph, "Two. 12"], "source": "en", "target": "fr"})
+    assert status == 200, answer
+    assert answer["translatedText"] == [
+        f"{best['Six one eight.']}  {best['Two.']}\n\n {best[zero]}",
+        f"{best['Two.']} 12",
+    ]
+    status, answer, _ = server.post(
+        {"q": "<p>Six one eight. Two.</p>", "source": "en", "target": "fr", "format": "html"}
+    )
+    one, two = (html.escape(best[text], quote=False) for text in ("Six one eight.", "Two."))
+    assert status == 200 and answer == {"translatedText": f"<p>{one} {two}</p>"}
+
+
 def test_several_pairs_languages_detection_and_settings(server):
     assert server.get("/languages") == [
         {"code": "en", "name": "English", "targets": ["fr"]},

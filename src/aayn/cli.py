@@ -151,9 +151,14 @@ def translate(args: argparse.Namespace) -> None:
         raise ValueError("--show_attention draws one plain translation: no --nbest or --prefix with it")
     if args.format is not None and not args.nbest:
         raise ValueError(f"--format {args.format} needs --nbest N")
-    if args.html and (args.nbest or args.prefix or args.show_attention or args.print_alignment):
-        raise ValueError("--html translates each line's HTML once: no --nbest, --prefix, --show_attention or "
-                         "--print_alignment with it")  # fmt: skip
+    if args.source_lang and not args.split_sentences:
+        raise ValueError("--source_lang names the language --split_sentences splits by: give both")
+    for flag, what in (("html", "each line's HTML"), ("split_sentences", "each line's sentences")):
+        if getattr(args, flag) not in (None, False) and (
+            args.nbest or args.prefix or args.show_attention or args.print_alignment
+        ):
+            raise ValueError(f"--{flag} translates {what} once: no --nbest, --prefix, --show_attention or "
+                             "--print_alignment with it")  # fmt: skip
     if args.text:
         batches = [args.text]
     elif args.show_attention:
@@ -193,8 +198,8 @@ def translate(args: argparse.Namespace) -> None:
         print(text)
         print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
         return
-    if args.html:
-        return translate_html(translator, batches, args, generate)
+    if args.html or args.split_sentences:
+        return translate_documents(translator, batches, args, generate)
     prefixes = read_lines(args.prefix, "--prefix") if args.prefix else None
     done = 0  # lines answered so far: the index of --nbest's output and of --prefix's lines
     for batch in batches:
@@ -215,17 +220,24 @@ def translate(args: argparse.Namespace) -> None:
         raise ValueError(f"--prefix {args.prefix} has {len(prefixes)} lines for {done} inputs")
 
 
-def translate_html(translator, batches, args, generate: dict) -> None:
-    """--html: each input line an HTML fragment, its markup kept; with an engine that aligns, inline markup is
-    placed by the alignment of each sentence translated whole (`aayn.markup`)."""
-    from .alignment import AlignmentSettings
+def translate_documents(translator, batches, args, generate: dict) -> None:
+    """--html and --split_sentences: each input line a document whose texts (an HTML fragment's text runs, a
+    paragraph's sentences) are translated together and the line rebuilt around their translations, one line out per
+    line in. With --html and an engine that aligns, inline markup is placed by the alignment of each sentence
+    translated whole (`aayn.markup`); --split_sentences splits by the rules of the source language
+    (`aayn.sentences`)."""
     from .markup import Fragment
+    from .sentences import Sentences
 
-    aligned = "alignment" in translator.abilities
+    aligned = args.html and "alignment" in translator.abilities
     if aligned:
+        from .alignment import AlignmentSettings
+
         generate["alignment"] = AlignmentSettings()
+    split = sentence_splitter(args)
     for batch in batches:
-        documents = [Fragment(line, aligned=aligned) for line in batch]
+        documents = [Fragment(line, aligned=aligned, split=split) if args.html else Sentences(line, split)
+                     for line in batch]  # fmt: skip
         texts = [text for document in documents for text in document.texts]
         best = translator.nbest(texts, 1, batch_tokens=args.batch_tokens, **generate) if texts else []
         start = 0
@@ -235,6 +247,20 @@ def translate_html(translator, batches, args, generate: dict) -> None:
             alignments = [hypothesis[2] for hypothesis in chosen] if aligned else None
             print(" ".join(document.rebuilt([h[1] for h in chosen], alignments).splitlines()))
         sys.stdout.flush()
+
+
+def sentence_splitter(args: argparse.Namespace):
+    """--split_sentences: the splitter of --source_lang, else of the source language the folder's card names
+    (None without the flag)."""
+    if not args.split_sentences:
+        return None
+    from .sentences import splitter
+
+    language = args.source_lang or card_languages(args.model)[0]
+    if not language:
+        raise ValueError(f"--split_sentences: the card of {args.model[0]} names no source language; give its code "
+                         "(--source_lang en)")  # fmt: skip
+    return splitter(language)
 
 
 def aligned_line(hypothesis: tuple, form: str | None) -> str:
@@ -618,6 +644,19 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="each input line is HTML: tags, comments and entities kept; inline markup (<b>, <a href>, ...) placed "
         "around the words aligned to its own (an engine that aligns) or each text run translated alone",
+    )
+    parser.add_argument(
+        "--split_sentences",
+        "--split-sentences",
+        action="store_true",
+        help="each input line is a paragraph: split into sentences by the rules of the source language, "
+        "translated, and put back with the line's own spacing",
+    )
+    parser.add_argument(
+        "--source_lang",
+        "--source-lang",
+        metavar="CODE",
+        help="with --split_sentences: the source language's code (default: the one the folder's card names)",
     )
 
 

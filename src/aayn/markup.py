@@ -105,14 +105,18 @@ class _Pieces(HTMLParser):
 
 class Fragment:
     """An HTML fragment split into what is kept and the texts to translate (`texts`, in document order).
-    `aligned`: a sentence with inline markup is one text, its elements placed by the alignment (`rebuilt`'s)."""
+    `aligned`: a sentence with inline markup is one text, its elements placed by the alignment (`rebuilt`'s).
+    `split` (`aayn.sentences.splitter`): each block's text split into sentences where no inline element spans
+    the boundary."""
 
-    def __init__(self, source: str, aligned: bool = False):
+    def __init__(self, source: str, aligned: bool = False, split=None):
         self.source, self.aligned = source, aligned
         parser = _Pieces()
         parser.feed(source)
         parser.close()
         self.pieces = _paired(parser.pieces) if aligned else [_plain(piece) for piece in parser.pieces]
+        if split is not None:
+            self.pieces = _split_sentences(self.pieces, split)
         self.groups = _sentences(self.pieces)  # (first piece, end) of each slot: a text, or a sentence with markup
         self.slots = [group for group in self.groups if _prose("".join(self._texts_of(group)))]
         self.texts = [" ".join(html.unescape("".join(self._texts_of(group))).split()) for group in self.slots]
@@ -183,6 +187,42 @@ def _sentences(pieces: list[tuple[str, str]]) -> list[tuple[int, int]]:
             groups.append((start, i))
             start = None
     return groups
+
+
+def _split_sentences(pieces: list[tuple[str, str]], split) -> list[tuple[str, str]]:
+    """`pieces` with an empty markup piece (a boundary for `_sentences`) where `split` starts a sentence inside a
+    text run that no inline element of its group spans; a run the splitter rewrote is left whole."""
+    cuts = {}  # piece index -> offsets in its text where a sentence starts
+    for start, end in _sentences(pieces):
+        spans, depth, text = [], 0, ""  # spans: (piece, first character, depth) of each text piece
+        for i in range(start, end):
+            kind, raw = pieces[i]
+            depth += (kind == "open") - (kind == "close")
+            if kind == "text":
+                spans.append((i, len(text), depth))
+                text += raw
+        cursor, starts = 0, []
+        for sentence in split(text):
+            sentence = sentence.strip()
+            found = text.find(sentence, cursor) if sentence else cursor
+            if found < 0:
+                starts = []
+                break
+            if sentence and cursor:
+                starts.append(found)
+            cursor = found + len(sentence)
+        for offset in starts:
+            piece, first, depth = [span for span in spans if span[1] <= offset][-1]
+            if depth == 0 and offset > first:
+                cuts.setdefault(piece, []).append(offset - first)
+    out = []
+    for i, (kind, raw) in enumerate(pieces):
+        at = 0
+        for offset in cuts.get(i, ()):
+            out += [("text", raw[at:offset]), ("markup", "")]
+            at = offset
+        out.append((kind, raw[at:]))
+    return out
 
 
 def place_elements(pieces: list[tuple[str, str]], translation: str, alignment) -> str:

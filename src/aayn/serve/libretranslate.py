@@ -7,11 +7,12 @@ full) and 500 (the model failed). The room owns LibreTranslate's endpoints (`/tr
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from ..languages import language_name
 from ..markup import Fragment
+from ..sentences import Sentences, splitter
 from .settings import RequestError, ServeSettings, read_alignment, read_glossary
 
 FORMATS = ("text", "html")
@@ -19,26 +20,12 @@ FORM_KINDS = ("application/json", "application/x-www-form-urlencoded", "multipar
 MAX_ALTERNATIVES = 8  # LibreTranslate's --alternatives-limit: n-best lists beyond it are refused
 
 
-class Lines:
-    """A plain text as texts to translate: each line with letters in it, the others (blank, numbers only) kept."""
-
-    def __init__(self, source: str):
-        self.lines = source.split("\n")
-        self.slots = [i for i, line in enumerate(self.lines) if any(c.isalpha() for c in line)]
-        self.texts = [self.lines[i].strip() for i in self.slots]
-
-    def rebuilt(self, translations: list[str]) -> str:
-        lines = list(self.lines)
-        for i, translation in zip(self.slots, translations):
-            lines[i] = translation
-        return "\n".join(lines)
-
-
 @dataclass
 class LibreRequest:
     """One `POST /translate` in LibreTranslate's shape, checked."""
 
-    documents: list  # one `Lines` or `Fragment` per text of `q`
+    q: list[str]  # the texts asked for, in order
+    form: str  # "text" or "html"
     batch: bool  # `q` was a list
     source: str  # a code, or "auto"
     target: str
@@ -46,14 +33,20 @@ class LibreRequest:
     api_key: str | None
     glossary: object = None  # aayn's own field: a `Glossary`
     alignment: object = None  # aayn's own field: `AlignmentSettings` where asked for (then answered)
+    documents: list = field(default_factory=list)  # one `Sentences` or `Fragment` per text of `q` (`split`)
 
-    def align_markup(self):
-        """html documents translated sentence by sentence, their inline markup placed by alignments. Returns the
-        alignment to decode with: the one asked for, else the default (used for the markup, not answered)."""
+    def split(self, language: str, aligns: bool):
+        """Each text as the sentences to translate, split by the rules of `language` (the source), with html's
+        inline markup placed by alignments where the engine `aligns` (each sentence then translated whole).
+        Returns the alignment to decode with: the one asked for, else for the markup (not answered), else None."""
         from ..alignment import AlignmentSettings
 
-        self.documents = [Fragment(d.source, aligned=True) if isinstance(d, Fragment) else d for d in self.documents]
-        return self.alignment or AlignmentSettings()
+        split = splitter(language)
+        if self.form == "html":
+            self.documents = [Fragment(text, aligned=aligns, split=split) for text in self.q]
+            return (self.alignment or AlignmentSettings()) if aligns else self.alignment
+        self.documents = [Sentences(text, split) for text in self.q]
+        return self.alignment
 
     @property
     def texts(self) -> list[str]:
@@ -71,15 +64,15 @@ class LibreRequest:
                 first = document.rebuilt([h[0][1] for h in hypotheses])
             translated.append(first)
             others = []
-            if self.alternatives and isinstance(document, Lines):
+            if self.alternatives and isinstance(document, Sentences):
                 ranks = min((len(h) for h in hypotheses), default=1)
-                for rank in range(1, ranks):  # alternative i: each line's i-th hypothesis (LibreTranslate: no html)
+                for rank in range(1, ranks):  # alternative i: each sentence's i-th (LibreTranslate: none for html)
                     text = document.rebuilt([h[rank][1] for h in hypotheses])
                     if text != first and text not in others:
                         others.append(text)
             alternatives.append(others)
         result = {"translatedText": translated if self.batch else translated[0]}
-        if self.alignment is not None:  # per text, the alignment of each piece translated (a line, a text run)
+        if self.alignment is not None:  # per text, the alignment of each piece translated (a sentence, a text run)
             aligned, start = [], 0
             for document in self.documents:
                 aligned.append([h[0][2].as_dict() for h in best[start : start + len(document.texts)]])
@@ -154,7 +147,7 @@ async def translate(service, fields: dict, request) -> tuple[dict, int]:
     asked = read_translate(fields, service.settings, MAX_ALTERNATIVES)
     detected, source = None, asked.source
     if source == "auto":
-        detected = service.detect(" ".join(asked.texts))[0]
+        detected = service.detect(" ".join(asked.q))[0]
         source = detected["language"]
     pair = service.pair_for(source, asked.target)
     options = {"num_return_sequences": asked.alternatives + 1} if asked.alternatives else {}
@@ -163,9 +156,9 @@ async def translate(service, fields: dict, request) -> tuple[dict, int]:
         options["glossary"] = asked.glossary
     if asked.alignment is not None:
         pair.require("alignment")
-        options["alignment"] = asked.alignment
-    if any(isinstance(d, Fragment) for d in asked.documents) and pair.can("alignment"):
-        options["alignment"] = asked.align_markup()  # inline markup placed by alignments, sentences whole
+    alignment = asked.split(source, pair.can("alignment"))  # sentences; html's inline markup by alignments
+    if alignment is not None:
+        options["alignment"] = alignment
     texts = asked.texts
     try:
         best = await service.translated(pair, texts, options, request, "Cannot translate text") if texts else []
@@ -262,12 +255,11 @@ def read_translate(fields: dict, settings: ServeSettings, max_alternatives: int)
     form = fields.get("format") or "text"
     if form not in FORMATS:
         raise RequestError(f"{form} format is not supported")
-    documents = [Fragment(text) if form == "html" else Lines(text) for text in texts]
     glossary = read_glossary(fields["glossary"]) if fields.get("glossary") else None
     flag = fields.get("alignment")
     flag = {"true": True, "false": False, "": False}.get(flag, flag) if isinstance(flag, str) else flag
     alignment = read_alignment(flag) if flag is not None else None
-    return LibreRequest(documents, batch, source, target, alternatives, fields.get("api_key"), glossary, alignment)
+    return LibreRequest(texts, form, batch, source, target, alternatives, fields.get("api_key"), glossary, alignment)
 
 
 def openapi_shape() -> tuple[dict, dict]:
