@@ -136,6 +136,47 @@ def test_multipart_forms_and_query_strings_as_libretranslate_reads_them(server, 
     assert server.post({"q": "Two.", "source": "en", "target": "fr"})[1] == {"translatedText": best["Two."]}
 
 
+def test_discourse_and_searxng_as_their_code_calls(server, expected):
+    """Discourse's translator plugin (`provider/libre_translate.rb`): GET /languages and checks that the source and
+    the target are both listed codes; POST /detect and /translate as urlencoded forms, always with `api_key` (empty
+    without one), the post's cooked HTML with `format=html`. SearXNG's engine (`engines/libretranslate.py`): a JSON
+    body with `alternatives: 3`, reading `translatedText` and `alternatives`."""
+    import html
+
+    best, _ = expected
+    codes = [language["code"] for language in server.get("/languages")]
+    assert "en" in codes and "fr" in codes  # translate_supported?(source, target)
+    form = urllib.parse.urlencode({"q": "Ceci est une phrase en français.", "api_key": ""}).encode()
+    status, detected, _ = server.post(form, raw=True, path="/detect", content_type="application/x-www-form-urlencoded")
+    assert status == 200 and detected[0]["language"] == "fr"
+    cooked = "<p>Six one eight.</p>\n<p><em>Two.</em></p>"
+    form = urllib.parse.urlencode({"q": cooked, "source": "en", "target": "fr", "format": "html", "api_key": ""})
+    status, answer, _ = server.post(form.encode(), raw=True, content_type="application/x-www-form-urlencoded")
+    one, two = (html.escape(best[text], quote=False) for text in ("Six one eight.", "Two."))
+    assert status == 200 and answer == {"translatedText": f"<p>{one}</p>\n<p><em>{two}</em></p>"}
+    status, answer, _ = server.post({"q": TEXTS[0], "source": "en", "target": "fr", "alternatives": 3})
+    alternatives = answer["alternatives"]  # the 4-best list's others (its search may differ from the 3-best's)
+    assert status == 200 and answer["translatedText"] == best[TEXTS[0]] and set(answer) == {"translatedText",
+                                                                                         "alternatives"}  # fmt: skip
+    assert len(alternatives) <= 3 and len(set(alternatives)) == len(alternatives) and best[TEXTS[0]] not in alternatives
+
+
+def test_languages_lists_every_served_language_as_libretranslate_does():
+    """A language served only as a target is listed with no targets of its own (LibreTranslate lists every
+    installed language), so that clients checking both codes (Discourse) find the target."""
+    from types import SimpleNamespace
+
+    from aayn.serve.libretranslate import languages
+    from aayn.serve.service import Pair
+
+    service = SimpleNamespace(named=[Pair("en", "fr", ["a"], []), Pair("en", "de", ["b"], [])])
+    assert languages(service) == [
+        {"code": "de", "name": "German", "targets": []},
+        {"code": "en", "name": "English", "targets": ["de", "fr"]},
+        {"code": "fr", "name": "French", "targets": []},
+    ]
+
+
 @pytest.mark.parametrize(
     "body, message",
     [

@@ -180,11 +180,14 @@ def detect(service, fields: dict) -> tuple[list[dict], int]:
 
 
 def languages(service) -> list[dict]:
-    """`GET /languages`: each served source language with its targets."""
+    """`GET /languages`: every served language, each with the targets it translates into (none for a language
+    served only as a target), as LibreTranslate lists its installed languages: Discourse checks that both the
+    source and the target are listed codes."""
+    codes = sorted({code for pair in service.named for code in (pair.source, pair.target)})
     return [
-        {"code": source, "name": language_name(source),
-         "targets": sorted(pair.target for pair in service.named if pair.source == source)}
-        for source in service.sources
+        {"code": code, "name": language_name(code),
+         "targets": sorted(pair.target for pair in service.named if pair.source == code)}
+        for code in codes
     ]  # fmt: skip
 
 
