@@ -46,11 +46,16 @@ class Server:
             return json.loads(response.read())
 
     def post(
-        self, body, raw: bool = False, path: str = "/translate", content_type: str = "application/json"
+        self,
+        body,
+        raw: bool = False,
+        path: str = "/translate",
+        content_type: str = "application/json",
+        headers: dict | None = None,
     ) -> tuple[int, dict, dict]:
         """(status, JSON answer, headers in lower case) of a POST of `body` (JSON-encoded unless `raw`)."""
         data = body if raw else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data, {"Content-Type": content_type})
+        request = urllib.request.Request(self.url + path, data, {"Content-Type": content_type, **(headers or {})})
         try:
             with urllib.request.urlopen(request, timeout=120) as response:
                 return response.status, json.loads(response.read()), {k.lower(): v for k, v in response.headers.items()}

@@ -288,7 +288,8 @@ def test_api_keys_a_full_queue_and_mastodon_s_exact_calls(saved, tmp_path, expec
     best, _ = expected
     keys = tmp_path / "keys.txt"
     keys.write_text("secret-key\n")
-    server = Server(None, "--pair", f"en:fr={saved[0]}", "--api_keys", keys, "--max_queue", 3)
+    server = Server(None, "--pair", f"en:fr={saved[0]}", "--api_keys", keys, "--max_queue", 3, "--api_keys_db_path",
+                    tmp_path / "keys.db", "--require_api_key_origin", r"https://mastodon\.example$")  # fmt: skip
     try:
         call = {"q": ["<p>Six one eight.</p>", "<p>Two.</p>"], "source": "auto", "target": "fr", "format": "html",
                 "api_key": "secret-key"}  # fmt: skip
@@ -297,10 +298,12 @@ def test_api_keys_a_full_queue_and_mastodon_s_exact_calls(saved, tmp_path, expec
         assert [answer["translatedText"][i] for i in range(2)] == [f"<p>{best[t]}</p>" for t in TEXTS[:2]]
         assert [answer["detectedLanguage"][i]["language"] for i in range(2)] == ["en", "en"]  # one source served
         assert server.post({**call, "api_key": "wrong"})[0:2] == (403, {"error": "Invalid API key"})
-        assert server.post({**call, "api_key": ""})[0:2] == (
+        assert server.post({**call, "api_key": ""})[0:2] == (  # keyless, from an origin other than the one allowed
             400,
             {"error": "Please contact the server operator to get an API key"},
         )
+        allowed = server.post({**call, "api_key": ""}, headers={"Origin": "https://mastodon.example"})
+        assert allowed[0] == 200, allowed
         assert server.get("/frontend/settings")["keyRequired"] is True
         status, answer, _ = server.post({**call, "q": ["One.", "Two.", "Three.", "Four."]})
         assert (status, answer["error"].split(":")[0]) == (429, "Slowdown")
@@ -309,6 +312,80 @@ def test_api_keys_a_full_queue_and_mastodon_s_exact_calls(saved, tmp_path, expec
         assert {status for status, _, _ in answers} <= {200, 429} and any(s == 200 for s, _, _ in answers)
     finally:
         assert server.stop()[0] == 0
+
+
+def test_keys_in_their_database_and_limits_per_client_as_libretranslate(saved, tmp_path, capsys):
+    """`aayn serve keys` manages LibreTranslate's SQLite schema (`add` prints a UUID alone, the database path
+    before or after the verb); with keys on and `--req_limit`, a keyless client is held to the limit by address and
+    a keyed one to its key's (429 `Slowdown: N per 1 minute`, each request once however many texts), `/languages`,
+    `/health` and `/frontend/settings` not counted; a key's character limit replaces the server's; a key removed
+    while the server runs is refused within seconds; the Hub's shape takes the key as `Authorization: Bearer`; the
+    keys survive a restart."""
+    import sqlite3
+    import time
+    import uuid
+
+    from aayn.cli import main as aayn
+    from aayn.serve.keys import CACHE_SECONDS
+
+    database = tmp_path / "db" / "api_keys.db"
+    assert aayn(["serve", "keys", "add", "2", "--api_keys_db_path", str(database)]) == 0
+    two = capsys.readouterr().out.strip()
+    assert str(uuid.UUID(two)) == two  # the key alone, as ltmanage prints it
+    assert aayn(["serve", "--api_keys_db_path", str(database), "keys", "add", "50", "--char_limit", "10"]) == 0
+    short = capsys.readouterr().out.strip()
+    connection = sqlite3.connect(database)
+    rows = {key: (limit, chars) for key, limit, chars in connection.execute("SELECT * FROM api_keys")}
+    connection.close()
+    assert rows == {two: (2, None), short: (50, 10)}
+    assert aayn(["serve", "keys", "--api_keys_db_path", str(database)]) == 0
+    assert two in capsys.readouterr().out
+    flags = ("--pair", f"en:fr={saved[0]}", "--api_keys", "--api_keys_db_path", database, "--req_limit", 3)
+    server = Server(None, *flags)
+    call = {"q": ["Two.", "Six one eight.", "Two."], "source": "en", "target": "fr"}
+    try:
+        for _ in range(2):
+            assert server.post(call)[0] == 200
+            for path in ("/languages", "/health", "/frontend/settings"):
+                server.get(path)
+        assert server.post(call)[0] == 200  # the third of three a minute: GETs not counted
+        assert server.post(call)[0:2] == (429, {"error": "Slowdown: 3 per 1 minute"})
+        keyed = {**call, "api_key": two}
+        assert [server.post(keyed)[0] for _ in range(3)] == [200, 200, 429]  # its own limit, its own count
+        status, answer, _ = server.post({"q": "Six one eight.", "source": "en", "target": "fr", "api_key": short})
+        assert (status, answer) == (400, {"error": "Invalid request: request (14) exceeds text limit (10)"})
+        assert server.post({"q": "Two.", "source": "en", "target": "fr", "api_key": short})[0] == 200
+        bearer = {"Authorization": "Bearer not-a-key"}
+        assert server.post({"inputs": "Two."}, headers=bearer)[0:2] == (403, {"error": "Invalid API key"})
+        assert server.post({"inputs": "Two."}, headers={"Authorization": f"Bearer {short}"})[0] == 200
+        assert aayn(["serve", "keys", "add", "9", "--api_keys_db_path", str(database)]) == 0
+        fresh = capsys.readouterr().out.strip().splitlines()[-1]
+        assert server.post({**call, "api_key": fresh})[0] == 200  # added while serving: no restart
+        assert aayn(["serve", "keys", "remove", fresh, "--api_keys_db_path", str(database)]) == 0
+        time.sleep(CACHE_SECONDS + 0.5)  # the server reads a key again after CACHE_SECONDS
+        refused = server.post({**call, "api_key": fresh})  # the second of the default 3 a minute: refused as unknown
+        assert refused[0:2] == (403, {"error": "Invalid API key"})
+    finally:
+        assert server.stop()[0] == 0
+    server = Server(None, *flags)
+    try:
+        assert server.post({**call, "api_key": two})[0] == 200 and server.get("/frontend/settings")["apiKeys"] is True
+    finally:
+        assert server.stop()[0] == 0
+
+
+def test_keys_command_and_access_flags_refuse_bad_input_in_one_line(tmp_path, capsys):
+    from cli_helpers import fails
+
+    database = str(tmp_path / "keys.db")
+    for argv, message in (
+        (["serve", "keys", "add", "many", "--api_keys_db_path", database], "REQ_LIMIT must be a whole number"),
+        (["serve", "keys", "remove", "nope", "--api_keys_db_path", database], "no key nope in"),
+        (["serve", "keys", "drop", "--api_keys_db_path", database], "to manage keys: aayn serve keys"),
+        (["serve", "--model", "x", "--require_api_key_secret"], "need --api_keys"),
+        (["serve", "--model", "x", "--api_keys", "--api_keys_db_path", str(tmp_path)], "cannot open it as a keys"),
+    ):
+        assert message in fails(capsys, *argv), argv
 
 
 def test_libretranslatepy_talks_to_aayn_serve(server, expected):

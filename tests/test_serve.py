@@ -113,7 +113,7 @@ def test_concurrent_requests_translate_as_each_sentence_alone(saved, alone, work
         ({"inputs": "One.", "parameters": {"num_beams": 1, "num_return_sequences": 2}}, 400, "exceeds num_beams"),
         ({"inputs": [1, 2]}, 400, "a text or a list of texts"),
         ({"inputs": ["One."] * 5}, 413, "at most 4 a request"),
-        ({"inputs": "x" * 41}, 413, "at most 40 (--max_chars)"),
+        ({"inputs": "x" * 41}, 413, "at most 40 (--char_limit)"),
     ],
 )
 def test_bad_requests_are_named_in_one_line_and_the_server_goes_on(bad_request_server, body, status, message):

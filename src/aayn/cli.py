@@ -345,19 +345,24 @@ def serve(args: argparse.Namespace) -> None:
     concurrent requests are batched by tokens, a batcher per pair."""
     from . import MissingExtra
 
+    if args.verb:
+        from .serve.keys import keys_command
+
+        return keys_command(args.verb, args.api_keys_db_path, args.max_chars)
     try:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as error:
         raise MissingExtra("aayn serve needs starlette and uvicorn: pip install 'aayn[serve]'") from error
-    from .serve import Pair, ServeSettings, read_api_keys
+    from .serve import Pair, ServeSettings
     from .serve import serve as run_server
+    from .serve.keys import access_of
 
     if args.max_wait_ms < 0:
         raise ValueError(f"--max_wait_ms must be >= 0, got {args.max_wait_ms}")
     if bool(args.model) == bool(args.pair):
         raise ValueError("give --model (one direction; repeat it for an ensemble) or --pair SRC:TGT=FOLDER (repeat it)")
-    api_keys = read_api_keys(args.api_keys) if args.api_keys else None
+    access = access_of(args)
     served = [served_pair(value) for value in args.pair] if args.pair else [(*card_languages(args.model), args.model)]
     seen = [(source, target) for source, target, _ in served if source]
     if len(seen) != len(set(seen)):
@@ -368,9 +373,9 @@ def serve(args: argparse.Namespace) -> None:
         max_wait_ms=args.max_wait_ms,
         max_queue=args.max_queue,
         max_sentences=args.max_sentences,
-        max_chars=args.max_chars,
+        max_chars=args.max_chars or ServeSettings.max_chars,
     )
-    run_server(pairs, settings, args.host, args.port, api_keys)
+    run_server(pairs, settings, args.host, args.port, access)
 
 
 def served_pair(value: str) -> tuple[str, str, list[str]]:
@@ -676,8 +681,36 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="a served language pair and its model (repeat for more pairs; each has its own batcher)",
     )
     parser.add_argument(
-        "--api_keys", metavar="FILE", help="API keys, one a line: LibreTranslate requests must carry one (api_key)"
+        "verb",
+        nargs="*",
+        metavar="keys [add REQ_LIMIT | remove KEY]",
+        help="manage the API keys of --api_keys_db_path instead of serving: list them, add one (REQ_LIMIT requests "
+        "a minute; --char_limit N characters a text; prints the new key), remove one",
     )
+    parser.add_argument(
+        "--api_keys",
+        nargs="?",
+        const=True,
+        metavar="FILE",
+        help="keys on (LibreTranslate's switch): keys from --api_keys_db_path, an unknown key refused (403); "
+        "FILE: keys one a line, added to the database first",
+    )
+    parser.add_argument(
+        "--api_keys_db_path", default="db/api_keys.db", metavar="FILE", help="the keys' SQLite file (LibreTranslate's "
+        "schema: its own file serves; created where missing; default: db/api_keys.db)"
+    )  # fmt: skip
+    parser.add_argument(
+        "--req_limit", type=int, default=-1, help="requests a minute per client (its key, else its address; a key's "
+        "own limit replaces it): beyond, 429 (default -1: none)"
+    )  # fmt: skip
+    parser.add_argument(
+        "--require_api_key_origin", metavar="REGEX", help="with --api_keys: a keyless request from another Origin "
+        "than this must carry a key (400)"
+    )  # fmt: skip
+    parser.add_argument(
+        "--require_api_key_secret", action="store_true", help="with --api_keys: a keyless request must carry the "
+        "secret the server's own page sends"
+    )  # fmt: skip
     device_argument(parser)
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: this machine only)")
     parser.add_argument("--port", type=int, default=8000)
@@ -689,11 +722,14 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--max_queue", type=positive_int, default=defaults.max_queue, help="sentences waiting; beyond: 503"
     )
     parser.add_argument(
-        "--max_sentences", type=positive_int, default=defaults.max_sentences, help="inputs per request; beyond: 413"
-    )
+        "--batch_limit", "--max_sentences", dest="max_sentences", type=positive_int, default=defaults.max_sentences,
+        help="texts per request; beyond: 400 (LibreTranslate's shape), 413 (the Hub's)"
+    )  # fmt: skip
     parser.add_argument(
-        "--max_chars", type=positive_int, default=defaults.max_chars, help="characters per input; beyond: 413"
-    )
+        "--char_limit", "--max_chars", dest="max_chars", type=positive_int,
+        help=f"characters per text (default {defaults.max_chars}; a key's own limit replaces it; with keys add: the "
+        "key's): beyond, 400 (LibreTranslate's shape), 413 (the Hub's)"
+    )  # fmt: skip
     parser.add_argument(
         "--threads",
         type=positive_int,

@@ -12,14 +12,16 @@ part of the OpenAPI document (`hub_api.py`, `libretranslate.py`), and `app.py`, 
 from .app import build_app, serve
 from .batcher import Batcher, Job, WorkerTranslator, describe, one_line, share_out, start_workers
 from .hub_api import read_request
-from .libretranslate import read_api_keys
+from .keys import Access, KeyDatabase
 from .openapi import openapi
 from .service import Pair, Service
 from .settings import RequestError, ServeSettings
 
 __all__ = [
+    "Access",
     "Batcher",
     "Job",
+    "KeyDatabase",
     "Pair",
     "RequestError",
     "ServeSettings",
@@ -29,7 +31,6 @@ __all__ = [
     "describe",
     "one_line",
     "openapi",
-    "read_api_keys",
     "read_request",
     "serve",
     "share_out",

@@ -11,6 +11,7 @@ import json
 
 from . import hub_api, libretranslate
 from .batcher import one_line
+from .keys import Access
 from .libretranslate import read_fields
 from .openapi import openapi
 from .service import Pair, Service
@@ -44,7 +45,7 @@ async def answered(work) -> tuple[object, int, dict | None]:
     return answer, status, None
 
 
-def build_app(pairs: list[Pair], settings: ServeSettings, api_keys: frozenset | None = None):
+def build_app(pairs: list[Pair], settings: ServeSettings, access: Access | None = None):
     """The Starlette application serving `pairs` (each with its own batcher)."""
     import contextlib
 
@@ -55,7 +56,7 @@ def build_app(pairs: list[Pair], settings: ServeSettings, api_keys: frozenset | 
 
     from .page import PAGE
 
-    service = Service(pairs, settings, api_keys)
+    service = Service(pairs, settings, access)
 
     async def translate(request: Request):
         body, content_type = await request.body(), request.headers.get("content-type", "")
@@ -78,7 +79,7 @@ def build_app(pairs: list[Pair], settings: ServeSettings, api_keys: frozenset | 
         body, content_type = await request.body(), request.headers.get("content-type", "")
         query = request.url.query
         answer, status, headers = await answered(
-            lambda: libretranslate.detect(service, read_fields(body, content_type, query))
+            lambda: libretranslate.detect(service, read_fields(body, content_type, query), request)
         )
         return JSONResponse(answer, status, headers=headers)
 
@@ -86,7 +87,8 @@ def build_app(pairs: list[Pair], settings: ServeSettings, api_keys: frozenset | 
         return JSONResponse(libretranslate.frontend_settings(service))
 
     async def page(request: Request):
-        return HTMLResponse(PAGE)
+        access = service.access  # the page's keyless requests carry the secret --require_api_key_secret asks for
+        return HTMLResponse(PAGE.replace("__SECRET__", access.secret if access.require_secret else ""))
 
     async def healthy(request: Request):
         return JSONResponse(service.health())
@@ -132,12 +134,12 @@ def cors():
     )
 
 
-def serve(pairs: list[Pair], settings: ServeSettings, host: str, port: int, api_keys: frozenset | None = None) -> None:
+def serve(pairs: list[Pair], settings: ServeSettings, host: str, port: int, access: Access | None = None) -> None:
     import signal
 
     import uvicorn
 
-    app = build_app(pairs, settings, api_keys)
+    app = build_app(pairs, settings, access)
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again to the handler it found: one that
     # returns lets the command end with 0 (the default one would end it as killed)
     signal.signal(signal.SIGTERM, lambda signum, frame: None)

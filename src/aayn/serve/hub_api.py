@@ -23,9 +23,10 @@ PARAMETERS = {
 }
 
 
-def read_request(body: bytes, settings: ServeSettings) -> tuple[list[str], dict]:
+def read_request(body: bytes, settings: ServeSettings, char_limit: int = 0) -> tuple[list[str], dict]:
     """(the texts, the generation options) of a request body (one text alone is a list of one, as the Hub's API
-    answers it), or RequestError."""
+    answers it), or RequestError; `char_limit`: characters per text (0: the server's)."""
+    char_limit = char_limit or settings.max_chars
     try:
         request = json.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
@@ -39,10 +40,10 @@ def read_request(body: bytes, settings: ServeSettings) -> tuple[list[str], dict]
     if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
         raise RequestError('"inputs" must be a text or a list of texts')
     if len(texts) > settings.max_sentences:
-        raise RequestError(f"{len(texts)} inputs: at most {settings.max_sentences} a request (--max_sentences)", 413)
+        raise RequestError(f"{len(texts)} inputs: at most {settings.max_sentences} a request (--batch_limit)", 413)
     for i, text in enumerate(texts):
-        if len(text) > settings.max_chars:
-            raise RequestError(f"input {i} has {len(text)} characters: at most {settings.max_chars} (--max_chars)", 413)
+        if len(text) > char_limit:
+            raise RequestError(f"input {i} has {len(text)} characters: at most {char_limit} (--char_limit)", 413)
     return texts, read_parameters(request.get("parameters") or {})
 
 
@@ -74,8 +75,12 @@ def read_parameters(parameters) -> dict:
 
 
 async def translate(service, body: bytes, request) -> tuple[object, int]:
-    """`POST /translate` in the Hub's shape, for the service's first pair: (answer, status), or RequestError."""
-    texts, options = read_request(body, service.settings)
+    """`POST /translate` in the Hub's shape, for the service's first pair: (answer, status), or RequestError. A key
+    comes as the Hub's clients send their token: `Authorization: Bearer KEY`."""
+    authorization = request.headers.get("authorization", "")
+    key = authorization[7:].strip() if authorization.lower().startswith("bearer ") else None
+    char_limit = service.admit(request, key)
+    texts, options = read_request(body, service.settings, char_limit)
     pair = service.pairs[0]
     for ability in ("glossary", "alignment"):
         if ability in options:

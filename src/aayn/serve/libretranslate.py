@@ -143,8 +143,8 @@ def multipart_fields(body: bytes, content_type: str) -> dict:
 
 async def translate(service, fields: dict, request) -> tuple[dict, int]:
     """`POST /translate` in LibreTranslate's shape: (answer, status), or RequestError with its message."""
-    check_api_key(fields, service.api_keys)
-    asked = read_translate(fields, service.settings, MAX_ALTERNATIVES)
+    char_limit = service.admit(request, fields.get("api_key"), fields.get("secret"))
+    asked = read_translate(fields, service.settings, MAX_ALTERNATIVES, char_limit)
     detected, source = None, asked.source
     if source == "auto":
         detected = service.detect(" ".join(asked.q))[0]
@@ -171,9 +171,9 @@ async def translate(service, fields: dict, request) -> tuple[dict, int]:
     return asked.answer(best, detected), 200
 
 
-def detect(service, fields: dict) -> tuple[list[dict], int]:
+def detect(service, fields: dict, request) -> tuple[list[dict], int]:
     """`POST /detect`: the language of `q` among the served sources."""
-    check_api_key(fields, service.api_keys)
+    service.admit(request, fields.get("api_key"), fields.get("secret"))
     if not fields.get("q") or not isinstance(fields["q"], str):
         raise RequestError("Invalid request: missing q parameter")
     return service.detect(fields["q"]), 200
@@ -199,41 +199,17 @@ def frontend_settings(service) -> dict:
          for side, code in (("source", first.source), ("target", first.target))}
         if first else {}
     )  # fmt: skip
-    keys = service.api_keys is not None
+    keys, required = service.access.keys is not None, service.access.key_required
     return {
-        "charLimit": service.settings.max_chars, "frontendTimeout": 500, "apiKeys": keys, "keyRequired": keys,
+        "charLimit": service.settings.max_chars, "frontendTimeout": 500, "apiKeys": keys, "keyRequired": required,
         "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [], "language": language,
     }  # fmt: skip
 
 
-def read_api_keys(path: str) -> frozenset:
-    """`--api_keys FILE`: one key a line (blank lines and `#` comments skipped)."""
-    from pathlib import Path
-
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"--api_keys {path}: no such file") from None
-    keys = frozenset(line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#"))
-    if not keys:
-        raise ValueError(f"--api_keys {path} holds no key (one a line)")
-    return keys
-
-
-def check_api_key(fields: dict, keys: frozenset | None) -> None:
-    """With API keys required (`--api_keys FILE`): a request without one is told to ask for one (400), one with an
-    unknown key is refused (403), as LibreTranslate answers both."""
-    if keys is None:
-        return
-    key = fields.get("api_key")
-    if not key:
-        raise RequestError("Please contact the server operator to get an API key")
-    if key not in keys:
-        raise RequestError("Invalid API key", 403)
-
-
-def read_translate(fields: dict, settings: ServeSettings, max_alternatives: int) -> LibreRequest:
-    """A `POST /translate` in LibreTranslate's shape, checked in its order, or RequestError with its message."""
+def read_translate(fields: dict, settings: ServeSettings, max_alternatives: int, char_limit: int = 0) -> LibreRequest:
+    """A `POST /translate` in LibreTranslate's shape, checked in its order, or RequestError with its message;
+    `char_limit`: characters per text (0: the server's `--char_limit`)."""
+    char_limit = char_limit or settings.max_chars
     q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
     if "q" not in fields:  # neither shape's texts: name both
         raise RequestError('Invalid request: missing q parameter (or "inputs": a text or a list, the Hub\'s shape)')
@@ -253,8 +229,8 @@ def read_translate(fields: dict, settings: ServeSettings, max_alternatives: int)
     if len(texts) > settings.max_sentences:
         raise RequestError(f"Invalid request: request ({len(texts)}) exceeds text limit ({settings.max_sentences})")
     for text in texts:
-        if len(text) > settings.max_chars:
-            raise RequestError(f"Invalid request: request ({len(text)}) exceeds text limit ({settings.max_chars})")
+        if len(text) > char_limit:
+            raise RequestError(f"Invalid request: request ({len(text)}) exceeds text limit ({char_limit})")
     form = fields.get("format") or "text"
     if form not in FORMATS:
         raise RequestError(f"{form} format is not supported")

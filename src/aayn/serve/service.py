@@ -12,6 +12,7 @@ from ..languages import language_name
 from ..translator import Translator, lacking
 from .batcher import Batcher, Job, WorkerTranslator, describe, one_line
 from .detect import Detector
+from .keys import Access
 from .settings import RequestError, ServeSettings
 
 
@@ -46,11 +47,11 @@ async def disconnected(request) -> None:
 
 
 class Service:
-    """The served `pairs` and what every room asks of them. `api_keys` (None: none required) is the server's
-    access setting; the room whose requests carry keys checks them."""
+    """The served `pairs` and what every room asks of them; `access`: keys and request limits (`keys.Access`),
+    which each room applies to its requests."""
 
-    def __init__(self, pairs: list[Pair], settings: ServeSettings, api_keys: frozenset | None = None):
-        self.pairs, self.settings, self.api_keys = pairs, settings, api_keys
+    def __init__(self, pairs: list[Pair], settings: ServeSettings, access: Access | None = None):
+        self.pairs, self.settings, self.access = pairs, settings, access or Access()
         for pair in pairs:
             pair.batcher = Batcher(pair.translators, settings)
         self.named = [pair for pair in pairs if pair.source]
@@ -77,6 +78,15 @@ class Service:
         if error is not None:
             raise RequestError(f"{failed}: {one_line(error)}", 500)
         return job.answer.result()
+
+    def admit(self, request, key, secret=None) -> int:
+        """Lets one request through (`Access.admit`: its client's limit, its key) or RequestError; returns its
+        character limit per text (its key's, else the server's)."""
+        from .keys import client_address
+
+        origin = request.headers.get("origin", "")
+        char_limit = self.access.admit(key, client_address(request.headers, request.client), origin, secret)
+        return char_limit or self.settings.max_chars
 
     def health(self) -> dict:
         """`GET /health`: the model, the workers and pairs, and the batchers' counts."""
