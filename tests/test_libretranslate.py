@@ -321,8 +321,10 @@ def test_keys_in_their_database_and_limits_per_client_as_libretranslate(saved, t
     `/health` and `/frontend/settings` not counted; a key's character limit replaces the server's; a key removed
     while the server runs is refused within seconds; the Hub's shape takes the key as `Authorization: Bearer`; the
     keys survive a restart."""
+    import re
     import sqlite3
     import time
+    import urllib.request
     import uuid
 
     from aayn.cli import main as aayn
@@ -367,9 +369,13 @@ def test_keys_in_their_database_and_limits_per_client_as_libretranslate(saved, t
         assert refused[0:2] == (403, {"error": "Invalid API key"})
     finally:
         assert server.stop()[0] == 0
-    server = Server(None, *flags)
+    server = Server(None, *flags, "--require_api_key_secret")  # restarted: the keys are still there
     try:
         assert server.post({**call, "api_key": two})[0] == 200 and server.get("/frontend/settings")["apiKeys"] is True
+        assert server.post(call)[0:2] == (400, {"error": "Please contact the server operator to get an API key"})
+        with urllib.request.urlopen(server.url + "/", timeout=30) as response:
+            secret = re.search(r'const SECRET = "([^"]+)"', response.read().decode()).group(1)
+        assert server.post({**call, "secret": secret})[0] == 200  # the page's keyless requests carry it
     finally:
         assert server.stop()[0] == 0
 
