@@ -34,7 +34,7 @@ def server(saved, tmp_path_factory):
     keys.write_text("# one a line\nsecret-key\n")
     folder = saved[0]
     running = Server(None, "--pair", f"en:fr={folder}", "--pair", f"fr:en={folder}", "--max_sentences", 4,
-                     "--max_chars", 200, "--max_wait_ms", 5)  # fmt: skip
+                     "--max_chars", 200, "--max_wait_ms", 5, "--metrics", "--metrics_auth_token", "tok")  # fmt: skip
     yield running
     assert running.stop()[0] == 0
 
@@ -392,6 +392,33 @@ def test_keys_command_and_access_flags_refuse_bad_input_in_one_line(tmp_path, ca
         (["serve", "--model", "x", "--api_keys", "--api_keys_db_path", str(tmp_path)], "cannot open it as a keys"),
     ):
         assert message in fails(capsys, *argv), argv
+
+
+def test_spec_and_metrics_as_libretranslate_offers_them(server):
+    """`/spec` is the OpenAPI document; `/metrics` (`--metrics`) answers Prometheus' format to the bearer of
+    `--metrics_auth_token` (else 401), counting requests by endpoint and status, the texts and characters each pair
+    translated and its queue."""
+    import urllib.error
+    import urllib.request
+
+    assert server.get("/spec") == server.get("/openapi.json") and "/metrics" in server.get("/spec")["paths"]
+    assert server.post({"q": "Two. Six one eight.", "source": "en", "target": "fr"})[0] == 200
+    assert server.post({"q": "Two.", "source": "xx", "target": "fr"})[0] == 400
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(server.url + "/metrics", timeout=30)
+    assert refused.value.code == 401 and json.loads(refused.value.read()) == {"error": "Unauthorized"}
+    request = urllib.request.Request(server.url + "/metrics", headers={"Authorization": "Bearer tok"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.headers["Content-Type"].startswith("text/plain")
+        lines = response.read().decode().splitlines()
+    values = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in lines if not line.startswith("#")}
+    assert values['aayn_http_requests_total{endpoint="/translate",status="200"}'] >= 1
+    assert values['aayn_http_requests_total{endpoint="/translate",status="400"}'] >= 1
+    assert values['aayn_http_requests_total{endpoint="/metrics",status="401"}'] == 1
+    assert values['aayn_translated_texts_total{pair="en:fr"}'] >= 2  # two sentences of one text
+    assert values['aayn_translated_characters_total{pair="en:fr"}'] >= len("Two.Six one eight.")
+    assert values['aayn_queue_sentences{pair="fr:en"}'] == 0 and "aayn_http_requests_in_flight" in values
+    assert any(key.startswith("aayn_http_request_duration_seconds_bucket") for key in values)
 
 
 def test_libretranslatepy_talks_to_aayn_serve(server, expected):

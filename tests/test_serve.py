@@ -39,7 +39,7 @@ def alone(saved):
 
 
 # what build_app routes (serve/app.py), each described by /openapi.json
-ROUTES = {"/", "/translate", "/languages", "/detect", "/frontend/settings", "/health", "/openapi.json"}
+ROUTES = {"/", "/translate", "/languages", "/detect", "/frontend/settings", "/health", "/openapi.json", "/spec"}
 
 
 def test_every_route_of_the_app_is_described_with_its_methods():
@@ -50,6 +50,9 @@ def test_every_route_of_the_app_is_described_with_its_methods():
     from aayn.serve import Pair, ServeSettings, build_app, openapi
     from aayn.translator import Translator
 
+    pytest.importorskip("prometheus_client")
+    with_metrics = build_app([Pair("en", "fr", ["toy"], [Translator()])], ServeSettings(metrics=True))
+    assert {route.path for route in with_metrics.routes} == set(openapi(metrics=True)["paths"]) == ROUTES | {"/metrics"}
     app = build_app([Pair("en", "fr", ["toy"], [Translator()])], ServeSettings())
     routed = {route.path: {m.lower() for m in route.methods} - {"head"} for route in app.routes}
     described = openapi()["paths"]

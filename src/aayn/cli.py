@@ -374,7 +374,11 @@ def serve(args: argparse.Namespace) -> None:
         max_queue=args.max_queue,
         max_sentences=args.max_sentences,
         max_chars=args.max_chars or ServeSettings.max_chars,
+        metrics=args.metrics,
+        metrics_auth_token=args.metrics_auth_token,
     )
+    if args.metrics_auth_token and not args.metrics:
+        raise ValueError("--metrics_auth_token guards GET /metrics: give --metrics too")
     run_server(pairs, settings, args.host, args.port, access)
 
 
@@ -687,30 +691,7 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="manage the API keys of --api_keys_db_path instead of serving: list them, add one (REQ_LIMIT requests "
         "a minute; --char_limit N characters a text; prints the new key), remove one",
     )
-    parser.add_argument(
-        "--api_keys",
-        nargs="?",
-        const=True,
-        metavar="FILE",
-        help="keys on (LibreTranslate's switch): keys from --api_keys_db_path, an unknown key refused (403); "
-        "FILE: keys one a line, added to the database first",
-    )
-    parser.add_argument(
-        "--api_keys_db_path", default="db/api_keys.db", metavar="FILE", help="the keys' SQLite file (LibreTranslate's "
-        "schema: its own file serves; created where missing; default: db/api_keys.db)"
-    )  # fmt: skip
-    parser.add_argument(
-        "--req_limit", type=int, default=-1, help="requests a minute per client (its key, else its address; a key's "
-        "own limit replaces it): beyond, 429 (default -1: none)"
-    )  # fmt: skip
-    parser.add_argument(
-        "--require_api_key_origin", metavar="REGEX", help="with --api_keys: a keyless request from another Origin "
-        "than this must carry a key (400)"
-    )  # fmt: skip
-    parser.add_argument(
-        "--require_api_key_secret", action="store_true", help="with --api_keys: a keyless request must carry the "
-        "secret the server's own page sends"
-    )  # fmt: skip
+    access_arguments(parser)
     device_argument(parser)
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: this machine only)")
     parser.add_argument("--port", type=int, default=8000)
@@ -745,6 +726,41 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
         "the server); on a few cores, 2 serve a few dozen clients faster "
         "(docs/measurements.md)",
     )
+
+
+def access_arguments(parser: argparse.ArgumentParser) -> None:
+    """aayn serve's keys, limits and metrics, under LibreTranslate's names."""
+    parser.add_argument(
+        "--api_keys",
+        nargs="?",
+        const=True,
+        metavar="FILE",
+        help="keys on (LibreTranslate's switch): keys from --api_keys_db_path, an unknown key refused (403); "
+        "FILE: keys one a line, added to the database first",
+    )
+    parser.add_argument(
+        "--api_keys_db_path", default="db/api_keys.db", metavar="FILE", help="the keys' SQLite file (LibreTranslate's "
+        "schema: its own file serves; created where missing; default: db/api_keys.db)"
+    )  # fmt: skip
+    parser.add_argument(
+        "--req_limit", type=int, default=-1, help="requests a minute per client (its key, else its address; a key's "
+        "own limit replaces it): beyond, 429 (default -1: none)"
+    )  # fmt: skip
+    parser.add_argument(
+        "--require_api_key_origin", metavar="REGEX", help="with --api_keys: a keyless request from another Origin "
+        "than this must carry a key (400)"
+    )  # fmt: skip
+    parser.add_argument(
+        "--metrics", action="store_true", help="GET /metrics in Prometheus' format (requests, latency, queue depth, "
+        "texts and characters translated), as LibreTranslate's --metrics"
+    )  # fmt: skip
+    parser.add_argument(
+        "--metrics_auth_token", metavar="TOKEN", help="with --metrics: only `Authorization: Bearer TOKEN` reads it"
+    )
+    parser.add_argument(
+        "--require_api_key_secret", action="store_true", help="with --api_keys: a keyless request must carry the "
+        "secret the server's own page sends"
+    )  # fmt: skip
 
 
 def score_arguments(parser: argparse.ArgumentParser) -> None:

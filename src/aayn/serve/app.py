@@ -94,7 +94,7 @@ def build_app(pairs: list[Pair], settings: ServeSettings, access: Access | None 
         return JSONResponse(service.health())
 
     async def schema(request: Request):
-        return JSONResponse(openapi())
+        return JSONResponse(openapi(metrics=settings.metrics))
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -112,10 +112,26 @@ def build_app(pairs: list[Pair], settings: ServeSettings, access: Access | None 
         Route("/frontend/settings", frontend_settings, methods=["GET"]),
         Route("/health", healthy, methods=["GET"]),
         Route("/openapi.json", schema, methods=["GET"]),
+        Route("/spec", schema, methods=["GET"]),  # where LibreTranslate serves its document
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[cors()])
+    middleware = [cors(), *measured(service, routes)]  # with --metrics, GET /metrics added to the routes
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.service = service
     return app
+
+
+def measured(service: Service, routes: list) -> list:
+    """With `--metrics`: `GET /metrics` added to `routes`, and the middleware that counts every request."""
+    if not service.settings.metrics:
+        return []
+    from starlette.middleware import Middleware
+    from starlette.routing import Route
+
+    from .metrics import Metrics, endpoint
+
+    service.metrics = Metrics({route.path for route in routes} | {"/metrics"}, service.pairs)
+    routes.append(Route("/metrics", endpoint(service.metrics, service.settings.metrics_auth_token), methods=["GET"]))
+    return [Middleware(service.metrics.measure)]
 
 
 def cors():

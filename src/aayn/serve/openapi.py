@@ -7,7 +7,8 @@ from __future__ import annotations
 from . import hub_api, libretranslate
 
 
-def openapi() -> dict:
+def openapi(metrics: bool = False) -> dict:
+    """The document; `metrics`: the server has `GET /metrics` (`--metrics`)."""
     hub_body, hub_answer = hub_api.openapi_shape()
     libre_body, libre_answer = libretranslate.openapi_shape()
     answers = {"oneOf": [hub_answer, libre_answer]}
@@ -39,6 +40,13 @@ def openapi() -> dict:
         "/health": {"get": {"summary": "Whether the model is loaded, and what it is",
                             "responses": {"200": {"description": "status, model, workers, pairs, counts"}}}},
         "/openapi.json": {"get": {"summary": "This description", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+        "/spec": {"get": {"summary": "This description, where LibreTranslate serves its own",
+                          "responses": {"200": {"description": "OpenAPI 3.1"}}}},
     }  # fmt: skip
+    if metrics:
+        answers = {"200": {"description": "Prometheus' text format"},
+                   "401": {"description": "without --metrics_auth_token's token"}}  # fmt: skip
+        summary = "Requests by endpoint and status, latency, queue depth, texts and characters translated"
+        own["/metrics"] = {"get": {"summary": summary, "responses": answers}}
     paths = {"/translate": {"post": translate}, **libretranslate.openapi_paths(), **own}
     return {"openapi": "3.1.0", "info": {"title": "aayn serve", "version": "1"}, "paths": paths}

@@ -52,6 +52,7 @@ class Service:
 
     def __init__(self, pairs: list[Pair], settings: ServeSettings, access: Access | None = None):
         self.pairs, self.settings, self.access = pairs, settings, access or Access()
+        self.metrics = None  # `metrics.Metrics` where the server has --metrics
         for pair in pairs:
             pair.batcher = Batcher(pair.translators, settings)
         self.named = [pair for pair in pairs if pair.source]
@@ -77,6 +78,8 @@ class Service:
         error = job.answer.exception()
         if error is not None:
             raise RequestError(f"{failed}: {one_line(error)}", 500)
+        if self.metrics is not None:
+            self.metrics.translated(pair, texts)
         return job.answer.result()
 
     def admit(self, request, key, secret=None) -> int:

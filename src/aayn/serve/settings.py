@@ -26,7 +26,9 @@ class ServeSettings:
     max_wait_ms: float = 10.0
     max_queue: int = 1024  # sentences waiting or being decoded
     max_sentences: int = 64  # per request
-    max_chars: int = 2000  # per sentence
+    max_chars: int = 2000  # per text
+    metrics: bool = False  # GET /metrics
+    metrics_auth_token: str | None = None  # /metrics only for `Authorization: Bearer TOKEN`
 
 
 def read_alignment(value):
