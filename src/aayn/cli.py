@@ -147,19 +147,8 @@ def translate(args: argparse.Namespace) -> None:
     line, flushed after each batch)."""
     from .opening import open_translator
 
-    if (args.nbest or args.prefix) and args.show_attention:
-        raise ValueError("--show_attention draws one plain translation: no --nbest or --prefix with it")
-    if args.format is not None and not args.nbest:
-        raise ValueError(f"--format {args.format} needs --nbest N")
-    if args.source_lang and not args.split_sentences:
-        raise ValueError("--source_lang names the language --split_sentences splits by: give both")
-    for flag, what in (("html", "each line's HTML"), ("split_sentences", "each line's sentences")):
-        if getattr(args, flag) not in (None, False) and (
-            args.nbest or args.prefix or args.show_attention or args.print_alignment
-        ):
-            raise ValueError(f"--{flag} translates {what} once: no --nbest, --prefix, --show_attention or "
-                             "--print_alignment with it")  # fmt: skip
-    if args.text:
+    check_translate_arguments(args)
+    if args.text or args.file:
         batches = [args.text]
     elif args.show_attention:
         batches = list(input_batches(sys.stdin.buffer, None))
@@ -198,6 +187,8 @@ def translate(args: argparse.Namespace) -> None:
         print(text)
         print(f"cross-attention drawn to {args.show_attention}", file=sys.stderr)
         return
+    if args.file:
+        return translate_file(translator, args, generate)
     if args.html or args.split_sentences:
         return translate_documents(translator, batches, args, generate)
     prefixes = read_lines(args.prefix, "--prefix") if args.prefix else None
@@ -247,6 +238,60 @@ def translate_documents(translator, batches, args, generate: dict) -> None:
             alignments = [hypothesis[2] for hypothesis in chosen] if aligned else None
             print(" ".join(document.rebuilt([h[1] for h in chosen], alignments).splitlines()))
         sys.stdout.flush()
+
+
+def check_translate_arguments(args: argparse.Namespace) -> None:
+    """The flags of `aayn translate` that do not go together, each refused in one line."""
+    if (args.nbest or args.prefix) and args.show_attention:
+        raise ValueError("--show_attention draws one plain translation: no --nbest or --prefix with it")
+    if args.format is not None and not args.nbest:
+        raise ValueError(f"--format {args.format} needs --nbest N")
+    if args.source_lang and not (args.split_sentences or args.file):
+        raise ValueError("--source_lang names the language --split_sentences or --file splits by: give one")
+    if bool(args.file) != bool(args.output):
+        raise ValueError("--file IN and --output OUT go together: a document translated into a new file")
+    if args.file and (
+        args.text
+        or args.html
+        or args.split_sentences
+        or args.nbest
+        or args.prefix
+        or args.show_attention
+        or args.print_alignment
+    ):
+        raise ValueError("--file translates one document: no texts, --html, --split_sentences, --nbest, --prefix, "
+                         "--show_attention or --print_alignment with it")  # fmt: skip
+    for flag, what in (("html", "each line's HTML"), ("split_sentences", "each line's sentences")):
+        if getattr(args, flag) not in (None, False) and (
+            args.nbest or args.prefix or args.show_attention or args.print_alignment
+        ):
+            raise ValueError(f"--{flag} translates {what} once: no --nbest, --prefix, --show_attention or "
+                             "--print_alignment with it")  # fmt: skip
+
+
+def translate_file(translator, args: argparse.Namespace, generate: dict) -> None:
+    """--file IN --output OUT: a document (.txt .html .srt .docx .odt .pptx .odp .epub) translated whole, its
+    sentences split by the source language's rules, its formatting kept (`aayn.documents`); OUT written whole."""
+    from .documents import read_document
+    from .folders import staged_file
+
+    source = Path(args.file)
+    if not source.is_file():
+        raise FileNotFoundError(f"--file {args.file}: no such file")
+    aligned = "alignment" in translator.abilities
+    if aligned:
+        from .alignment import AlignmentSettings
+
+        generate["alignment"] = AlignmentSettings()
+    args.split_sentences = True
+    document = read_document(source.name, source.read_bytes(), aligned=aligned, split=sentence_splitter(args))
+    texts = document.texts
+    best = translator.nbest(texts, 1, batch_tokens=args.batch_tokens, **generate) if texts else []
+    alignments = [hypotheses[0][2] for hypotheses in best] if aligned else None
+    data = document.translated([hypotheses[0][1] for hypotheses in best], alignments)
+    with staged_file(Path(args.output)) as partial:
+        partial.write_bytes(data)
+    print(f"{args.file} -> {args.output}: {len(texts)} sentences translated", file=sys.stderr)
 
 
 def sentence_splitter(args: argparse.Namespace):
@@ -665,8 +710,14 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
         "--source_lang",
         "--source-lang",
         metavar="CODE",
-        help="with --split_sentences: the source language's code (default: the one the folder's card names)",
+        help="with --split_sentences or --file: the source language's code (default: the one the folder's card names)",
     )
+    parser.add_argument(
+        "--file",
+        metavar="IN",
+        help="translate a document (.txt .html .srt .docx .odt .pptx .odp .epub) into --output, its formatting kept",
+    )
+    parser.add_argument("--output", metavar="OUT", help="with --file: the translated document (written whole)")
 
 
 def serve_arguments(parser: argparse.ArgumentParser) -> None:
