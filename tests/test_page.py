@@ -56,6 +56,17 @@ def test_a_person_types_text_and_sees_the_translation_and_the_errors(saved, tmp_
             page.wait_for_selector("#error", state="visible")
             assert page.locator("#error").text_content() == "Invalid request: request (61) exceeds text limit (60)"
             assert page.locator("#output").text_content() == ""
+            document = tmp_path / "notes.txt"  # the Files tab: a file chosen, translated, offered for download
+            document.write_text(f"{text}\n")
+            page.set_input_files("#file", str(document))
+            page.click("#translate-file")
+            page.wait_for_selector("#download", state="visible")
+            with page.expect_download() as downloaded:
+                page.click("#download")
+            saved_as = tmp_path / "downloaded.txt"
+            downloaded.value.save_as(saved_as)
+            assert saved_as.read_text() == f"{expected['translatedText']}\n"
+            assert downloaded.value.suggested_filename == "notes.txt"
             browser.close()
     finally:
         assert server.stop()[0] == 0

@@ -421,7 +421,12 @@ def serve(args: argparse.Namespace) -> None:
         max_chars=args.max_chars or ServeSettings.max_chars,
         metrics=args.metrics,
         metrics_auth_token=args.metrics_auth_token,
+        disable_files_translation=args.disable_files_translation,
+        max_file_bytes=int(args.files_max_mb * 1024 * 1024),
+        files_expire_s=args.files_expire_minutes * 60,
     )
+    if args.files_max_mb <= 0 or args.files_expire_minutes <= 0:
+        raise ValueError("--files_max_mb and --files_expire_minutes must be > 0")
     if args.metrics_auth_token and not args.metrics:
         raise ValueError("--metrics_auth_token guards GET /metrics: give --metrics too")
     run_server(pairs, settings, args.host, args.port, access)
@@ -780,7 +785,15 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def access_arguments(parser: argparse.ArgumentParser) -> None:
-    """aayn serve's keys, limits and metrics, under LibreTranslate's names."""
+    """aayn serve's keys, limits, files and metrics, under LibreTranslate's names."""
+    parser.add_argument(
+        "--disable_files_translation", action="store_true", help="no POST /translate_file (403) nor GET "
+        "/download_file (400), as LibreTranslate's flag"
+    )  # fmt: skip
+    parser.add_argument("--files_max_mb", type=float, default=20.0, help="the largest file to translate (MB)")
+    parser.add_argument(
+        "--files_expire_minutes", type=float, default=30.0, help="how long a translated file can be downloaded"
+    )
     parser.add_argument(
         "--api_keys",
         nargs="?",

@@ -190,39 +190,51 @@ def _sentences(pieces: list[tuple[str, str]]) -> list[tuple[int, int]]:
 
 
 def _split_sentences(pieces: list[tuple[str, str]], split) -> list[tuple[str, str]]:
-    """`pieces` with an empty markup piece (a boundary for `_sentences`) where `split` starts a sentence inside a
-    text run that no inline element of its group spans; a run the splitter rewrote is left whole."""
-    cuts = {}  # piece index -> offsets in its text where a sentence starts
+    """`pieces` with an empty markup piece (a boundary for `_sentences`) where `split` starts a sentence and no
+    inline element of its group spans the boundary: inside a text run outside every element, or before the element
+    (its opening tags) that the sentence starts with; a run the splitter rewrote is left whole."""
+    cuts: dict[int, list[int]] = {}  # piece index -> offsets in its text where a sentence starts (0: before it)
     for start, end in _sentences(pieces):
-        spans, depth, text = [], 0, ""  # spans: (piece, first character, depth) of each text piece
+        spans, depth, text, opened = [], 0, "", None  # spans: (piece, first character, depth, cut before)
         for i in range(start, end):
             kind, raw = pieces[i]
+            if kind == "open" and depth == 0:
+                opened = i  # a sentence starting in this element may start before it
             depth += (kind == "open") - (kind == "close")
             if kind == "text":
-                spans.append((i, len(text), depth))
+                spans.append((i, len(text), depth, opened if depth > 0 else i))
                 text += raw
-        cursor, starts = 0, []
-        for sentence in split(text):
-            sentence = sentence.strip()
-            found = text.find(sentence, cursor) if sentence else cursor
-            if found < 0:
-                starts = []
-                break
-            if sentence and cursor:
-                starts.append(found)
-            cursor = found + len(sentence)
-        for offset in starts:
-            piece, first, depth = [span for span in spans if span[1] <= offset][-1]
-            if depth == 0 and offset > first:
+                opened = None
+        for offset in _starts(text, split):
+            piece, first, depth, before = [span for span in spans if span[1] <= offset][-1]
+            if offset > first and depth == 0:
                 cuts.setdefault(piece, []).append(offset - first)
+            elif offset == first and before is not None and before > start:
+                cuts.setdefault(before, []).append(0)
     out = []
     for i, (kind, raw) in enumerate(pieces):
         at = 0
         for offset in cuts.get(i, ()):
-            out += [("text", raw[at:offset]), ("markup", "")]
+            if offset:
+                out.append(("text", raw[at:offset]))
+            out.append(("markup", ""))
             at = offset
         out.append((kind, raw[at:]))
     return out
+
+
+def _starts(text: str, split) -> list[int]:
+    """Where each sentence of `text` but the first starts (none where the splitter rewrote the text)."""
+    cursor, starts = 0, []
+    for sentence in split(text):
+        sentence = sentence.strip()
+        found = text.find(sentence, cursor) if sentence else cursor
+        if found < 0:
+            return []
+        if sentence and cursor:
+            starts.append(found)
+        cursor = found + len(sentence)
+    return starts
 
 
 def place_elements(pieces: list[tuple[str, str]], translation: str, alignment) -> str:

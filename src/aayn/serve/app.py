@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from urllib.parse import quote
 
-from . import hub_api, libretranslate
+from . import files, hub_api, libretranslate
 from .batcher import one_line
 from .keys import Access
 from .libretranslate import read_fields
 from .openapi import openapi
 from .service import Pair, Service
 from .settings import RequestError, ServeSettings
+
+BODY_LIMIT = 8 * 1024 * 1024  # a /translate or /detect body (64 texts of 2,000 characters are about 0.5 MB)
 
 
 def room_for(body: bytes, content_type: str):
@@ -45,75 +48,133 @@ async def answered(work) -> tuple[object, int, dict | None]:
     return answer, status, None
 
 
+async def translate(request):
+    return json_response(*await answered(translated(request.app.state.service, request)))
+
+
+async def translated(service, request):
+    """`POST /translate` in the room of its shape."""
+    body, content_type = await limited_body(request, BODY_LIMIT, 413), content_type_of(request)
+    room, data = room_for(body, content_type)
+    if room is hub_api:
+        return await hub_api.translate(service, body, request)
+    fields = data if data is not None else read_fields(body, content_type, request.url.query)
+    return await libretranslate.translate(service, fields, request)
+
+
+async def limited_body(request, limit: int, status: int) -> bytes:
+    """The request's body, or RequestError (`status`) as soon as it is over `limit` bytes (declared or sent)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise RequestError(f"Invalid request: the body has {declared} bytes, at most {limit}", status)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(f"Invalid request: the body is over {limit} bytes", status)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def detect(request):
+    return json_response(*await answered(detected(request.app.state.service, request)))
+
+
+async def detected(service, request):
+    body = await limited_body(request, BODY_LIMIT, 413)
+    return libretranslate.detect(service, read_fields(body, content_type_of(request), request.url.query), request)
+
+
+async def translate_file(request):
+    return json_response(*await answered(file_translated(request.app.state.service, request)))
+
+
+async def file_translated(service, request):
+    body = await limited_body(request, service.settings.max_file_bytes + 65536, 400)  # the form around the file
+    return await files.translate_file(service, read_fields(body, content_type_of(request), request.url.query), request)
+
+
+async def download_file(request):
+    from starlette.responses import Response
+
+    service, name = request.app.state.service, request.path_params["filename"]
+    answer, status, headers = await answered(lambda: (files.download_file(service, name), 200))
+    if status != 200:
+        return json_response(answer, status, headers)
+    data, download = answer
+    disposition = f"attachment; filename*=UTF-8''{quote(download)}"
+    return Response(data, media_type="application/octet-stream", headers={"Content-Disposition": disposition})
+
+
+async def languages(request):
+    return json_response(libretranslate.languages(request.app.state.service))
+
+
+async def frontend_settings(request):
+    return json_response(libretranslate.frontend_settings(request.app.state.service))
+
+
+async def page(request):
+    from starlette.responses import HTMLResponse
+
+    from .page import PAGE
+
+    access = request.app.state.service.access  # keyless requests from the page carry --require_api_key_secret's
+    return HTMLResponse(PAGE.replace("__SECRET__", access.secret if access.require_secret else ""))
+
+
+async def healthy(request):
+    return json_response(request.app.state.service.health())
+
+
+async def schema(request):
+    return json_response(openapi(metrics=request.app.state.service.settings.metrics))
+
+
+def content_type_of(request) -> str:
+    return request.headers.get("content-type", "")
+
+
+def json_response(answer, status: int = 200, headers: dict | None = None):
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(answer, status, headers=headers)
+
+
+ROUTES = [
+    ("/", page, "GET"),
+    ("/translate", translate, "POST"),
+    ("/languages", languages, "GET"),
+    ("/detect", detect, "POST"),
+    ("/frontend/settings", frontend_settings, "GET"),
+    ("/translate_file", translate_file, "POST"),
+    ("/download_file/{filename}", download_file, "GET"),
+    ("/health", healthy, "GET"),
+    ("/openapi.json", schema, "GET"),
+    ("/spec", schema, "GET"),  # where LibreTranslate serves its document
+]
+
+
 def build_app(pairs: list[Pair], settings: ServeSettings, access: Access | None = None):
     """The Starlette application serving `pairs` (each with its own batcher)."""
     import contextlib
 
     from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import HTMLResponse, JSONResponse
     from starlette.routing import Route
 
-    from .page import PAGE
-
     service = Service(pairs, settings, access)
-
-    async def translate(request: Request):
-        body, content_type = await request.body(), request.headers.get("content-type", "")
-        room, data = room_for(body, content_type)
-        if room is hub_api:
-            work = hub_api.translate(service, body, request)
-        else:
-            work = libre_translate(data, body, content_type, request)
-        answer, status, headers = await answered(work)
-        return JSONResponse(answer, status, headers=headers)
-
-    async def libre_translate(data, body: bytes, content_type: str, request: Request):
-        fields = data if data is not None else read_fields(body, content_type, request.url.query)
-        return await libretranslate.translate(service, fields, request)
-
-    async def languages(request: Request):
-        return JSONResponse(libretranslate.languages(service))
-
-    async def detect(request: Request):
-        body, content_type = await request.body(), request.headers.get("content-type", "")
-        query = request.url.query
-        answer, status, headers = await answered(
-            lambda: libretranslate.detect(service, read_fields(body, content_type, query), request)
-        )
-        return JSONResponse(answer, status, headers=headers)
-
-    async def frontend_settings(request: Request):
-        return JSONResponse(libretranslate.frontend_settings(service))
-
-    async def page(request: Request):
-        access = service.access  # the page's keyless requests carry the secret --require_api_key_secret asks for
-        return HTMLResponse(PAGE.replace("__SECRET__", access.secret if access.require_secret else ""))
-
-    async def healthy(request: Request):
-        return JSONResponse(service.health())
-
-    async def schema(request: Request):
-        return JSONResponse(openapi(metrics=settings.metrics))
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         for pair in pairs:
             pair.batcher.start()
+        service.files = files.Files(settings.files_expire_s)
         yield
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(None, pair.batcher.stop) for pair in pairs))
+        service.files.close()
 
-    routes = [
-        Route("/", page, methods=["GET"]),
-        Route("/translate", translate, methods=["POST"]),
-        Route("/languages", languages, methods=["GET"]),
-        Route("/detect", detect, methods=["POST"]),
-        Route("/frontend/settings", frontend_settings, methods=["GET"]),
-        Route("/health", healthy, methods=["GET"]),
-        Route("/openapi.json", schema, methods=["GET"]),
-        Route("/spec", schema, methods=["GET"]),  # where LibreTranslate serves its document
-    ]
+    routes = [Route(path, handler, methods=[method]) for path, handler, method in ROUTES]
     middleware = [cors(), *measured(service, routes)]  # with --metrics, GET /metrics added to the routes
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.service = service

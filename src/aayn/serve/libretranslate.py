@@ -199,10 +199,14 @@ def frontend_settings(service) -> dict:
          for side, code in (("source", first.source), ("target", first.target))}
         if first else {}
     )  # fmt: skip
+    from ..documents import FORMATS as FILE_FORMATS
+
     keys, required = service.access.keys is not None, service.access.key_required
+    files = not service.settings.disable_files_translation
     return {
         "charLimit": service.settings.max_chars, "frontendTimeout": 500, "apiKeys": keys, "keyRequired": required,
-        "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [], "language": language,
+        "suggestions": False, "filesTranslation": files, "supportedFilesFormat": list(FILE_FORMATS) if files else [],
+        "language": language,
     }  # fmt: skip
 
 

@@ -42,6 +42,11 @@ PAGE = """<!doctype html>
     <div id="output" aria-live="polite"></div>
   </div>
   <ul id="alternatives"></ul>
+  <section id="files" hidden>
+    <h2>Files</h2>
+    <input id="file" type="file"> <button id="translate-file">Translate file</button>
+    <a id="download" hidden>Download the translation</a>
+  </section>
   <div id="error" hidden></div>
 </main>
 <script>
@@ -68,6 +73,8 @@ async function load() {
   try {
     const settings = await answer(await fetch("frontend/settings"));
     charLimit = settings.charLimit;
+    $("files").hidden = !settings.filesTranslation;
+    $("file").accept = (settings.supportedFilesFormat || []).join(",");
     $("key-label").hidden = !settings.apiKeys;
     const languages = await answer(await fetch("languages"));
     for (const source of languages) {
@@ -114,7 +121,31 @@ async function translate() {
   }
 }
 
+async function translateFile() {
+  const [source, target] = $("pair").value.split(":");
+  if (!$("file").files.length) { showError("Choose a file first."); return; }
+  const form = new FormData();  // as LibreTranslate's page sends it
+  form.append("file", $("file").files[0]);
+  form.append("source", source);
+  form.append("target", target);
+  if (!$("key-label").hidden) { form.append("api_key", $("api-key").value); }
+  if (SECRET) { form.append("secret", SECRET); }
+  $("translate-file").disabled = true;
+  $("download").hidden = true;
+  showError("");
+  try {
+    const result = await answer(await fetch("translate_file", { method: "POST", body: form }));
+    $("download").href = result.translatedFileUrl;
+    $("download").hidden = false;
+  } catch (error) {
+    showError(error.message);
+  } finally {
+    $("translate-file").disabled = false;
+  }
+}
+
 $("translate").addEventListener("click", translate);
+$("translate-file").addEventListener("click", translateFile);
 $("source").addEventListener("input", countCharacters);
 $("source").addEventListener("keydown", (event) => {
   if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) { translate(); }

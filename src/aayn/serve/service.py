@@ -53,6 +53,7 @@ class Service:
     def __init__(self, pairs: list[Pair], settings: ServeSettings, access: Access | None = None):
         self.pairs, self.settings, self.access = pairs, settings, access or Access()
         self.metrics = None  # `metrics.Metrics` where the server has --metrics
+        self.files = None  # `files.Files`, the translated files, while the server runs
         for pair in pairs:
             pair.batcher = Batcher(pair.translators, settings)
         self.named = [pair for pair in pairs if pair.source]

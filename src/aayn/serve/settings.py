@@ -27,6 +27,9 @@ class ServeSettings:
     max_queue: int = 1024  # sentences waiting or being decoded
     max_sentences: int = 64  # per request
     max_chars: int = 2000  # per text
+    disable_files_translation: bool = False  # POST /translate_file, GET /download_file
+    max_file_bytes: int = 20 * 1024 * 1024  # a file to translate
+    files_expire_s: float = 1800.0  # a translated file's life (LibreTranslate's 30 minutes)
     metrics: bool = False  # GET /metrics
     metrics_auth_token: str | None = None  # /metrics only for `Authorization: Bearer TOKEN`
 
