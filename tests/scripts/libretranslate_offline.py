@@ -63,10 +63,12 @@ def libretranslate_env(work: Path, whole_sentences: bool) -> dict:
     return env
 
 
-def start_libretranslate(libre_python: str, models: list[str], work: Path, whole_sentences: bool, *flags: str):
+def start_libretranslate(
+    libre_python: str, models: list[str], work: Path, whole_sentences: bool, *flags: str, files: bool = False
+):
     """Export `models` (aayn folders of both directions) as Argos packages, install them with LibreTranslate's own
-    Argos Translate, and start LibreTranslate on a free loopback port: (process, url, log file), or (None, None,
-    None) with what went wrong printed."""
+    Argos Translate, and start LibreTranslate on a free loopback port (`files`: with its file translation): (process,
+    url, log file), or (None, None, None) with what went wrong printed."""
     from aayn.formats import export_model
     from aayn.hub import card_metadata
 
@@ -85,8 +87,8 @@ def start_libretranslate(libre_python: str, models: list[str], work: Path, whole
     subprocess.run([libre_python, "-c", install, *map(str, packages)], check=True, env=env)
     port = free_port()
     command = [libre_python, "-m", "libretranslate.main", "--host", "127.0.0.1", "--port", str(port),
-               "--load-only", ",".join(sorted(set(codes))), "--disable-web-ui", "--disable-files-translation",
-               *flags]  # fmt: skip
+               "--load-only", ",".join(sorted(set(codes))), "--disable-web-ui",
+               *([] if files else ["--disable-files-translation"]), *flags]  # fmt: skip
     log = open(work / "libretranslate.log", "w")  # noqa: SIM115 (the server's, closed by the caller)
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     print(f"started: {' '.join(command)} (log: {work / 'libretranslate.log'})")

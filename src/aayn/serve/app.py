@@ -27,7 +27,7 @@ def room_for(body: bytes, content_type: str):
     own faults of JSON)."""
     try:
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         data = None
     if isinstance(data, dict) and "inputs" not in data:
         return libretranslate, data

@@ -29,7 +29,7 @@ def read_request(body: bytes, settings: ServeSettings, char_limit: int = 0) -> t
     char_limit = char_limit or settings.max_chars
     try:
         request = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise RequestError(f"the body is not JSON ({error})") from None
     if not isinstance(request, dict) or "inputs" not in request:
         raise RequestError('the body must be a JSON object with "inputs" (a text or a list of texts)')

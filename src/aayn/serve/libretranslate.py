@@ -93,7 +93,7 @@ def read_fields(body: bytes, content_type: str, query: str = "") -> dict:
     if "json" in content_type:
         try:
             fields = json.loads(body or b"null")
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             fields = None
         if not isinstance(fields, dict):
             raise RequestError("Invalid JSON format")
