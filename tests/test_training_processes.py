@@ -1,8 +1,11 @@
-"""Training across processes: 2-process data parallelism on CPU (gloo), and SIGKILL + resume losing nothing."""
+"""Training across processes: 2-process data parallelism on CPU (gloo), two nodes (two torchrun launchers on this
+machine) as one node with two processes, and SIGKILL + resume losing nothing."""
 
 import json
 import signal
+from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 from training_helpers import SCRIPTS, free_port, python, tiny_recipe, write_numbers_corpus, write_recipe
@@ -69,3 +72,45 @@ def test_sigkill_and_resume_ends_with_the_weights_of_an_uninterrupted_run(tmp_pa
         torch.testing.assert_close(actual[name], expected[name], rtol=1e-5, atol=1e-6, msg=name)
     first = load_file(crashed / "checkpoint-4" / "model.safetensors")
     assert not torch.equal(first["model.shared.weight"], actual["model.shared.weight"])  # it did train after resuming
+
+
+def test_two_nodes_train_as_one_node_with_two_processes(tmp_path):
+    """`torchrun --nnodes 2 --rdzv_backend c10d` started as two launchers on this machine (one process each, each
+    with its own data cache as two machines would have, rendezvous on 127.0.0.1) trains the recipe as one launcher
+    with two processes does: the same logged losses and the same weights."""
+    import os
+    import subprocess
+    import sys
+
+    corpus = write_numbers_corpus(tmp_path / "data")
+    settings = dict(max_steps=4, save_steps=4, eval_strategy="no", predict_with_generate=False, logging_steps=1)
+
+    def recipe(name: str) -> Path:
+        return write_recipe(tmp_path / f"{name}.yaml", tiny_recipe(corpus, tmp_path / name, **settings))
+
+    one = python("-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(), "-m",
+                 "aayn.train", recipe("one"), timeout=600,
+                 env={"HF_DATASETS_CACHE": str(tmp_path / "cache-one")})  # fmt: skip
+    assert one.returncode == 0, one.stderr[-3000:]
+    endpoint, two = f"127.0.0.1:{free_port()}", recipe("two")
+    launchers = []
+    for node in range(2):
+        env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", HF_DATASETS_CACHE=str(tmp_path / f"c{node}"))
+        command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1",
+                   "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", "aayn-two-nodes",
+                   "-m", "aayn.train", str(two)]  # fmt: skip
+        launchers.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    outcomes = [launcher.communicate(timeout=600) for launcher in launchers]
+    assert [launcher.returncode for launcher in launchers] == [0, 0], outcomes[0][1][-2000:] + outcomes[1][1][-2000:]
+
+    def losses(name: str) -> list[float]:
+        state = json.loads((tmp_path / name / "checkpoint-4" / "trainer_state.json").read_text())
+        return [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+
+    assert len(losses("one")) == 4 and losses("two") == pytest.approx(losses("one"), rel=1e-5)
+    expected, actual = (
+        load_file(tmp_path / "one" / "model.safetensors"),
+        load_file(tmp_path / "two" / "model.safetensors"),
+    )
+    for name in expected:
+        torch.testing.assert_close(actual[name], expected[name], rtol=1e-5, atol=1e-6, msg=name)
