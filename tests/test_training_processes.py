@@ -108,6 +108,7 @@ def test_two_nodes_train_as_one_node_with_two_processes(tmp_path):
         return [entry["loss"] for entry in state["log_history"] if "loss" in entry]
 
     assert len(losses("one")) == 4 and losses("two") == pytest.approx(losses("one"), rel=1e-5)
+    assert "x 2 processes" in (tmp_path / "two" / "README.md").read_text()  # one world of two, not two of one
     expected, actual = (
         load_file(tmp_path / "one" / "model.safetensors"),
         load_file(tmp_path / "two" / "model.safetensors"),
