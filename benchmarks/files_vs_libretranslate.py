@@ -81,6 +81,7 @@ def samples(folder: Path) -> list[Path]:
     paths.append(folder / "sample.odt")
     odt.save(str(paths[-1]))
 
+    paths += [odp_sample(folder / "sample.odp"), epub_sample(folder / "sample.epub")]
     (folder / "sample.txt").write_text(f"{SENTENCE} Jesus wept.\n\nGod is love.\n")
     (folder / "sample.html").write_text(f"<html><body><h1>God is love.</h1><p>{SENTENCE} <b>Jesus</b> wept.</p>"
                                         "</body></html>")  # fmt: skip
@@ -88,6 +89,54 @@ def samples(folder: Path) -> list[Path]:
                                        "2\n00:00:04,000 --> 00:00:05,000\nJesus wept.\n\n")  # fmt: skip
     paths += [folder / "sample.txt", folder / "sample.html", folder / "sample.srt"]
     return paths
+
+
+def odp_sample(path: Path) -> Path:
+    from odf import text as odf_text
+    from odf.draw import Frame, Page, TextBox
+    from odf.opendocument import OpenDocumentPresentation
+    from odf.presentation import Notes
+    from odf.style import MasterPage, PageLayout
+
+    deck = OpenDocumentPresentation()
+    layout = PageLayout(name="Layout")
+    deck.automaticstyles.addElement(layout)
+    master = MasterPage(name="Default", pagelayoutname=layout)
+    deck.masterstyles.addElement(master)
+    page = Page(masterpagename=master)
+    for words in (SENTENCE, "Jesus wept."):
+        frame = Frame(width="20cm", height="3cm", x="1cm", y="1cm")
+        box = TextBox()
+        box.addElement(odf_text.P(text=words))
+        frame.addElement(box)
+        page.addElement(frame)
+    notes = Notes()
+    frame = Frame(width="20cm", height="3cm", x="1cm", y="1cm")
+    box = TextBox()
+    box.addElement(odf_text.P(text="And God saw the light."))
+    frame.addElement(box)
+    notes.addElement(frame)
+    page.addElement(notes)
+    deck.presentation.addElement(page)
+    deck.save(str(path))
+    return path
+
+
+def epub_sample(path: Path) -> Path:
+    from ebooklib import epub
+
+    book = epub.EpubBook()
+    book.set_identifier("sample")
+    book.set_title("God is love.")
+    book.set_language("en")
+    chapter = epub.EpubHtml(title="One", file_name="one.xhtml", lang="en")
+    chapter.content = f"<h1>Jesus wept.</h1><p>{SENTENCE} <i>And God saw the light.</i></p>"
+    book.add_item(chapter)
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = ["nav", chapter]
+    epub.write_epub(str(path), book)
+    return path
 
 
 def with_footnote(path: Path, text: str) -> None:
@@ -111,6 +160,11 @@ def texts_of(path: Path) -> list[str]:
         return [line for line in lines if re.search(r"[^\W\d_]", line) and "-->" not in line]
     if path.suffix == ".html":
         return [t.strip() for t in re.split(r"<[^>]+>", data.decode()) if re.search(r"[^\W\d_]", t)]
+    if path.suffix == ".epub":
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            pages = [archive.read(n).decode() for n in archive.namelist() if n.endswith((".xhtml", ".html"))]
+        body = "".join(page.split("<body", 1)[-1] for page in pages)
+        return [t.strip() for t in re.split(r"<[^>]+>", body) if re.search(r"[^\W\d_]", t)]
     found = []
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for name in archive.namelist():
