@@ -148,7 +148,7 @@ def translate(args: argparse.Namespace) -> None:
     from .opening import open_translator
 
     check_translate_arguments(args)
-    if args.text or args.file:
+    if args.text or args.file or args.input:
         batches = [args.text]
     elif args.show_attention:
         batches = list(input_batches(sys.stdin.buffer, None))
@@ -189,6 +189,8 @@ def translate(args: argparse.Namespace) -> None:
         return
     if args.file:
         return translate_file(translator, args, generate)
+    if args.input:
+        return translate_corpus(translator, args, generate)
     if args.html or args.split_sentences:
         return translate_documents(translator, batches, args, generate)
     prefixes = read_lines(args.prefix, "--prefix") if args.prefix else None
@@ -248,6 +250,15 @@ def check_translate_arguments(args: argparse.Namespace) -> None:
         raise ValueError(f"--format {args.format} needs --nbest N")
     if args.source_lang and not (args.split_sentences or args.file):
         raise ValueError("--source_lang names the language --split_sentences or --file splits by: give one")
+    if bool(args.input) != bool(args.output_dir):
+        raise ValueError("--input GLOB_OR_FOLDER and --output_dir OUT go together: a corpus of shards translated")
+    if args.input and (
+        args.text or args.file or args.prefix or args.html or args.split_sentences or args.nbest or args.show_attention
+    ):
+        raise ValueError(
+            "--input translates shards line for line: no texts, --file, --prefix (it reads a second file line by "
+            "line), --html, --split_sentences, --nbest or --show_attention with it"
+        )
     if bool(args.file) != bool(args.output):
         raise ValueError("--file IN and --output OUT go together: a document translated into a new file")
     if args.file and (
@@ -267,6 +278,18 @@ def check_translate_arguments(args: argparse.Namespace) -> None:
         ):
             raise ValueError(f"--{flag} translates {what} once: no --nbest, --prefix, --show_attention or "
                              "--print_alignment with it")  # fmt: skip
+
+
+def translate_corpus(translator, args: argparse.Namespace, generate: dict) -> None:
+    """--input GLOB_OR_FOLDER --output_dir OUT: each shard without an output translated into one of the same name
+    and format (`aayn.bulk`), whole or not at all; a summary line on standard error."""
+    from .bulk import BulkSettings, shards_of, translate_shards
+
+    shards = shards_of(args.input)
+    settings = BulkSettings(Path(args.output_dir), args.text_field, args.batch_tokens, generate)
+    done = translate_shards(translator, shards, settings, log=lambda line: print(line, file=sys.stderr))
+    print(f"{done['shards']} shards ({done['already_done']} already done), {done['lines']} lines translated into "
+          f"{done['output_dir']} in {done['seconds']} s", file=sys.stderr)  # fmt: skip
 
 
 def translate_file(translator, args: argparse.Namespace, generate: dict) -> None:
@@ -723,6 +746,16 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
         help="translate a document (.txt .html .srt .docx .odt .pptx .odp .epub) into --output, its formatting kept",
     )
     parser.add_argument("--output", metavar="OUT", help="with --file: the translated document (written whole)")
+    parser.add_argument(
+        "--input",
+        metavar="GLOB_OR_FOLDER",
+        help="a corpus of shards (text lines, .jsonl, .parquet): each translated into --output_dir under its own name, "
+        "whole or not at all; a rerun translates only the shards not yet there",
+    )
+    parser.add_argument("--output_dir", metavar="OUT", help="with --input: the folder of translated shards")
+    parser.add_argument(
+        "--text_field", default="text", help="with --input: the field of .jsonl / .parquet rows to translate"
+    )
 
 
 def serve_arguments(parser: argparse.ArgumentParser) -> None:
