@@ -250,6 +250,8 @@ def check_translate_arguments(args: argparse.Namespace) -> None:
         raise ValueError(f"--format {args.format} needs --nbest N")
     if args.source_lang and not (args.split_sentences or args.file):
         raise ValueError("--source_lang names the language --split_sentences or --file splits by: give one")
+    if (args.ray or args.ray_address) and not args.input:
+        raise ValueError("--ray translates a corpus of shards: give --input GLOB_OR_FOLDER --output_dir OUT")
     if bool(args.input) != bool(args.output_dir):
         raise ValueError("--input GLOB_OR_FOLDER and --output_dir OUT go together: a corpus of shards translated")
     if args.input and (
@@ -287,7 +289,15 @@ def translate_corpus(translator, args: argparse.Namespace, generate: dict) -> No
 
     shards = shards_of(args.input)
     settings = BulkSettings(Path(args.output_dir), args.text_field, args.batch_tokens, generate)
-    done = translate_shards(translator, shards, settings, log=lambda line: print(line, file=sys.stderr))
+    if args.ray or args.ray_address:
+        from .bulk_ray import translate_shards_on_ray
+
+        needs = ("glossary",) * bool(args.glossary) + ("alignment",) * bool(args.print_alignment)
+        done = translate_shards_on_ray(args.model, args.device, needs, shards, settings, address=args.ray_address,
+                                       concurrency=args.concurrency, num_cpus=args.num_cpus_per_worker,
+                                       num_gpus=args.num_gpus_per_worker)  # fmt: skip
+    else:
+        done = translate_shards(translator, shards, settings, log=lambda line: print(line, file=sys.stderr))
     print(f"{done['shards']} shards ({done['already_done']} already done), {done['lines']} lines translated into "
           f"{done['output_dir']} in {done['seconds']} s", file=sys.stderr)  # fmt: skip
 
@@ -756,6 +766,11 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--text_field", default="text", help="with --input: the field of .jsonl / .parquet rows to translate"
     )
+    parser.add_argument("--ray", action="store_true", help="with --input: the shards translated by Ray actors")
+    parser.add_argument("--ray_address", help="with --ray: an existing cluster's address (default: start a local one)")
+    parser.add_argument("--concurrency", type=positive_int, default=1, help="with --ray: actors, each one translator")
+    parser.add_argument("--num_cpus_per_worker", type=float, default=1.0, help="with --ray: CPUs each actor holds")
+    parser.add_argument("--num_gpus_per_worker", type=float, default=0.0, help="with --ray: GPUs each actor holds")
 
 
 def serve_arguments(parser: argparse.ArgumentParser) -> None:
