@@ -117,8 +117,8 @@ def multipart(fields: dict, boundary: str = "----WebKitFormBoundary7MA4YWxkTrZu0
 def test_multipart_forms_and_query_strings_as_libretranslate_reads_them(server, expected):
     """LibreTranslate reads a JSON body, else `request.values`: the query string's fields, then the form's
     (urlencoded or multipart). LibreTranslate's page (its `app.js.template`) posts `FormData` (q, source, target,
-    format, alternatives 3, api_key); Nextcloud's client (as the issue tells it: its code was not at hand) posts a
-    multipart form to /translate and asks /detect with q in the query string."""
+    format, alternatives 3, api_key); Nextcloud's PHP client posts a multipart form to /translate and asks /detect
+    with q in the query string (`test_nextcloud_as_its_php_client_calls`)."""
     best, _ = expected
     body, content_type = multipart(
         {
@@ -149,6 +149,30 @@ def test_multipart_forms_and_query_strings_as_libretranslate_reads_them(server, 
     status, answer, _ = server.post(body, raw=True, content_type=content_type)
     assert status == 400 and answer["error"].startswith("Invalid request: missing q parameter")
     assert server.post({"q": "Two.", "source": "en", "target": "fr"})[1] == {"translatedText": best["Two."]}
+
+
+def test_nextcloud_as_its_php_client_calls(server, expected):
+    """Nextcloud's integration_libretranslate (`lib/LibretranslateProvider.php`) through the PHP client it requires
+    (jefs42/libretranslate, `src/LibreTranslate.php`): `_doRequest` sets CURLOPT_POSTFIELDS on every call, so its
+    GETs of /frontend/settings and /languages carry an empty form, /detect is a POST of an empty form with `q` and
+    `api_key` in the query string, and /translate a multipart form (q, format=html, source, target, api_key, empty
+    when none is set). Every code /languages lists is paired with every other (getAvailableLanguages)."""
+    import html
+
+    best, _ = expected
+    empty_form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for path in ("/frontend/settings", "/languages"):
+        request = urllib.request.Request(server.url + path, b"", empty_form, method="GET")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200 and json.loads(response.read())
+    query = urllib.parse.urlencode({"q": "Ceci est une phrase en français.", "api_key": ""})
+    status, detected, _ = server.post(b"", raw=True, path=f"/detect?{query}",
+                                      content_type="application/x-www-form-urlencoded")  # fmt: skip
+    assert status == 200 and detected[0]["language"] == "fr"
+    body, content_type = multipart({"q": "Six one eight.", "format": "html", "source": "en", "target": "fr",
+                                    "api_key": ""})  # fmt: skip
+    status, answer, _ = server.post(body, raw=True, content_type=content_type)
+    assert status == 200 and answer == {"translatedText": html.escape(best["Six one eight."], quote=False)}
 
 
 def test_discourse_and_searxng_as_their_code_calls(server, expected):
