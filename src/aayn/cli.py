@@ -275,9 +275,7 @@ def check_translate_arguments(args: argparse.Namespace) -> None:
         raise ValueError("--file translates one document: no texts, --html, --split_sentences, --nbest, --prefix, "
                          "--show_attention or --print_alignment with it")  # fmt: skip
     for flag, what in (("html", "each line's HTML"), ("split_sentences", "each line's sentences")):
-        if getattr(args, flag) not in (None, False) and (
-            args.nbest or args.prefix or args.show_attention or args.print_alignment
-        ):
+        if getattr(args, flag) and (args.nbest or args.prefix or args.show_attention or args.print_alignment):
             raise ValueError(f"--{flag} translates {what} once: no --nbest, --prefix, --show_attention or "
                              "--print_alignment with it")  # fmt: skip
 

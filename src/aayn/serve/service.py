@@ -12,7 +12,7 @@ from ..languages import language_name
 from ..translator import Translator, lacking
 from .batcher import Batcher, Job, WorkerTranslator, describe, one_line
 from .detect import Detector
-from .keys import Access
+from .keys import Access, client_address
 from .settings import RequestError, ServeSettings
 
 
@@ -86,8 +86,6 @@ class Service:
     def admit(self, request, key, secret=None) -> int:
         """Lets one request through (`Access.admit`: its client's limit, its key) or RequestError; returns its
         character limit per text (its key's, else the server's)."""
-        from .keys import client_address
-
         origin = request.headers.get("origin", "")
         char_limit = self.access.admit(key, client_address(request.headers, request.client), origin, secret)
         return char_limit or self.settings.max_chars
