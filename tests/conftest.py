@@ -56,6 +56,16 @@ def saved(tmp_path_factory):
     return folder / "out", model.eval(), tokenizer
 
 
+@pytest.fixture(scope="module")
+def onnx_graphs_once(tmp_path_factory):
+    """For the module that asks: ONNX exports of a model exported before in this run copy its graphs
+    (export_cache.py); for tests of what an export is used for, not of the export."""
+    from export_cache import graphs_exported_once
+
+    with graphs_exported_once(tmp_path_factory):
+        yield
+
+
 @pytest.fixture(scope="session")
 def finished_run(tmp_path_factory) -> Path:
     """One finished tiny `aayn train` run (checkpoints 2 and 4, the final folder; sources cut to 8 tokens), made

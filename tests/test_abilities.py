@@ -20,7 +20,7 @@ TEXT = "Six one eight."
 
 
 @pytest.fixture(scope="module")
-def folders(saved, tmp_path_factory):
+def folders(saved, tmp_path_factory, onnx_graphs_once):
     """{format name: a folder of it}: the tiny saved model, its two exports, and the toy format's."""
     import toy_format
 

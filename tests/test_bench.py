@@ -81,7 +81,7 @@ TEXTS = ["Six one eight.", "Two two.", "Nine."] * 12  # three source lengths in 
 
 
 @pytest.fixture(scope="module")
-def bench_decoding(saved):
+def bench_decoding(saved, onnx_graphs_once):
     """(setup, decoding rows, engine rows) of the tiny saved model standing in for the trained one, decoded once for
     the tests below: each row decodes every sentence several times per arm, up to the length limit (the model is
     untrained), and the engine rows export to CTranslate2 and ONNX, float32 and int8."""

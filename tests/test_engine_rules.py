@@ -32,7 +32,7 @@ def with_rules(folder, copy, rules: dict):
 
 
 @pytest.fixture(scope="module")
-def folders(saved, tmp_path_factory):
+def folders(saved, tmp_path_factory, onnx_graphs_once):
     """{kind: (the aayn folder, its texts)}, and each kind's CTranslate2 and ONNX exports beside it."""
     root = tmp_path_factory.mktemp("engine-rules")
     made = {"aayn": (saved[0], NUMBERS)}

@@ -449,7 +449,7 @@ def test_threads_must_be_positive(saved, capsys):
     assert "argument --threads: must be a positive integer, got 0" in capsys.readouterr().err
 
 
-def test_an_onnx_export_serves_as_its_torch_folder_translates(saved, alone, tmp_path):
+def test_an_onnx_export_serves_as_its_torch_folder_translates(saved, alone, tmp_path, onnx_graphs_once):
     """`aayn serve` of an ONNX folder (`aayn export --format onnx`) in worker processes (the engine in a process of
     its own; in the server's thread it is the engine `aayn translate` runs, tests/test_onnx_export.py): the same
     answers as the torch folder's translator gives each sentence alone, its kind in /health."""

@@ -156,7 +156,7 @@ def test_compiled_encoder_and_decoder_decode_as_eager(paper_decoding):
     torch._dynamo.reset()
     model = AaynForConditionalGeneration(tiny_config()).eval()
     source, mask = random_batch(3, 7, 40, [7, 4, 2])
-    kwargs = dict(attention_mask=mask, num_beams=3, max_new_tokens=6, paper_decoding=paper_decoding)
+    kwargs = dict(attention_mask=mask, num_beams=3, max_new_tokens=3, paper_decoding=paper_decoding)  # 2 cached steps
     expected = model.generate(source, **kwargs)
     model.model.encoder.compile(backend="aot_eager", dynamic=True)
     model.model.decoder.compile(backend="aot_eager", dynamic=True)

@@ -104,8 +104,9 @@ def cache_names(count: int, prefix: str, cross: bool = True) -> list[str]:
     return [f"{prefix}.{i}.{kind}.{part}" for i in range(count) for kind in kinds for part in ("key", "value")]
 
 
-def export_graphs(model, folder: Path) -> None:
-    """The three graphs of `model` (in float32, eval) into `folder`, with dynamic batch and lengths."""
+def export_graphs(model, folder: Path, files: tuple[str, ...] = FILES) -> None:
+    """The three graphs of `model` (in float32, eval) into `folder`, with dynamic batch and lengths (those of them
+    named in `files`)."""
     from torch.export import Dim
 
     config, count = model.config, model.config.decoder_layers
@@ -118,7 +119,7 @@ def export_graphs(model, folder: Path) -> None:
         hidden = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
         start = torch.full((2, 3), config.decoder_start_token_id)
         first = _Decoder(model, False)(start, mask, hidden)
-    export = lambda module, args, names, outputs, shapes, path: torch.onnx.export(
+    export = lambda module, args, names, outputs, shapes, path: path in files and torch.onnx.export(
         module.eval(), args, str(folder / path), input_names=names, output_names=outputs, dynamic_shapes=shapes,
         opset_version=OPSET, dynamo=True, external_data=False, verbose=False,
     )  # fmt: skip
