@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NOT_HERE = {
     "bash .ci/run": "CI itself: it runs this suite",
     "accelerate launch --multi_gpu --num_processes 8": "8 GPUs and the Hub's wmt/wmt14",
+    "accelerate launch --config_file recipes/accelerate/fsdp2.yaml": "GPUs (on CPU Accelerate runs it as DDP): "
+    "tests/test_fsdp.py shards as it does under torchrun",
     "torchrun --nnodes 2": "two machines: tests/test_training_processes.py runs it as two launchers on this one",
     "aayn serve": "a server runs until stopped: tests/test_serve.py starts one and asks it over HTTP",
     "curl -s localhost:8000/translate": "asks the server above: tests/test_libretranslate.py asks one the same way",

@@ -24,6 +24,7 @@ from ..data.prepare import PreparedData, prepare_data
 from ..folders import write_text_atomically
 from .arguments import DataTrainingArguments, ModelArguments
 from .average import last_checkpoints, load_average, load_weights
+from .fsdp import accelerate_fsdp_settings, check_fsdp_launch, meta_model
 from .model import build_model, configure_model, load_pretrained, model_summary
 from .output import FINAL_STAGING, claim_output_dir, move_final_files
 from .plan import RunPlan, plan_run, training_summary
@@ -75,6 +76,8 @@ def run_plan(plan: RunPlan, callbacks: list[TrainerCallback] | None = None, mode
         check_direction(model_args.model_name_or_path, data_args.source_lang, data_args.target_lang, insist=True)
     elif model_builder is build_model:
         check_fits_in_memory(plan.config, str(args.device))
+    if model_builder is build_model and accelerate_fsdp_settings():  # one that would split §3.4's matrix stops here
+        check_fsdp_launch(pretrained if pretrained is not None else meta_model(plan.config), str(args.device))
     set_seed(args.seed)
     start = time.perf_counter()
     prepared = prepare(plan)

@@ -17,6 +17,7 @@ from transformers.utils import logging
 
 from ..data.batching import MaxTokensBatchSampler, example_lengths
 from ..hub import write_model_card
+from .fsdp import shard_for_trainer
 
 logger = logging.get_logger(__name__)
 
@@ -65,6 +66,12 @@ class AaynTrainer(Seq2SeqTrainer):
         self.model_card = model_card  # render_model_card arguments; every saved folder gets its README.md
         self.results: dict | None = None  # test scores for the card, once known; until then the last validation
         self._train_lengths = None
+
+    def train(self, *args, **kwargs):
+        """Under Accelerate's FSDP2 plugin the model is sharded first by aayn's wrapping (`training.fsdp.shard`: §3.4's
+        matrix in one unit), which Accelerate then keeps."""
+        shard_for_trainer(self)
+        return super().train(*args, **kwargs)
 
     def _save(self, output_dir: str | None = None, state_dict=None):
         """The Trainer's folder (weights, config), with the rest of an aayn folder written as every aayn folder is

@@ -1,0 +1,151 @@
+"""FSDP2: aayn's wrapping (`aayn.training.fsdp`, the layer classes of recipes/accelerate/fsdp2.yaml) under torchrun
+with 2 gloo processes against DDP over the same 20 steps, tied and untied, post- and pre-norm; what Accelerate hands
+the training processes from the shipped config; the Trainer's hook with Accelerate's own FSDP2 plugin; and the
+wrappings that would split §3.4's matrix, refused in one line before any work (torch itself raises on one).
+Accelerate runs an FSDP config as DDP on CPU, so the sharded training here is torch's `fully_shard`, as the
+Trainer hands it the model on GPUs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from tiny_models import tiny_config
+from training_helpers import free_port, tiny_recipe, write_numbers_corpus, write_recipe
+
+from aayn import AaynForConditionalGeneration
+from aayn.cli import main as aayn
+from aayn.training.fsdp import FSDPWrappingError, accelerate_fsdp_settings, check_wrapping, shard_for_trainer
+
+TESTS = Path(__file__).parent
+CONFIG = TESTS.parent / "recipes" / "accelerate" / "fsdp2.yaml"
+LAYERS = ["AaynEncoderLayer", "AaynDecoderLayer"]
+
+
+def test_sharded_training_equals_ddp_resumes_gathers_and_generates(tmp_path):
+    """The parameters are DTensors; the losses equal DDP's; a sharded checkpoint at step 10, resumed into a fresh
+    sharded model, gives the same last 10 losses; the gathered weights equal DDP's; `generate(synced_gpus=True)`
+    on ranks with sentences of different lengths gives the unsharded model's tokens; the gathered folder loads with
+    the matrix as one parameter."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+    ]
+    result = subprocess.run(
+        [*torchrun, str(TESTS / "fsdp_worker.py"), "tied-postnorm", "untied-prenorm", str(tmp_path / "out.json")],
+        cwd=TESTS, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    for name, found in results.items():
+        assert found["all_dtensors"] and found["gathered"], name
+        assert found["fsdp"] == pytest.approx(found["ddp"], abs=1e-5), name
+        assert found["resumed"] == found["fsdp"][10:], name
+        assert found["max_difference"] < 1e-5, name
+        assert found["generate_equal"] == [True, True], name
+        model = AaynForConditionalGeneration.from_pretrained(tmp_path / name)
+        parameters = dict(model.named_parameters(remove_duplicate=False))
+        for tied, source in found["ties"].items():
+            assert parameters[tied] is parameters[source], (name, tied)
+    assert len(results["tied-postnorm"]["ties"]) == 3  # four holders, one matrix
+
+
+def test_the_shipped_config_reaches_the_processes_and_passes_the_check(monkeypatch):
+    """What `accelerate launch --config_file recipes/accelerate/fsdp2.yaml` hands each process (Accelerate's own
+    launcher code), read back as aayn reads it: FSDP2, the two layer classes, accepted for tied and untied models."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser, prepare_multi_gpu_env
+
+    args = launch_command_parser().parse_args(["--config_file", str(CONFIG), "-m", "aayn.train", "recipe.yaml"])
+    env = prepare_multi_gpu_env(_validate_launch_command(args)[0])
+    for key, value in env.items():
+        if key.startswith(("FSDP_", "ACCELERATE_USE_FSDP")):
+            monkeypatch.setenv(key, value)
+    settings = accelerate_fsdp_settings()
+    assert settings == {"version": 2, "policy": "TRANSFORMER_BASED_WRAP", "names": LAYERS}
+    assert env["FSDP_STATE_DICT_TYPE"] == "FULL_STATE_DICT"  # the final folder gathered whole
+    for overrides in ({}, dict(share_encoder_decoder_embeddings=False, decoder_vocab_size=36)):
+        check_wrapping(AaynForConditionalGeneration(tiny_config(**overrides)), settings["names"], settings["policy"])
+
+
+@pytest.fixture
+def one_process_group():
+    store = dist.HashStore()
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_the_trainer_shards_with_accelerates_plugin(one_process_group):
+    """`AaynTrainer.train`'s hook, given Accelerate's FSDP2 plugin as the shipped config makes it: the layers and
+    the matrix's four holders each one unit, the parameters DTensors, and Accelerate's preparation leaving the
+    sharded model as it is."""
+    from types import SimpleNamespace
+
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from accelerate.utils.fsdp_utils import fsdp2_prepare_model
+    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.tensor import DTensor
+
+    plugin = FullyShardedDataParallelPlugin(
+        fsdp_version=2, auto_wrap_policy="transformer_based_wrap", transformer_cls_names_to_wrap=LAYERS
+    )
+    model = AaynForConditionalGeneration(tiny_config())
+    trainer = SimpleNamespace(model=model, accelerator=SimpleNamespace(state=SimpleNamespace(fsdp_plugin=plugin)))
+    shard_for_trainer(trainer)
+    units = [name for name, module in model.named_modules() if isinstance(module, FSDPModule)]
+    assert units[0] == "" and len([name for name in units if ".layers." in name]) == 4
+    holders = ["model.shared", "model.encoder.embed.embed_tokens", "model.decoder.embed.embed_tokens", "lm_head"]
+    assert set(holders) <= set(units)
+    assert all(isinstance(parameter, DTensor) for parameter in model.parameters())
+    assert fsdp2_prepare_model(SimpleNamespace(state=SimpleNamespace(fsdp_plugin=plugin)), model) is model
+
+
+def test_torch_refuses_a_matrix_seen_by_two_units(one_process_group):
+    """The trap: Accelerate's own grouping (the input embeddings with lm_head) leaves `model.shared` and the
+    decoder's embedding to the root, and torch refuses a parameter that two units see."""
+    from torch.distributed.fsdp import fully_shard
+
+    model = AaynForConditionalGeneration(tiny_config())
+    fully_shard([model.get_input_embeddings(), model.lm_head])
+    fully_shard(model)
+    ids = torch.tensor([[5, 6, 7, 2]])
+    with pytest.raises(ValueError, match="is shared with a parameter already managed by another FSDP group"):
+        model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids)  # its first forward
+
+
+@pytest.mark.parametrize(
+    "names, policy, said",
+    [
+        (LAYERS + ["AaynEmbeddings"], "TRANSFORMER_BASED_WRAP", "would shard model.encoder.embed"),
+        (["AaynModel"], "TRANSFORMER_BASED_WRAP", "apart from lm_head"),
+        (LAYERS, "SIZE_BASED_WRAP", "fsdp_auto_wrap_policy SIZE_BASED_WRAP"),
+        (["AaynBlock"], "TRANSFORMER_BASED_WRAP", "names AaynBlock, which AaynForConditionalGeneration does not have"),
+    ],
+)
+def test_a_wrapping_that_would_split_the_matrix_is_refused(names, policy, said):
+    with pytest.raises(FSDPWrappingError, match=said) as refused:
+        check_wrapping(AaynForConditionalGeneration(tiny_config()), names, policy)
+    assert "\n" not in str(refused.value)
+
+
+def test_aayn_train_refuses_it_before_any_work(tmp_path, monkeypatch, capsys):
+    """Launched with an FSDP config that would split the matrix: exit status 2, one line, nothing written."""
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(write_numbers_corpus(tmp_path / "data"), tmp_path / "out"))
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    monkeypatch.setenv("FSDP_VERSION", "2")
+    monkeypatch.setenv("FSDP_AUTO_WRAP_POLICY", "TRANSFORMER_BASED_WRAP")
+    monkeypatch.setenv("FSDP_TRANSFORMER_CLS_TO_WRAP", "AaynEncoderLayer,AaynDecoderLayer,AaynEmbeddings")
+    assert aayn(["train", str(recipe)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "§3.4's tied matrix must stay in one FSDP unit" in err[0], err
+    assert not (tmp_path / "out").exists()
