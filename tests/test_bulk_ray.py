@@ -1,9 +1,17 @@
 """Bulk translation on Ray Data (`aayn translate --input ... --ray`, `aayn.bulk_ray`), on one local Ray started once
 for the module (`ray.init(num_cpus=2)`): two actors give every shard what the same command gives it in one process;
-a rerun starts no work; a bad shard is named in one line, out of Ray's wrapping."""
+a rerun starts no work; an actor SIGKILLed mid-run is replaced and a driver SIGKILLed mid-run leaves a rerun only
+what is missing, nothing lost or doubled; a bad shard is named in one line, out of Ray's wrapping."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 
+import psutil
 import pytest
 from cli_helpers import fails
 
@@ -52,3 +60,70 @@ def test_a_bad_shard_is_named_in_one_line_through_ray(saved, local_ray, tmp_path
     assert "rows.jsonl:2: not a JSON object" in message
     assert not (tmp_path / "out" / "rows.jsonl").exists()
     assert "--ray translates a corpus of shards" in fails(capsys, "translate", "--model", saved[0], "--ray", "Two.")
+
+
+def many_shards(folder, count: int = 6, lines: int = 12) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    texts = ["Six one eight.", "Two.", "Zero nine nine five three four.", "One.", "Seven seven.", "Eight."]
+    for shard in range(count):
+        (folder / f"s{shard}.txt").write_text("".join(f"{texts[(shard + i) % len(texts)]}\n" for i in range(lines)))
+
+
+def wait_for(predicate, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert predicate(), "timed out"
+
+
+def actor_processes() -> list:
+    """This machine's Ray actors that hold a ShardTranslator (Ray names its worker processes after the class)."""
+    return [p for p in psutil.process_iter(["cmdline"]) if "ShardTranslator" in " ".join(p.info["cmdline"] or [])]
+
+
+def same_as_one_process(saved, folder, out, here) -> None:
+    assert aayn(["translate", "--model", str(saved[0]), "--input", str(folder), "--output_dir", str(here)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in here.iterdir())  # no partials left
+    for shard in here.iterdir():
+        assert (out / shard.name).read_bytes() == shard.read_bytes(), shard.name
+
+
+def test_an_actor_killed_mid_run_is_replaced_and_nothing_is_lost_or_doubled(saved, local_ray, tmp_path):
+    """SIGKILL of one of two actors once the first shard is out: Ray Data starts another and retries its shard;
+    the run ends with every shard whole, as one process writes them."""
+    many_shards(tmp_path / "in")
+    out, ended = tmp_path / "out", []
+    command = ["translate", "--model", str(saved[0]), "--input", str(tmp_path / "in"), "--output_dir", str(out)]
+    run = threading.Thread(target=lambda: ended.append(aayn([*command, "--ray", "--concurrency", "2"])))
+    run.start()
+    wait_for(lambda: out.is_dir() and any(p.suffix == ".txt" for p in out.iterdir()) and actor_processes())
+    killed = actor_processes()[0]
+    killed.send_signal(signal.SIGKILL)
+    run.join(timeout=300)
+    assert ended == [0] and not killed.is_running()
+    same_as_one_process(saved, tmp_path / "in", out, tmp_path / "here")
+
+
+def test_a_driver_killed_mid_run_leaves_a_rerun_only_what_is_missing(saved, local_ray, tmp_path, capsys):
+    """SIGKILL of the driver (`aayn translate --ray` in a process of its own, joining the module's Ray with
+    `--ray_address`, as on a cluster) once the first shard is out: its actors go with it, and the rerun translates
+    only the shards not there, each whole."""
+    many_shards(tmp_path / "in")
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "aayn.cli", "translate", "--model", str(saved[0]), "--input",
+               str(tmp_path / "in"), "--output_dir", str(out), "--ray", "--concurrency", "2",
+               "--ray_address", ray.get_runtime_context().gcs_address]  # fmt: skip
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        wait_for(lambda: out.is_dir() and any(p.suffix == ".txt" for p in out.iterdir()) or driver.poll() is not None)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    done = len([p for p in out.iterdir() if p.suffix == ".txt"])
+    assert 0 < done < 6
+    capsys.readouterr()
+    assert aayn(["translate", "--model", str(saved[0]), "--input", str(tmp_path / "in"), "--output_dir", str(out),
+                 "--ray", "--concurrency", "2"]) == 0  # fmt: skip
+    assert f"6 shards ({done} already done)" in capsys.readouterr().err
+    same_as_one_process(saved, tmp_path / "in", out, tmp_path / "here")

@@ -68,6 +68,7 @@ def translate_shards_on_ray(names: list[str], device: str, needs: tuple, shards:
     except Exception as error:  # noqa: BLE001  a worker's failure, as Ray wraps it: its own line
         raise ValueError(worker_fault(error)) from None
     lines = sum(row["lines"] for row in rows)
+    missing(shards, settings.output_dir)  # what an actor killed mid-shard left half-written, removed
     return summary(len(shards), len(rows), lines, time.perf_counter() - started_at, settings.output_dir)
 
 
