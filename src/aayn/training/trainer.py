@@ -69,9 +69,17 @@ class AaynTrainer(Seq2SeqTrainer):
 
     def train(self, *args, **kwargs):
         """Under Accelerate's FSDP2 plugin the model is sharded first by aayn's wrapping (`training.fsdp.shard`: §3.4's
-        matrix in one unit), which Accelerate then keeps."""
+        matrix in one unit), which Accelerate then keeps; so too before an evaluation or a prediction alone."""
         shard_for_trainer(self)
         return super().train(*args, **kwargs)
+
+    def evaluate(self, *args, **kwargs):
+        shard_for_trainer(self)
+        return super().evaluate(*args, **kwargs)
+
+    def predict(self, *args, **kwargs):
+        shard_for_trainer(self)
+        return super().predict(*args, **kwargs)
 
     def _save(self, output_dir: str | None = None, state_dict=None):
         """The Trainer's folder (weights, config), with the rest of an aayn folder written as every aayn folder is
