@@ -59,7 +59,7 @@ def saved(tmp_path_factory):
 @pytest.fixture(scope="module")
 def onnx_graphs_once(tmp_path_factory):
     """For the module that asks: ONNX exports of a model exported before in this run copy its graphs
-    (export_cache.py); for tests of what an export is used for, not of the export."""
+    (export_cache.py); for tests of what an export is used for, not of the export itself."""
     from export_cache import graphs_exported_once
 
     with graphs_exported_once(tmp_path_factory):

@@ -2,7 +2,8 @@
 the tiny model on one core), and several modules export the same untrained model (`saved`) to test what they do
 with an export, not the export itself. Inside `graphs_exported_once()` the graphs of a model whose config and
 weights were exported before in this run (by any xdist worker) are copied from that first export; anything else is
-exported for real and kept. test_onnx_export.py, which tests the export, never uses it."""
+exported for real and kept. test_onnx_export.py exports each of its models for real; only its int8 export re-uses
+the float graphs of its module's export."""
 
 import contextlib
 import hashlib

@@ -42,7 +42,7 @@ def test_a_bad_shard_is_named_in_one_line_through_ray(saved, local_ray, tmp_path
     shards(tmp_path / "in")
     (tmp_path / "in" / "rows.jsonl").write_text('{"text": "Two."}\n{broken\n')
     message = fails(capsys, "translate", "--model", saved[0], "--input", tmp_path / "in", "--output_dir",
-                    tmp_path / "out", "--ray", "--concurrency", 2)  # fmt: skip
+                    tmp_path / "out", "--ray", "--concurrency", 1)  # fmt: skip
     assert "rows.jsonl:2: not a JSON object" in message
     assert not (tmp_path / "out" / "rows.jsonl").exists()
     assert "--ray translates a corpus of shards" in fails(capsys, "translate", "--model", saved[0], "--ray", "Two.")
@@ -105,7 +105,7 @@ def test_a_driver_killed_mid_run_leaves_a_rerun_only_what_is_missing(saved, loca
     many_shards(tmp_path / "in")
     out = tmp_path / "out"
     command = [sys.executable, "-m", "aayn.cli", "translate", "--model", str(saved[0]), "--input",
-               str(tmp_path / "in"), "--output_dir", str(out), "--ray", "--concurrency", "2",
+               str(tmp_path / "in"), "--output_dir", str(out), "--ray", "--concurrency", "1",
                "--ray_address", ray.get_runtime_context().gcs_address]  # fmt: skip
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)

@@ -26,8 +26,10 @@ FAIRSEQ = Path(__file__).parent / "data" / "fairseq" / "postnorm-spm"
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A model trained on Bible verses (fairseq's, imported) and its ONNX export: (folder, export, verses)."""
+def trained(tmp_path_factory, onnx_graphs_once):
+    """A model trained on Bible verses (fairseq's, imported) and its ONNX export: (folder, export, verses). The
+    export is real (the first of this model in the run); later exports of the same model in this module (the int8
+    test's) copy its graphs (export_cache.py), then quantize them."""
     root = tmp_path_factory.mktemp("onnx")
     import_as_recorded("postnorm-spm", root / "model")  # the recordings' limit, §6.1's (the ONNX engine's)
     assert aayn(["export", "--format", "onnx", "--model", str(root / "model"), "--output_dir", str(root / "onnx")]) == 0
@@ -131,7 +133,8 @@ def test_int8_quantization_shrinks_the_graphs_and_still_translates(trained, tmp_
         assert (tmp_path / "int8" / name).stat().st_size < (exported / name).stat().st_size
     texts = OnnxTranslator(tmp_path / "int8").translate(verses[:4], num_beams=1)
     assert len(texts) == 4 and all(texts)
-    # the bench's int8 arm quantizes a copy of the float32 export instead of exporting again: the same graphs
+    # the bench's int8 arm quantizes a copy of the float32 export instead of exporting again: the same files as
+    # the int8 export (whose float graphs are this module's export, export_cache.py)
     quantized_copy(exported, tmp_path / "copied")
     for name in (*FILES, "onnx_export.json"):
         assert (tmp_path / "copied" / name).read_bytes() == (tmp_path / "int8" / name).read_bytes(), name
