@@ -4,6 +4,9 @@ command (Ray's start, the model's load and the translation) into a fresh output 
 `--rounds`; the wall time of each and the verses per second, and whether every arm's outputs are the same bytes.
 
     python benchmarks/bulk_ray.py --model runs/demo-bible-en-fr --ct2 runs/demo-ct2 --verses 4000 --shard 500
+
+On a GPU (`--device cuda`): one process on the GPU, one Ray actor holding the GPU, and two actors holding half of it
+each (Ray's fractional `num_gpus`), every arm with the same `--batch_tokens`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,18 @@ def write_shards(folder: Path, verses: int, shard: int) -> None:
         )
 
 
+def arms(device: str, batch_tokens: int) -> dict[str, list[str]]:
+    """Each arm's flags: on CPU the actors share the 2 cores; on a GPU they share the one GPU."""
+    common = ["--device", device, "--batch_tokens", str(batch_tokens)]
+    if device.startswith("cuda"):
+        one = ["--num_gpus_per_worker", "1", "--num_cpus_per_worker", "2"]
+        two = ["--num_gpus_per_worker", "0.5", "--num_cpus_per_worker", "2"]
+    else:
+        one, two = ["--num_cpus_per_worker", "2"], ["--num_cpus_per_worker", "1"]
+    return {"one process": common, "ray, 1 actor": [*common, "--ray", "--concurrency", "1", *one],
+            "ray, 2 actors": [*common, "--ray", "--concurrency", "2", *two]}  # fmt: skip
+
+
 def run(model: str, shards: Path, out: Path, flags: list[str]) -> float:
     command = [sys.executable, "-m", "aayn.cli", "translate", "--model", model, "--input", str(shards), "--output_dir",
                str(out), *flags]  # fmt: skip
@@ -49,26 +64,28 @@ def main() -> int:
     parser.add_argument("--verses", type=int, default=20_000)
     parser.add_argument("--shard", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--batch_tokens", type=int, default=4096, help="padded source tokens a batch holds")
     parser.add_argument("--output", help="a JSON file for the figures")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bulk-"))
     write_shards(work / "in", args.verses, args.shard)
-    arms = {"one process": [], "ray, 1 actor": ["--ray", "--concurrency", "1", "--num_cpus_per_worker", "2"],
-            "ray, 2 actors": ["--ray", "--concurrency", "2", "--num_cpus_per_worker", "1"]}  # fmt: skip
-    report = {"verses": args.verses, "shards": len(list((work / "in").iterdir())), "rows": []}
+    flags = arms(args.device, args.batch_tokens)
+    report = {"verses": args.verses, "shards": len(list((work / "in").iterdir())), "device": args.device,
+              "batch_tokens": args.batch_tokens, "rows": []}  # fmt: skip
     for name, model in (("aayn folder", args.model), ("CTranslate2", args.ct2)):
         if not model:
             continue
-        times = {arm: [] for arm in arms}
+        times = {arm: [] for arm in flags}
         for round_ in range(args.rounds):
-            for arm, flags in arms.items():
+            for arm, arm_flags in flags.items():
                 out = work / f"{name}-{arm}-{round_}".replace(" ", "_").replace(",", "")
-                times[arm].append(run(model, work / "in", out, flags))
+                times[arm].append(run(model, work / "in", out, arm_flags))
         outputs = {arm: b"".join(p.read_bytes() for p in sorted((work / f"{name}-{arm}-0".replace(" ", "_")
                                                                     .replace(",", "")).iterdir()))
-                   for arm in arms}  # fmt: skip
+                   for arm in flags}  # fmt: skip
         same = len(set(outputs.values())) == 1
-        for arm in arms:
+        for arm in flags:
             seconds = statistics.median(times[arm])
             row = {"model": name, "arm": arm, "seconds": round(seconds, 1),
                    "verses_per_s": round(args.verses / seconds, 1), "same_outputs": same}  # fmt: skip

@@ -28,8 +28,11 @@ class ShardTranslator:
         return {"shard": list(batch["shard"]), "lines": lines}
 
 
-def started(address: str | None, concurrency: int, num_cpus: float):
-    """Ray, joined at `address` or started here with room for the actors; a one-line error where it cannot be."""
+def started(address: str | None, concurrency: int, num_cpus: float, num_gpus: float = 0.0):
+    """Ray, joined at `address` or started here with room for the actors (their CPUs, and their GPUs where they hold
+    some: Ray hands each actor its share of them in CUDA_VISIBLE_DEVICES); a one-line error where it cannot be."""
+    import math
+
     try:
         import ray
     except ImportError as error:
@@ -40,7 +43,9 @@ def started(address: str | None, concurrency: int, num_cpus: float):
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(num_cpus=max(1, round(concurrency * num_cpus)), include_dashboard=False, log_to_driver=False)
+            gpus = {"num_gpus": math.ceil(concurrency * num_gpus)} if num_gpus else {}
+            ray.init(num_cpus=max(1, round(concurrency * num_cpus)), **gpus, include_dashboard=False,
+                     log_to_driver=False)  # fmt: skip
     except (ConnectionError, RuntimeError, ValueError) as error:
         where = f"--ray_address {address}" if address else "a local Ray"
         raise ValueError(f"{where}: cannot start or reach Ray ({str(error).splitlines()[0]})") from None
@@ -53,7 +58,7 @@ def translate_shards_on_ray(names: list[str], device: str, needs: tuple, shards:
     started_at, todo = time.perf_counter(), missing(shards, settings.output_dir)
     if not todo:
         return summary(len(shards), 0, 0, time.perf_counter() - started_at, settings.output_dir)
-    ray = started(address, concurrency, num_cpus)
+    ray = started(address, concurrency, num_cpus, num_gpus)
     items = ray.data.from_items([{"shard": str(shard)} for shard in todo])
     done = items.map_batches(
         ShardTranslator,

@@ -135,6 +135,9 @@ def shard_for_trainer(trainer) -> None:
     plugin = getattr(trainer.accelerator.state, "fsdp_plugin", None)
     if plugin is None or getattr(plugin, "fsdp_version", 1) != 2 or isinstance(trainer.model, FSDPModule):
         return
+    # Accelerate's own first step, on the model as it is: it looks the layer classes up by name, which the classes
+    # `fully_shard` makes (FSDPAaynEncoderLayer) no longer match; once set, Accelerate's own call leaves it as it is
+    plugin.set_auto_wrap_policy(trainer.model)
     wrap = plugin.auto_wrap_policy  # a policy function (or its name, before Accelerate sets it) or None
     name = str(getattr(getattr(wrap, "func", wrap), "__name__", wrap)).lower()
     policy = "NO_WRAP" if wrap is None or "no_wrap" in name else "SIZE_BASED_WRAP" if "size" in name else None
@@ -147,3 +150,6 @@ def shard_for_trainer(trainer) -> None:
         offload_policy=plugin.cpu_offload,
         mp_policy=plugin.mixed_precision_policy or MixedPrecisionPolicy(),
     )
+    units = [name or "the root" for name, module in trainer.model.named_modules() if isinstance(module, FSDPModule)]
+    logger.info(f"FSDP2: {len(units)} units ({', '.join(units[:3])}, ...), each parameter a DTensor sharded over "
+                f"{next(trainer.model.parameters()).device_mesh.size()} processes")  # fmt: skip
