@@ -160,3 +160,44 @@ def test_aayn_train_refuses_it_before_any_work(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert "§3.4's tied matrix must stay in one FSDP unit" in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_checkpoint_averaging_fills_a_sharded_model(one_process_group, tmp_path):
+    """`aayn.train`'s checkpoint averaging after an FSDP2 run (found on a GPU: the copy into a DTensor raised): each
+    parameter gets the average of the checkpoints' tensors, as its shard."""
+    from aayn.training.average import load_average
+    from aayn.training.fsdp import shard
+
+    checkpoints = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        AaynForConditionalGeneration(tiny_config()).save_pretrained(tmp_path / f"checkpoint-{seed}")
+        checkpoints.append(tmp_path / f"checkpoint-{seed}")
+    expected = {}
+    for checkpoint in checkpoints:
+        for name, tensor in AaynForConditionalGeneration.from_pretrained(checkpoint).state_dict().items():
+            expected[name] = expected.get(name, 0) + tensor.double() / 2
+    model = shard(AaynForConditionalGeneration(tiny_config()), LAYERS)
+    load_average(model, checkpoints)
+    for name, parameter in model.state_dict().items():
+        torch.testing.assert_close(parameter.full_tensor(), expected[name].float(), rtol=0, atol=1e-7)
+
+
+def test_an_fsdp_checkpoint_can_be_resumed_from(tmp_path):
+    """Under FSDP the Trainer's optimizer file is Accelerate's (optimizer.bin with FULL_STATE_DICT, a DCP folder
+    optimizer_0 otherwise): a checkpoint holding it is complete; one holding neither names what it lacks."""
+    from safetensors.torch import save_file
+
+    from aayn.training.output import checkpoint_faults
+
+    save_file({"w": torch.zeros(2)}, tmp_path / "model.safetensors")
+    (tmp_path / "trainer_state.json").write_text("{}")
+    torch.save({}, tmp_path / "scheduler.pt")
+    torch.save({"state": {}}, tmp_path / "optimizer.bin")
+    assert checkpoint_faults(tmp_path) == []
+    (tmp_path / "optimizer.bin").unlink()
+    assert checkpoint_faults(tmp_path) == ["it lacks optimizer.pt"]
+    (tmp_path / "optimizer_0").mkdir()
+    assert checkpoint_faults(tmp_path) == ["optimizer_0 is empty"]
+    (tmp_path / "optimizer_0" / ".metadata").write_bytes(b"x")
+    assert checkpoint_faults(tmp_path) == []

@@ -74,12 +74,18 @@ def averaged_state_dict(checkpoints: list[str | Path]) -> dict[str, torch.Tensor
 
 
 def copy_weights(model: PreTrainedModel, weights: dict[str, torch.Tensor]) -> None:
+    """Each tensor into the model's parameter of that name; into a sharded one (FSDP2's DTensor) its own shard."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
     parameters = model.state_dict()
     with torch.no_grad():
         for name, value in weights.items():
             if name not in parameters:
                 raise ValueError(f"checkpoint tensor {name} is not a parameter of the model")
-            parameters[name].copy_(value)
+            target = parameters[name]
+            if isinstance(target, DTensor):  # every process read the same checkpoints: each keeps its shard
+                value = distribute_tensor(value.to(target.device), target.device_mesh, target.placements)
+            target.copy_(value)
 
 
 def load_weights(model: PreTrainedModel, checkpoint: str | Path) -> PreTrainedModel:

@@ -30,8 +30,10 @@ logger = logging.get_logger("aayn.training")
 
 RUN_MARKER = "_aayn_run.json"
 FINAL_STAGING = "_final-partial"  # the final folder's files are written here, then moved into output_dir
-# what the Trainer writes into a checkpoint before the next one may start; a resume needs them all
+# what the Trainer writes into a checkpoint before the next one may start; a resume needs them all. Under FSDP the
+# optimizer is Accelerate's: optimizer.bin (FULL_STATE_DICT, as recipes/accelerate/fsdp2.yaml) or a DCP folder
 CHECKPOINT_FILES = ("model.safetensors", "trainer_state.json", "optimizer.pt", "scheduler.pt")
+FSDP_FILES = {"optimizer.pt": ("optimizer.bin", "optimizer_0")}
 
 
 class OutputDirInUse(FileExistsError):
@@ -166,7 +168,13 @@ def checkpoint_faults(folder: Path) -> list[str]:
     faults = []
     for name in CHECKPOINT_FILES:
         path = folder / name
-        if not path.is_file():
+        if not path.exists():  # FSDP's own file in its place, where the Trainer ran under FSDP
+            path = next((folder / other for other in FSDP_FILES.get(name, ()) if (folder / other).exists()), path)
+            name = path.name
+        if path.is_dir():
+            if not any(path.iterdir()):
+                faults.append(f"{name} is empty")
+        elif not path.is_file():
             faults.append(f"it lacks {name}")
         elif path.stat().st_size == 0:
             faults.append(f"{name} is empty")
