@@ -84,11 +84,26 @@ def shard(model: nn.Module, names: list[str] | None = None, policy: str = "TRANS
         if type(module) in classes and module is not model and not isinstance(module, FSDPModule):
             fully_shard(module, **kwargs)
     for group in tied_holders(model):
-        fully_shard([module for _, module in group], **{**kwargs, "reshard_after_forward": False})
+        holders = [module for _, module in group]
+        fully_shard(holders, **{**kwargs, "reshard_after_forward": False})
+        for holder in holders:  # after FSDP's own pre-forward hook
+            holder.register_forward_pre_hook(gathered_before_use)
     fully_shard(model, **{key: value for key, value in kwargs.items() if key != "reshard_after_forward"})
     if hasattr(model, "generate"):
         register_fsdp_forward_method(model, "generate")
     return model
+
+
+def gathered_before_use(module: nn.Module, args) -> None:
+    """A holder of a tied matrix about to run with the matrix still sharded: gather it (`FSDPModule.unshard`).
+    FSDP runs a unit's pre-forward on the first of its modules to run in a pass, and before torch 2.13 a pass ends
+    only when every one of them has run; `model.shared` never runs, so after an evaluation (no backward to end the
+    pass) and a reshard outside any pass (a `state_dict()`: a checkpoint, the averaging) the next forward met the
+    sharded matrix (seen on an H200 with torch 2.11: docs/measurements.md, twentieth session). A no-op otherwise."""
+    from torch.distributed.tensor import DTensor
+
+    if any(isinstance(parameter, DTensor) for parameter in module.parameters(recurse=False)):
+        module.unshard()
 
 
 def accelerate_fsdp_settings() -> dict | None:
