@@ -29,7 +29,7 @@ def main() -> None:
 
     folder, texts = serving_benchmark_inputs(args.model, args.sentences, tempfile.mkdtemp(prefix="batch-ceiling-"))
     translator = open_translator([folder])
-    from aayn.decoding_aayn import Decoding
+    from aayn.model.decoding_aayn import Decoding
 
     steps = []  # rows of each decoder step, counted around the search's step (a hook on the decoder would make
     step = Decoding.log_probs  # it take the modules' path, `decoding_aayn.plain_steps`)

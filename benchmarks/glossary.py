@@ -73,7 +73,7 @@ def main() -> None:
     import torch
 
     from aayn.data import load_translation_dataset
-    from aayn.glossary_aayn import Glossary
+    from aayn.model.glossary_aayn import Glossary
     from aayn.opening import open_translator
 
     torch.set_num_threads(2)

@@ -6,7 +6,7 @@ from tiny_models import random_batch, tiny_config
 from transformers import DynamicCache
 
 from aayn import AaynForConditionalGeneration
-from aayn.modeling_aayn import sinusoidal_positions
+from aayn.model.modeling_aayn import sinusoidal_positions
 
 pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
 

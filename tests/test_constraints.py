@@ -10,7 +10,7 @@ import pytest
 import torch
 from reference_search import model_for
 
-from aayn.constraints_aayn import OrderedState, UnorderedState
+from aayn.model.constraints_aayn import OrderedState, UnorderedState
 
 
 def advanced(state, tokens):

@@ -11,7 +11,7 @@ from tiny_models import random_batch, tiny_config
 from torch import nn
 
 from aayn import AaynForConditionalGeneration
-from aayn.ops_aayn import AaynDropout
+from aayn.model.ops_aayn import AaynDropout
 
 
 def within_binomial(count: int, trials: int, p: float, sigmas: float = 6.0) -> bool:

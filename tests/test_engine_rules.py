@@ -1,6 +1,6 @@
 """Every engine under the same rules: the torch, CTranslate2 and ONNX engines decode a folder by the rules it states
-(`aayn.policy_aayn.FOLDER_RULES`, carried by `DecodingSettings`: lp, the length limit a * |x| + b, the stopping rule)
-and give the same text, greedy and beam, on an aayn folder and on fairseq folders imported with SentencePiece and
+(`aayn.model.policy_aayn.FOLDER_RULES`, carried by `DecodingSettings`: lp, the length limit a * |x| + b, the stopping
+rule) and give the same text, greedy and beam, on an aayn folder and on fairseq folders imported with SentencePiece and
 with Moses + BPE (the committed fixtures, trained by fairseq); a search an engine cannot run is refused in one line.
 The reference is always the torch engine (§6.1's search in `search_aayn.py`, itself checked against a textbook
 search and against fairseq's own outputs) on a folder stating the same rules."""

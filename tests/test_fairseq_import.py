@@ -401,7 +401,7 @@ def test_a_glossary_gives_fairseq_interactive_s_constrained_output(imported):
     (AssertionError at its length limit: its bank sort key `(C - bank) * -100 + score` mixes the banks once log P
     falls below -100, and the hypotheses that met the terms leave its beam; raising that constant, it answers);
     there aayn's output holds the term."""
-    from aayn.glossary_aayn import WORD, Glossary
+    from aayn.model.glossary_aayn import WORD, Glossary
     from aayn.opening import open_translator
 
     folder, record = imported

@@ -10,7 +10,7 @@ from reference_search import model_for, reference_beam_search
 from tiny_models import random_batch
 from transformers import GenerationMixin
 
-import aayn.generation_aayn as generation
+import aayn.model.generation_aayn as generation
 
 pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
 

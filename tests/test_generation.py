@@ -7,7 +7,7 @@ import torch
 from tiny_models import random_batch, tiny_config
 
 from aayn import AaynForConditionalGeneration
-from aayn.modeling_aayn import EncoderDecoderCache
+from aayn.model.modeling_aayn import EncoderDecoderCache
 
 pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
 
@@ -145,7 +145,7 @@ def reference_attention(module, query, key, value, attention_mask, scaling=None,
 def test_attention_implementations_agree_with_an_independent_reference(attn_implementation, monkeypatch):
     """Every kernel the model can be configured with (eager included) against `reference_attention` in place of
     the model's eager kernel, in float64 (the kernels sum in other orders; what differs is then the math)."""
-    import aayn.modeling_aayn as modeling
+    import aayn.model.modeling_aayn as modeling
 
     if attn_implementation == "flex_attention":
         # transformers always runs flex attention through torch.compile, whose C++ code generation fails for these

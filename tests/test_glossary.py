@@ -9,7 +9,7 @@ import urllib.parse
 import pytest
 from server_helpers import Server
 
-from aayn.glossary_aayn import Glossary
+from aayn.model.glossary_aayn import Glossary
 
 GLOSSARY = Glossary((("New York", "Nouvelle-Zorque"), ("York", "Yorque"), ("one", "zzunn"), ("Two", "zzdeux")))
 

@@ -107,9 +107,9 @@ def test_the_fused_training_loss_and_every_gradient_equal_the_unfused_reference(
     from aayn import AaynForConditionalGeneration
 
     if not selected:
-        monkeypatch.setattr("aayn.ops_aayn.reads_are_free", lambda tensor: False)
+        monkeypatch.setattr("aayn.model.ops_aayn.reads_are_free", lambda tensor: False)
     if chunk_rows is not None:
-        monkeypatch.setattr("aayn.ops_aayn.fused_loss_chunk_rows", lambda vocab, d_model: chunk_rows)
+        monkeypatch.setattr("aayn.model.ops_aayn.fused_loss_chunk_rows", lambda vocab, d_model: chunk_rows)
     model = AaynForConditionalGeneration(tiny_config(label_smoothing=epsilon)).train()
     ids, mask = random_batch(4, 9, 40, [9, 5, 7, 2] if padded else None)
     labels, label_mask = random_batch(4, 7, 40, [7, 3, 6, 1] if padded else None)
@@ -133,7 +133,7 @@ def test_logits_come_back_where_asked_and_under_bf16_autocast_the_fused_loss_sta
     from aayn import AaynForConditionalGeneration
 
     if chunk_rows is not None:
-        monkeypatch.setattr("aayn.ops_aayn.fused_loss_chunk_rows", lambda vocab, d_model: chunk_rows)
+        monkeypatch.setattr("aayn.model.ops_aayn.fused_loss_chunk_rows", lambda vocab, d_model: chunk_rows)
 
     model = AaynForConditionalGeneration(tiny_config(label_smoothing=0.1)).train()
     ids, mask = random_batch(2, 6, 40, [6, 4])

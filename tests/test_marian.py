@@ -12,7 +12,7 @@ pytestmark = pytest.mark.both_lines  # can differ between the transformers lines
 
 
 def test_residual_permutation_maps_marians_sinusoid_layout_onto_ours():
-    from aayn.modeling_aayn import sinusoidal_positions
+    from aayn.model.modeling_aayn import sinusoidal_positions
 
     marian = MarianMTModel(marian_config_for(tiny_config()))
     positions = marian.model.encoder.embed_positions(torch.Size([1, 20]))

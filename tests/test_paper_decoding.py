@@ -189,7 +189,7 @@ def test_the_search_cache_holds_what_transformers_dynamic_cache_holds():
     after every update, beam reorder (rows repeated and dropped) and removal of finished sentences' rows."""
     from transformers.cache_utils import DynamicCache
 
-    from aayn.cache_aayn import SearchCache
+    from aayn.model.cache_aayn import SearchCache
 
     generator = torch.Generator().manual_seed(0)
     ours, reference = SearchCache(limit=42).self_attention_cache, DynamicCache()
@@ -227,7 +227,7 @@ def test_the_folded_cache_attends_as_each_beam_would_over_its_own_history():
 
 
 def check_folded_cache(model):
-    from aayn.cache_aayn import FoldedSearchCache
+    from aayn.model.cache_aayn import FoldedSearchCache
 
     layer = model.model.decoder.layers[0]
     heads, head_dim, d = layer.self_attn.num_heads, layer.self_attn.head_dim, model.config.d_model

@@ -8,8 +8,8 @@ from tiny_models import random_batch, tiny_config
 from torch import nn
 
 from aayn import AaynForConditionalGeneration
-from aayn.modeling_aayn import AaynDecoderLayer, AaynEncoderLayer, sinusoidal_positions
-from aayn.ops_aayn import attention_mask_for
+from aayn.model.modeling_aayn import AaynDecoderLayer, AaynEncoderLayer, sinusoidal_positions
+from aayn.model.ops_aayn import attention_mask_for
 
 ATOL = 1e-5
 
@@ -201,7 +201,7 @@ def test_eager_attention_equals_the_masked_fill_formula_to_the_bit(dtype):
     in bfloat16 too, so that training runs do not change with the kernel."""
     from types import SimpleNamespace
 
-    from aayn.ops_aayn import eager_attention_forward
+    from aayn.model.ops_aayn import eager_attention_forward
 
     torch.manual_seed(0)
     batch, heads, queries, keys, head_dim = 3, 4, 7, 9, 8

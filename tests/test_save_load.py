@@ -178,8 +178,29 @@ def test_a_checkpoint_without_its_embedding_names_it_missing_and_initializes_it(
 
 
 @ONCE_ACROSS_LINES  # aayn's own import hook, the same on both lines
+def test_the_model_files_old_paths_import_the_same_modules():
+    """`aayn.modeling_aayn` and the rest, from before the model's files moved into `aayn.model`: in a fresh
+    process, `import aayn` still imports neither torch nor transformers; an old path imports the same module object
+    (patching one patches the other) without changing its own name, and registers aayn as the new path does."""
+    script = """
+import sys
+import aayn
+assert "transformers" not in sys.modules and "torch" not in sys.modules
+from aayn.search_aayn import paper_search
+import aayn.model.search_aayn, aayn.ops_aayn, aayn.model.ops_aayn
+assert paper_search is aayn.model.search_aayn.paper_search and aayn.ops_aayn is aayn.model.ops_aayn
+assert sys.modules["aayn.ops_aayn"].__spec__.name == aayn.ops_aayn.__name__ == "aayn.model.ops_aayn"
+from transformers import AutoConfig
+print(type(AutoConfig.for_model("aayn")).__module__)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["aayn.model.configuration_aayn"]
+
+
+@ONCE_ACROSS_LINES  # aayn's own import hook, the same on both lines
 def test_any_model_file_imported_first_registers_aayn_with_the_auto_classes():
-    """In a fresh process, importing any of the files that travel with a checkpoint first (`aayn.decoding_aayn`,
+    """In a fresh process, importing any of the files that travel with a checkpoint first (`aayn.model.decoding_aayn`,
     say, as a benchmark does) leaves no half-imported module behind, and aayn is registered: AutoConfig knows it.
     One process imports torch and transformers' model classes (no aayn module), then forks a child per file: each
     child is a process in which that file is the first of aayn imported, without paying those imports 13 times."""
@@ -187,7 +208,7 @@ def test_any_model_file_imported_first_registers_aayn_with_the_auto_classes():
 
     import aayn
 
-    names = sorted(path.stem for path in Path(aayn.__file__).parent.glob("*_aayn.py"))
+    names = sorted(path.stem for path in (Path(aayn.__file__).parent / "model").glob("*_aayn.py"))
     script = """
 import importlib, os, sys
 import torch
@@ -197,7 +218,7 @@ for name in sys.argv[1:]:
     pid = os.fork()
     if pid == 0:
         try:
-            importlib.import_module("aayn." + name)
+            importlib.import_module("aayn.model." + name)
             print(name, type(AutoConfig.for_model("aayn")).__name__, flush=True)
             os._exit(0)
         except BaseException as error:

@@ -67,7 +67,7 @@ def on_an_accelerator(monkeypatch):
     """Here, a step takes the path it takes where tensors live off the host (on the CPU, reading host memory
     costs no wait, and the masks and the loss use the values: see `ops_aayn.reads_are_free`)."""
     if not torch.cuda.is_available():
-        monkeypatch.setattr("aayn.ops_aayn.reads_are_free", lambda tensor: False)
+        monkeypatch.setattr("aayn.model.ops_aayn.reads_are_free", lambda tensor: False)
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -173,7 +173,7 @@ def test_a_training_step_with_dropout_compiles_whole_and_matches_eager_on_the_sa
     the same seed: the same loss and gradients."""
     from torch._inductor import config as inductor_config
 
-    from aayn.ops_aayn import AaynDropout
+    from aayn.model.ops_aayn import AaynDropout
 
     torch._dynamo.reset()
     config = tiny_config(dropout=0.3, attention_dropout=0.2, activation_dropout=0.1)

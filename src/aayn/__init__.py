@@ -22,11 +22,11 @@ from .shortcuts import LORA_TARGET_MODULES, generate_ensemble, translation_pipel
 __version__ = "0.1.0"
 
 _CLASSES = {
-    "AaynConfig": "configuration_aayn",
-    "AaynForConditionalGeneration": "modeling_aayn",
-    "AaynModel": "modeling_aayn",
-    "AaynPreTrainedModel": "modeling_aayn",
-    "AaynTranslationPipeline": "pipeline_aayn",
+    "AaynConfig": "model.configuration_aayn",
+    "AaynForConditionalGeneration": "model.modeling_aayn",
+    "AaynModel": "model.modeling_aayn",
+    "AaynPreTrainedModel": "model.modeling_aayn",
+    "AaynTranslationPipeline": "model.pipeline_aayn",
 }
 __getattr__ = lazy_attributes(__name__, _CLASSES)
 

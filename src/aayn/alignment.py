@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .policy_aayn import alignment_in_force
+from .model.policy_aayn import alignment_in_force
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def argos_source(
 
     from .data.tokenizer import sentencepiece_model_of
     from .export import vocabularies
-    from .modeling_aayn import AaynForConditionalGeneration
+    from .model.modeling_aayn import AaynForConditionalGeneration
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     spm_model = sentencepiece_model_of(tokenizer)

@@ -63,7 +63,7 @@ def check_local_name(name: str, option: str) -> None:
 
 
 # the class names an imported fairseq folder's tokenizer_config.json gives its Python tokenizers
-# (`aayn.tokenization_fairseq_aayn`; that module imports transformers, these names do not), and their files
+# (`aayn.model.tokenization_fairseq_aayn`; that module imports transformers, these names do not), and their files
 MOSES_BPE_TOKENIZER = "FairseqMosesBPETokenizer"
 SENTENCEPIECE_UNK_TOKENIZER = "FairseqSentencePieceTokenizer"
 PYTHON_TOKENIZER_FILES = {
@@ -174,7 +174,7 @@ def parameter_count(config) -> int:
     meta device: the architecture's own modules, no memory (a model too big to allocate is counted too)."""
     import torch
 
-    from .modeling_aayn import AaynForConditionalGeneration
+    from .model.modeling_aayn import AaynForConditionalGeneration
 
     try:
         with torch.device("meta"):

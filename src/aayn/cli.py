@@ -160,7 +160,7 @@ def translate(args: argparse.Namespace) -> None:
             raise ValueError(f"--show_attention draws one sentence; got {len(lines)} lines")
     generate = generate_options(args)
     if args.glossary:
-        from .glossary_aayn import Glossary
+        from .model.glossary_aayn import Glossary
 
         if args.show_attention:
             raise ValueError("--show_attention draws one plain translation: no --glossary with it")

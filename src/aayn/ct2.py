@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import MissingExtra
 from .checks import json_fault, python_tokenizer_class
-from .policy_aayn import length_penalty as penalty_of_length
+from .model.policy_aayn import length_penalty as penalty_of_length
 from .translator import DecodingSettings, Translator
 
 NO_LIMIT = int(1e30)  # transformers' model_max_length when a tokenizer sets none (VERY_LARGE_INTEGER)
@@ -85,7 +85,7 @@ class PythonExportedTokenizer:
     or SentencePiece reading pieces its dictionary lacks as <unk>), the class `name`: the same answers."""
 
     def __init__(self, folder: str | Path, name: str):
-        from . import tokenization_fairseq_aayn
+        from .model import tokenization_fairseq_aayn
 
         self.tokenizer = getattr(tokenization_fairseq_aayn, name).from_pretrained(str(Path(folder).expanduser()))
         self.source_tokens = {index: token for token, index in self.tokenizer.get_vocab().items()}

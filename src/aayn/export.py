@@ -17,9 +17,9 @@ from transformers.utils import logging
 from .companions import write_beside_weights
 from .ct2 import import_ctranslate2
 from .folders import check_new_folder, staged_folder
-from .modeling_aayn import AaynForConditionalGeneration
-from .policy_aayn import EXTRA_TARGET_TOKENS
-from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer
+from .model.modeling_aayn import AaynForConditionalGeneration
+from .model.policy_aayn import EXTRA_TARGET_TOKENS
+from .model.tokenization_fairseq_aayn import FairseqMosesBPETokenizer
 
 logger = logging.get_logger(__name__)
 

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import torch
 from transformers.utils import logging
 
-from .configuration_aayn import AaynConfig
+from .model.configuration_aayn import AaynConfig
 
 logger = logging.get_logger(__name__)
 
@@ -227,7 +227,7 @@ def fairseq_weights(config: AaynConfig, weights: dict[str, torch.Tensor]) -> dic
 
 def fairseq_model(checkpoint: str | Path):
     """(the checkpoint's model as an `AaynForConditionalGeneration` in eval, fairseq's settings, where they were)."""
-    from .modeling_aayn import AaynForConditionalGeneration
+    from .model.modeling_aayn import AaynForConditionalGeneration
 
     settings, weights, source = read_checkpoint(checkpoint)
     config = fairseq_config(settings, weights)
@@ -307,7 +307,7 @@ BPE_CODES_NAMES = ("bpecodes", "bpe.codes", "codes", "code")  # fairseq's publis
 def moses_bpe_tokenizer(codes_path: Path, symbols: dict[str, list[str]], settings: dict, langs: list[str], work: Path):
     """fairseq's `--tokenizer moses --bpe subword_nmt` pipeline as `FairseqMosesBPETokenizer`, its files (the
     dictionaries in FSMT's layout, the codes as merges) written into `work`: the ids fairseq's pipeline gives."""
-    from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer
+    from .model.tokenization_fairseq_aayn import FairseqMosesBPETokenizer
 
     lines = codes_path.read_text(encoding="utf-8").splitlines()
     if not lines or not lines[0].startswith("#version: 0.2"):
@@ -481,7 +481,7 @@ def imported_tokenizer(kind: str, subword_path: Path, symbols: dict, settings: d
     """The tokenizer of the checkpoint's subword pipeline; the subword model's own files are written into
     `staging`."""
     if kind == "sentencepiece" and lacked_pieces(subword_path, symbols["source"]):
-        from .tokenization_fairseq_aayn import FairseqSentencePieceTokenizer
+        from .model.tokenization_fairseq_aayn import FairseqSentencePieceTokenizer
 
         shutil.copyfile(subword_path, staging / "sentencepiece.model")
         encoder = {}

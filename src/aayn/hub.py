@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .policy_aayn import LICENSE
+from .model.policy_aayn import LICENSE
 
 if TYPE_CHECKING:  # an annotation only: reading a card (`aayn serve` of a CTranslate2 export) needs no torch
     from transformers import PreTrainedModel

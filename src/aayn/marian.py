@@ -11,7 +11,7 @@ residual stream and the outputs are unchanged.
 import torch
 from transformers import MarianConfig, MarianMTModel
 
-from .configuration_aayn import AaynConfig
+from .model.configuration_aayn import AaynConfig
 
 
 def marian_config_for(config: AaynConfig) -> MarianConfig:

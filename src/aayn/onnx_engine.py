@@ -2,7 +2,7 @@
 model is, with §6.1's search run in numpy around three ONNX Runtime sessions (the encoder, the decoder's first step,
 its later steps with the key/value cache).
 
-The search keeps `aayn.search_aayn.paper_search`'s rules (fairseq's candidate rule: of the 2k best candidates by
+The search keeps `aayn.model.search_aayn.paper_search`'s rules (fairseq's candidate rule: of the 2k best candidates by
 log P, those ending in eos among the first k finish, scored log P / lp, and the best k others live on; pad never,
 eos forced at a sentence's limit; greedy as tensor2tensor decodes with beam size 1) under the rules the folder
 states (`DecodingSettings`: GNMT's or fairseq's lp, §6.1's limit of source + 50 tokens or a * source + b, the exact
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from . import MissingExtra
-from .policy_aayn import folder_rules, length_penalty, source_limit
+from .model.policy_aayn import folder_rules, length_penalty, source_limit
 from .translator import DecodingSettings, Translator
 
 FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")

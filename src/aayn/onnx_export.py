@@ -167,7 +167,7 @@ def onnx_source(model_dir: Path, quantization: str | None = None):
     attention (plain matrix products and a softmax: every runtime has them); one line where it cannot be."""
     from transformers import AutoTokenizer
 
-    from .modeling_aayn import AaynForConditionalGeneration
+    from .model.modeling_aayn import AaynForConditionalGeneration
 
     import_onnxruntime()
     if quantization not in (None, "int8"):

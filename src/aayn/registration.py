@@ -5,6 +5,7 @@ imported. Importing this module installs the finder (or registers at once where 
 
 import functools
 import importlib.abc
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -13,9 +14,9 @@ def register() -> None:
     """Register model type "aayn" with transformers' Auto classes (safe to call again)."""
     from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from .configuration_aayn import AaynConfig
-    from .modeling_aayn import AaynForConditionalGeneration, AaynModel
-    from .tokenization_fairseq_aayn import FairseqMosesBPETokenizer, FairseqSentencePieceTokenizer
+    from .model.configuration_aayn import AaynConfig
+    from .model.modeling_aayn import AaynForConditionalGeneration, AaynModel
+    from .model.tokenization_fairseq_aayn import FairseqMosesBPETokenizer, FairseqSentencePieceTokenizer
 
     AutoConfig.register(AaynConfig.model_type, AaynConfig, exist_ok=True)
     # an imported fairseq folder's tokenizers, known by name (its folder's copy needs no trust here): transformers
@@ -37,9 +38,10 @@ def _sentencepiece_key():
     return type("FairseqSentencePieceTokenizerKey", (PretrainedConfig,), {"model_type": "aayn-fairseq-sentencepiece"})
 
 
-# the files that travel with a checkpoint (`*_aayn.py`; most import transformers, directly or through another):
-# importing any of them first registers aayn once none is halfway through its import
-_MODEL_CODE = tuple(f"aayn.{path.stem}" for path in sorted(Path(__file__).parent.glob("*_aayn.py")))
+# the files that travel with a checkpoint (`model/*_aayn.py`; most import transformers, directly or through
+# another): importing any of them first registers aayn once none is halfway through its import
+_STEMS = tuple(path.stem for path in sorted((Path(__file__).parent / "model").glob("*_aayn.py")))
+_MODEL_CODE = tuple(f"aayn.model.{stem}" for stem in _STEMS)
 
 
 def _initializing(name: str) -> bool:
@@ -73,12 +75,33 @@ class _RegisterWhenReady(importlib.abc.MetaPathFinder):
         return spec
 
 
+class _OldModelPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`aayn.modeling_aayn` and the other model files' paths before they moved into `aayn.model`: the same module
+    objects (one class, one place to patch), imported only when asked for."""
+
+    def find_spec(self, fullname, path, target=None):
+        package, _, stem = fullname.partition(".")
+        if package == "aayn" and stem in _STEMS:
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        module = importlib.import_module(f"aayn.model.{spec.name.partition('.')[2]}")
+        self._spec = module.__spec__  # the import system sets the alias's spec on it; put the module's own back
+        return module
+
+    def exec_module(self, module):
+        module.__spec__ = self._spec
+
+
 def register_later() -> None:
     """For the `aayn` command: no registration on `import transformers` (parsing a recipe imports it); each
     command calls `register()` once its arguments are known to be good."""
     sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _RegisterWhenReady)]
 
 
+if not any(isinstance(finder, _OldModelPaths) for finder in sys.meta_path):
+    sys.meta_path.append(_OldModelPaths())
 if "transformers" in sys.modules:
     register()
 elif not any(isinstance(finder, _RegisterWhenReady) for finder in sys.meta_path):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .policy_aayn import gnmt_length_penalty
+from .model.policy_aayn import gnmt_length_penalty
 from .translate import TorchTranslator, token_log_probs
 from .translator import DECODING_BATCH_TOKENS, Score
 

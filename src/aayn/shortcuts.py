@@ -10,7 +10,7 @@ LORA_TARGET_MODULES = ["qkv_proj", "q_proj", "kv_proj", "out_proj", "fc1", "fc2"
 
 def generate_ensemble(models, input_ids, attention_mask=None, **kwargs):
     """§6.1's search over an ensemble of models sharing a vocabulary (see `generation_aayn.generate_ensemble`)."""
-    from .generation_aayn import generate_ensemble as ensemble
+    from .model.generation_aayn import generate_ensemble as ensemble
 
     return ensemble(models, input_ids, attention_mask, **kwargs)
 
@@ -19,6 +19,6 @@ def translation_pipeline(model, **kwargs):
     """`pipeline("translation")` for an AAYN model where aayn is installed (no `trust_remote_code` needed)."""
     from transformers import pipeline
 
-    from .pipeline_aayn import AaynTranslationPipeline
+    from .model.pipeline_aayn import AaynTranslationPipeline
 
     return pipeline("translation", model=model, pipeline_class=AaynTranslationPipeline, **kwargs)

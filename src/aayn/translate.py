@@ -12,8 +12,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .alignment import attention_alignments
 from .data.token_batches import padded
-from .glossary_aayn import term_ids
-from .policy_aayn import FOLDER_RULES, folder_rules, source_limit
+from .model.glossary_aayn import term_ids
+from .model.policy_aayn import FOLDER_RULES, folder_rules, source_limit
 from .translator import ABILITIES, DecodingSettings, Translator
 
 
@@ -70,7 +70,7 @@ class TorchTranslator(Translator):
             layer, heads = alignment.check(model.config)
             options.update(output_alignments=True, alignment_layer=layer, alignment_heads=heads)
         if len(self.models) > 1:
-            from .generation_aayn import generate_ensemble
+            from .model.generation_aayn import generate_ensemble
 
             out = generate_ensemble(self.models, **inputs, **options, return_dict_in_generate=True)
         else:

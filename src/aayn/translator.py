@@ -8,7 +8,7 @@ scores pairs).
 Engines: `aayn.translate.TorchTranslator` (saved aayn models, one or an ensemble, with the paper's search),
 `aayn.ct2.ExportedModel` (CTranslate2), `aayn.onnx_engine.OnnxTranslator` (ONNX Runtime) and
 `aayn.serve.WorkerTranslator` (another engine in a process of its own); `aayn.formats` names which opens a
-folder. Only `aayn.policy_aayn` is imported here (it imports nothing), and numpy on first use.
+folder. Only `aayn.model.policy_aayn` is imported here (it imports nothing), and numpy on first use.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .policy_aayn import (
+from .model.policy_aayn import (
     LENGTH_NORMALIZATIONS,
     STOPPING_RULES,
     beams_for,
     length_penalty_in_force,
     sentence_length_limit,
 )
-from .policy_aayn import length_penalty as penalty_of_length
+from .model.policy_aayn import length_penalty as penalty_of_length
 
 DECODING_BATCH_TOKENS = 4096  # padded source tokens a decoding (or scoring) batch holds by default
 
@@ -67,7 +67,7 @@ Hypotheses = list[tuple]
 class DecodingSettings:
     """One search, as every engine's batch decode reads it: the beam size (1: greedy), alpha, how many hypotheses
     each input returns, a cap on new tokens within the length limit (None: the limit alone), and the rules the
-    folder states (`aayn.policy_aayn.FOLDER_RULES`): lp(Y) (GNMT's or fairseq's), the length limit per sentence
+    folder states (`aayn.model.policy_aayn.FOLDER_RULES`): lp(Y) (GNMT's or fairseq's), the length limit per sentence
     ([a, b]: a * |x| + b tokens before eos; None: §6.1's |x| + 50) and the stopping rule ("never": exact; True:
     once k hypotheses finished; False: transformers' heuristic). An engine runs these or refuses in one line."""
 
@@ -196,7 +196,7 @@ class Translator:
         them. Sentences of similar length are batched up to `batch_tokens` padded source tokens (the training
         batch sampler, unshuffled), so the batches, and with them the length limits, are the same on every
         engine. An empty or blank line gives one empty hypothesis with score 0. `prefixes` (one per input, "" for
-        none): target prefixes each translation continues from. `glossary` (`aayn.glossary_aayn.Glossary`): the
+        none): target prefixes each translation continues from. `glossary` (`aayn.model.glossary_aayn.Glossary`): the
         target terms of the source terms each input contains must appear in its translations. `alignment`
         (`aayn.alignment.AlignmentSettings`): each hypothesis is (score, text, `Alignment`). `progress`: a
         description for a progress bar over the sentences on stderr, shown once the work has taken a second."""

@@ -26,9 +26,9 @@ from pathlib import Path
 import torch
 from transformers import MarianMTModel
 
-from ..configuration_aayn import AaynConfig
 from ..marian import aayn_state_dict_from_marian, marian_config_for
-from ..modeling_aayn import AaynForConditionalGeneration
+from ..model.configuration_aayn import AaynConfig
+from ..model.modeling_aayn import AaynForConditionalGeneration
 from .common import DEMO_SHAPE, memory_probe, synchronize
 from .decoding import ENGINE_ARMS, decoding_rows, engine_decoding_rows
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..policy_aayn import paper_length_limit
+from ..model.policy_aayn import paper_length_limit
 from .common import DEMO_ALPHA, DEMO_SHAPE, memory_probe
 
 
@@ -39,7 +39,6 @@ def train_demo_model(steps: int, seed: int = 0):
     """The demo recipe's model and tokenizer after `steps` Adam steps on Bible batches of <= 1024 tokens."""
     from transformers import DataCollatorForSeq2Seq, get_scheduler
 
-    from ..configuration_aayn import AaynConfig
     from ..data import (
         MaxTokensBatchSampler,
         example_lengths,
@@ -47,7 +46,8 @@ def train_demo_model(steps: int, seed: int = 0):
         tokenize_dataset,
         train_tokenizer,
     )
-    from ..modeling_aayn import AaynForConditionalGeneration
+    from ..model.configuration_aayn import AaynConfig
+    from ..model.modeling_aayn import AaynForConditionalGeneration
 
     torch.manual_seed(seed)
     data = load_translation_dataset("bible", source_lang="en", target_lang="fr")
@@ -101,7 +101,7 @@ def saved_demo_model(path: str):
     from transformers import AutoTokenizer
 
     from ..data import load_translation_dataset
-    from ..modeling_aayn import AaynForConditionalGeneration
+    from ..model.modeling_aayn import AaynForConditionalGeneration
 
     model = AaynForConditionalGeneration.from_pretrained(path).eval()
     test = load_translation_dataset("bible", source_lang="en", target_lang="fr")["test"]

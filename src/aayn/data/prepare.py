@@ -27,7 +27,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from transformers.utils import logging
 
 from ..folders import staged_folder
-from ..policy_aayn import BASE_VOCAB_SIZE, TOKENIZER_TYPE
+from ..model.policy_aayn import BASE_VOCAB_SIZE, TOKENIZER_TYPE
 from .loading import load_translation_dataset, local_split_files
 from .preprocess import tokenize_dataset
 from .tokenizer import save_tokenizer, train_sentencepiece, train_tokenizer

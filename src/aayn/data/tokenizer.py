@@ -17,7 +17,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from transformers import PreTrainedTokenizerFast
 from transformers.utils import logging
 
-from ..policy_aayn import BASE_VOCAB_SIZE, MAX_POSITIONS, TOKENIZER_TYPE
+from ..model.policy_aayn import BASE_VOCAB_SIZE, MAX_POSITIONS, TOKENIZER_TYPE
 from .loading import translation_languages
 
 logger = logging.get_logger(__name__)
@@ -183,7 +183,7 @@ def train_sentencepiece(
 
 def fast_tokenizer_of_sentencepiece(model: bytes, model_max_length: int = MAX_POSITIONS) -> PreTrainedTokenizerFast:
     """A SentencePiece model (aayn's special ids) as transformers' fast tokenizer, `</s>` appended."""
-    from ..compat_aayn import sentencepiece_backend
+    from ..model.compat_aayn import sentencepiece_backend
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder, SENTENCEPIECE_FILE)

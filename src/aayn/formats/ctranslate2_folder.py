@@ -32,7 +32,7 @@ class CTranslate2Folder(Format):
 
         from ..ct2 import import_ctranslate2
         from ..export import vocabularies
-        from ..modeling_aayn import AaynForConditionalGeneration
+        from ..model.modeling_aayn import AaynForConditionalGeneration
 
         import_ctranslate2()
         if quantization not in (None, *QUANTIZATIONS):

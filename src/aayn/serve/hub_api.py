@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 
-from ..policy_aayn import returned_fault
+from ..model.policy_aayn import returned_fault
 from .settings import GLOSSARY, RequestError, ServeSettings, read_alignment, read_glossary
 
 # the parameters a request may set, with what each must be (the generation options `aayn translate` takes)

@@ -45,7 +45,7 @@ def read_alignment(value):
 
 def read_glossary(value):
     """A request's `glossary` (JSON or TSV text; never a path on the server), or RequestError naming the fault."""
-    from ..glossary_aayn import Glossary
+    from ..model.glossary_aayn import Glossary
 
     if not isinstance(value, (str, dict, list)):
         raise RequestError(f"glossary must be {GLOSSARY}")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from ..policy_aayn import (
+from ..model.policy_aayn import (
     BASE_D_MODEL,
     BASE_DROPOUT,
     BASE_FFN_DIM,

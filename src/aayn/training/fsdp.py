@@ -123,7 +123,7 @@ def meta_model(config) -> nn.Module:
     """A model of `config` without memory (on torch's meta device): its modules, for `check_fsdp_launch`."""
     import torch
 
-    from ..modeling_aayn import AaynForConditionalGeneration
+    from ..model.modeling_aayn import AaynForConditionalGeneration
 
     with torch.device("meta"):
         return AaynForConditionalGeneration(config)

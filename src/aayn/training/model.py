@@ -7,9 +7,9 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM
 from transformers.utils import logging
 
 from ..checks import check_model_folder
-from ..configuration_aayn import AaynConfig
-from ..modeling_aayn import AaynForConditionalGeneration
-from ..policy_aayn import UNSET_LENGTH_PENALTY
+from ..model.configuration_aayn import AaynConfig
+from ..model.modeling_aayn import AaynForConditionalGeneration
+from ..model.policy_aayn import UNSET_LENGTH_PENALTY
 from .arguments import ModelArguments
 from .plan import RunPlan
 

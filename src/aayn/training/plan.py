@@ -11,8 +11,8 @@ from transformers import Seq2SeqTrainingArguments
 from transformers.utils import logging
 
 from ..checks import available_cores
-from ..configuration_aayn import AaynConfig
 from ..data.prepare import DataPlan
+from ..model.configuration_aayn import AaynConfig
 from .arguments import DataTrainingArguments, ModelArguments
 from .output import resume_checkpoint
 
