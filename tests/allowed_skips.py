@@ -17,14 +17,14 @@ ALLOWED = [
     (COMMON, r"(Model does not support sliding window mask|Model does not have position embeddings)"),
     (COMMON, r"(Model class has no _keep_in_fp32_modules|Pruning is not activated|Model does not support head mask)"),
     (COMMON, r"(The model type aayn is not compatible with torch.fx|many failing tests after #39120)"),
-    (COMMON, r"<class 'aayn\.modeling_aayn\.AaynModel'> is not a priorited model"),
+    (COMMON, r"<class 'aayn\.model\.modeling_aayn\.AaynModel'> is not a priorited model"),
     # ... (5.x) no RoPE, no mixture of experts or grouped matmuls, no tensor-parallel plan, no weight-name
     # conversion table (aayn's checkpoints are its own names), no decoder-only head, no fp32-kept modules
     (COMMON, r"(This model does not support RoPE scaling|This model does not have RoPE)"),
-    (COMMON, r"<class 'aayn\.modeling_aayn\.AaynModel'> has no axial RoPE layer"),
+    (COMMON, r"<class 'aayn\.model\.modeling_aayn\.AaynModel'> has no axial RoPE layer"),
     (COMMON, r"(AaynModel does not support grouped_mm|This model has no sparse experts)"),
     (COMMON, r"This model has no `output_router_logits` in its config"),
-    (COMMON, r"(Model does not have a TP plan|No conversion found for <class 'aayn\.modeling_aayn\.)"),
+    (COMMON, r"(Model does not have a TP plan|No conversion found for <class 'aayn\.model\.modeling_aayn\.)"),
     (COMMON, r"(No decoder-only language modeling head|No `_keep_in_fp32_modules_strict` defined)"),
     (COMMON, r"AaynForConditionalGeneration (class )?has no _keep_in_fp32_modules"),
     # ... (5.x) tests of transformers' own cache-argument renaming and output-recording hooks, which a model that
