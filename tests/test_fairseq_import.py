@@ -182,6 +182,21 @@ def test_what_aayn_s_model_lacks_is_refused_in_one_line_naming_it(setting, value
         fairseq_config({**SETTINGS, setting: value}, weights)
 
 
+@pytest.mark.parametrize("side, version", [("encoder", 1.0), ("decoder", 2.0), ("encoder", None)])
+def test_a_pre_norm_checkpoint_fairseq_runs_without_a_final_norm_is_refused(side, version):
+    """fairseq drops a pre-norm stack's final layer norm where the stack's version predates it (encoder < 2, decoder
+    < 3; no version read as 1), whatever weights the checkpoint holds for it: aayn's would run, so it refuses."""
+    settings, weights, _ = read_checkpoint(FIXTURES / "prenorm-moses-bpe" / "checkpoint.pt")
+    weights = dict(weights)
+    if version is None:
+        del weights[f"{side}.version"]
+    else:
+        weights[f"{side}.version"] = torch.tensor([version])
+    with pytest.raises(ValueError, match=rf"{side}.version={version or 1:g}: .* without one"):
+        fairseq_config(settings, weights)
+    assert fairseq_config(*read_checkpoint(FIXTURES / "prenorm-moses-bpe" / "checkpoint.pt")[:2]).norm_first
+
+
 def test_a_subword_pipeline_aayn_does_not_carry_is_refused_in_one_line(tmp_path):
     moses = FIXTURES / "prenorm-moses-bpe"
     assert subword_model({}, moses, None, None) == ("subword_nmt", moses / "bpe.codes")

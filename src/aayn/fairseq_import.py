@@ -127,6 +127,14 @@ def fairseq_config(settings: dict, weights: dict[str, torch.Tensor]) -> AaynConf
         raise ValueError(
             "no_decoder_final_norm=True: aayn's pre-norm decoder ends with its layer norm, as fairseq's does by default"
         )
+    if pre_norm:  # fairseq's upgrade_state_dict_named: before these versions a stack had no final layer norm
+        for side, first in (("encoder", 2), ("decoder", 3)):
+            version = float(weights.get(f"{side}.version", torch.tensor([1.0])).flatten()[0])
+            if version < first:
+                raise ValueError(
+                    f"{side}.version={version:g}: a checkpoint from before fairseq gave pre-norm stacks a final layer "
+                    f"norm, so fairseq runs its {side} without one; aayn's pre-norm stacks end with it"
+                )
     for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "encoder.layers.0.fc1.weight",
                  "decoder.layers.0.fc1.weight"):  # fmt: skip
         if name not in weights:
