@@ -9,6 +9,7 @@ from pathlib import Path
 
 ARGOS = "argostranslate==1.11.0"
 VENV = Path(sys.prefix) / "argos-venv"
+INSTALL = Path(__file__).resolve().parents[1] / ".ci" / "install"  # pip install, by uv where .ci/run has it
 
 
 def argos_venv() -> Path:
@@ -20,7 +21,7 @@ def argos_venv() -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
     index = os.environ.get("AAYN_TORCH_INDEX")
     for spec in (["torch==2.13.0", *(["--index-url", index] if index else [])], [ARGOS]):
-        done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", *spec], capture_output=True, text=True)
+        done = subprocess.run([sys.executable, str(INSTALL), str(python), *spec], capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"pip install {' '.join(spec)} in {VENV}: {done.stderr[-3000:]}")
     (VENV / "ready").write_text(ARGOS + "\n")
