@@ -60,21 +60,81 @@ def test_sharded_training_equals_ddp_resumes_gathers_and_generates(tmp_path):
     assert len(results["tied-postnorm"]["ties"]) == 3  # four holders, one matrix
 
 
-def test_the_shipped_config_reaches_the_processes_and_passes_the_check(monkeypatch):
-    """What `accelerate launch --config_file recipes/accelerate/fsdp2.yaml` hands each process (Accelerate's own
-    launcher code), read back as aayn reads it: FSDP2, the two layer classes, accepted for tied and untied models."""
+def launcher_env() -> dict[str, str]:
+    """The FSDP variables `accelerate launch --config_file recipes/accelerate/fsdp2.yaml` hands each process
+    (Accelerate's own launcher code)."""
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser, prepare_multi_gpu_env
 
     args = launch_command_parser().parse_args(["--config_file", str(CONFIG), "-m", "aayn.train", "recipe.yaml"])
     env = prepare_multi_gpu_env(_validate_launch_command(args)[0])
+    return {key: value for key, value in env.items() if key.startswith(("FSDP_", "ACCELERATE_USE_FSDP"))}
+
+
+def test_the_shipped_config_reaches_the_processes_and_passes_the_check(monkeypatch):
+    """What `accelerate launch --config_file recipes/accelerate/fsdp2.yaml` hands each process, read back as aayn
+    reads it: FSDP2, the two layer classes, accepted for tied and untied models."""
+    env = launcher_env()
     for key, value in env.items():
-        if key.startswith(("FSDP_", "ACCELERATE_USE_FSDP")):
-            monkeypatch.setenv(key, value)
+        monkeypatch.setenv(key, value)
     settings = accelerate_fsdp_settings()
     assert settings == {"version": 2, "policy": "TRANSFORMER_BASED_WRAP", "names": LAYERS}
     assert env["FSDP_STATE_DICT_TYPE"] == "FULL_STATE_DICT"  # the final folder gathered whole
     for overrides in ({}, dict(share_encoder_decoder_embeddings=False, decoder_vocab_size=36)):
         check_wrapping(AaynForConditionalGeneration(tiny_config(**overrides)), settings["names"], settings["policy"])
+
+
+def test_aayn_train_on_accelerates_fsdp2_path_trains_saves_and_resumes_as_ddp(tmp_path):
+    """`aayn.train` with the shipped config's variables through Accelerate's own FSDP2 path (the Trainer's; made to
+    run on CPU by tests/accelerate_fsdp_on_cpu.py), 2 gloo processes, 8 steps with evaluation by generation at 4
+    and 8, checkpoints, the average of the last two, the final folder and the test split, against the same recipe
+    under DDP: the same losses and final weights, and the same folders (their files, their config.json: found here,
+    the model's own code and auto_map, not torch's FSDP files naming FSDP's class); resumed from checkpoint-4, the
+    same last losses and weights."""
+    from safetensors.torch import load_file
+
+    # SGD: Adam's step on a gradient near zero (a key bias's) is ±lr whatever the gradient's last bits
+    sgd = dict(optim="sgd", optim_args="momentum=0.9", learning_rate=0.3)
+    corpus = write_numbers_corpus(tmp_path / "data")
+    recipe = tiny_recipe(corpus, tmp_path / "fsdp", max_steps=8, logging_steps=1, average_last_checkpoints=2, **sgd)
+    recipe = write_recipe(tmp_path / "r.yaml", recipe)
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+
+    def train(name: str, *flags, fsdp: bool = True) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                   str(free_port()), *([str(TESTS / "accelerate_fsdp_on_cpu.py")] if fsdp else ["-m", "aayn.train"]),
+                   str(recipe), "--output_dir", str(tmp_path / name), *flags]  # fmt: skip
+        done = subprocess.run(command, env={**env, **launcher_env()} if fsdp else env, capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+        assert done.returncode == 0, "\n".join(line for line in done.stderr.splitlines() if "Error" in line)[-3000:]
+        return done
+
+    assert "FSDP2: 9 units" in train("fsdp").stderr
+    train("ddp", fsdp=False)
+    train("resumed", "--resume_from_checkpoint", str(tmp_path / "fsdp" / "checkpoint-4"))
+
+    def history(name: str) -> tuple[list[str], list[float]]:
+        """The logged losses (each step's) and evaluation losses (steps 4 and 8), in order: (keys, values)."""
+        state = json.loads((tmp_path / name / "checkpoint-8" / "trainer_state.json").read_text(encoding="utf-8"))
+        logged = [(key, entry[key]) for entry in state["log_history"] for key in ("loss", "eval_loss") if key in entry]
+        return [key for key, _ in logged], [value for _, value in logged]
+
+    (keys, fsdp), (ddp_keys, ddp) = history("fsdp"), history("ddp")
+    assert keys == ddp_keys and keys.count("loss") == 8 and keys.count("eval_loss") == 2
+    assert fsdp == pytest.approx(ddp, rel=1e-5)
+    resumed_keys, resumed = history("resumed")
+    assert resumed_keys == keys and resumed == pytest.approx(fsdp, rel=1e-5)  # the first 5 carried by checkpoint-4
+    assert "pytorch_model_fsdp.bin" in {path.name for path in (tmp_path / "fsdp" / "checkpoint-4").iterdir()}
+    for folder in ("", "checkpoint-8"):
+        files = [{path.name for path in (tmp_path / name / folder).iterdir()} for name in ("fsdp", "ddp")]
+        assert files[0] - {"pytorch_model_fsdp.bin", "optimizer.bin"} == files[1] - {"optimizer.pt"}  # Accelerate's
+        configs = [json.loads((tmp_path / name / folder / "config.json").read_text()) for name in ("fsdp", "ddp")]
+        assert configs[0] == configs[1]
+    assert configs[0]["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_aayn.AaynForConditionalGeneration"
+    for name, reference in (("fsdp", "ddp"), ("resumed/checkpoint-8", "fsdp/checkpoint-8")):
+        weights, expected = (load_file(tmp_path / folder / "model.safetensors") for folder in (name, reference))
+        assert weights.keys() == expected.keys()
+        for key in expected:
+            torch.testing.assert_close(weights[key], expected[key], rtol=1e-5, atol=1e-6, msg=f"{name}: {key}")
 
 
 @pytest.fixture
