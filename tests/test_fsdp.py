@@ -222,6 +222,33 @@ def test_aayn_train_refuses_it_before_any_work(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.both_lines  # transformers 5 asks the class whether it is remote code, 4.57 the model
+def test_a_sharded_model_saves_the_folder_an_unsharded_one_does(one_process_group, tmp_path):
+    """`fully_shard` makes the model an instance of a class of torch's (FSDPAaynForConditionalGeneration): its
+    folder still holds the model's own code and names the model's own class, as the unsharded model's does, and
+    loads in a fresh process without aayn; the class is left as it was."""
+    from aayn.training.fsdp import shard
+
+    torch.manual_seed(0)
+    AaynForConditionalGeneration(tiny_config()).save_pretrained(tmp_path / "plain")
+    torch.manual_seed(0)
+    model = shard(AaynForConditionalGeneration(tiny_config()), LAYERS)
+    auto_class = type(model)._auto_class
+    model.save_pretrained(tmp_path / "sharded", state_dict={k: v.full_tensor() for k, v in model.state_dict().items()})
+    assert type(model)._auto_class == auto_class and type(model).__name__ == "FSDPAaynForConditionalGeneration"
+    files = [sorted(path.name for path in (tmp_path / name).iterdir()) for name in ("plain", "sharded")]
+    assert files[0] == files[1] and "modeling_aayn.py" in files[0]
+    configs = [json.loads((tmp_path / name / "config.json").read_text()) for name in ("plain", "sharded")]
+    assert configs[0] == configs[1]
+    script = (
+        "import sys; from transformers import AutoModelForSeq2SeqLM; "
+        f"model = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path / 'sharded')!r}, trust_remote_code=True); "
+        "print(type(model).__name__, 'aayn' in sys.modules)"
+    )
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
+    assert loaded.stdout.split() == ["AaynForConditionalGeneration", "False"], loaded.stderr[-2000:]
+
+
 def test_checkpoint_averaging_fills_a_sharded_model(one_process_group, tmp_path):
     """`aayn.train`'s checkpoint averaging after an FSDP2 run, its last evaluation's generation done (found on a GPU:
     the copy into a DTensor raised, then the test split's generation met a sharded matrix): each parameter gets the
