@@ -1,12 +1,14 @@
 """Compare `aayn.train` runs given as NAME=FOLDER (an FSDP2 run under `accelerate launch`, the plain run of the same
 recipe, a run resumed from a checkpoint): the losses at each logging step (each run against the first), speed, test
-scores; each final folder loaded with `from_pretrained` (§3.4's matrix one parameter in its four holders); the
-final weights against the first run's. The GPU check of docs/measurements.md (twentieth session):
+scores; each final folder loaded with `from_pretrained` (§3.4's matrix one parameter in its four holders) and, in a
+fresh process without aayn, through its own code (`auto_map`), its files against the plain run's; the final
+weights against the first run's. The GPU check of docs/measurements.md (twentieth session):
 
     python benchmarks/fsdp_compare.py fsdp2=runs/fsdp plain=runs/plain fsdp2-resumed=runs/fsdp-resumed
 """
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -54,6 +56,19 @@ for name, run in runs.items():
     count = sum(p.numel() for p in model.parameters())
     print(f"{name}: loads ({type(model).__name__}), {count} parameters, its four holders share {one} parameter(s)")
     states[name] = model.state_dict()
+    auto_map = json.loads((run / "config.json").read_text()).get("auto_map", {}).get("AutoModelForSeq2SeqLM")
+    script = (
+        "import sys; from transformers import AutoModelForSeq2SeqLM; "
+        f"m = AutoModelForSeq2SeqLM.from_pretrained({str(run)!r}, trust_remote_code=True); "
+        "print(type(m).__name__, 'aayn' in sys.modules)"
+    )
+    fresh = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd="/")
+    said = fresh.stdout.strip() or fresh.stderr.strip().splitlines()[-1:]
+    print(f"{name}: auto_map {auto_map}; without aayn: {said}")
+    if "plain" in runs and name != "plain" and (runs["plain"] / "config.json").exists():
+        files = [{path.name for path in folder.iterdir()} for folder in (run, runs["plain"])]
+        extra, missing = sorted(files[0] - files[1]), sorted(files[1] - files[0])
+        print(f"{name}: files not in plain's folder {extra}, missing {missing}")
 for name in list(states)[1:]:
     diff = max((states[name][k].float() - states[first][k].float()).abs().max().item() for k in states[first])
     print(f"final weights, {name} vs {first}: max abs difference {diff:.3e}")

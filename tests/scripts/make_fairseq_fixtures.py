@@ -34,9 +34,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-# fairseq 0.12 loads its checkpoints with torch.load's old default (torch 2.6 made weights_only the default)
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-
 HERE = Path(__file__).resolve().parents[1] / "data" / "fairseq"
 TRAIN_VERSES, TEST_VERSES = 6000, 24
 # §6.1's limit as aayn applies it (source tokens + 50, eos counted) in fairseq's terms: at most a * source + b tokens
@@ -316,6 +313,9 @@ def make(kind: str, updates: int, work_root: str) -> None:
 
 
 def main() -> None:
+    # fairseq 0.12 loads its checkpoints with torch.load's old default (torch 2.6 made weights_only the default): set
+    # here, for this script and the fairseq commands it runs, not where a test imports `with_extra_pieces`
+    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kinds", default="postnorm-spm,prenorm-moses-bpe")
     parser.add_argument("--updates", type=int, default=1200)
