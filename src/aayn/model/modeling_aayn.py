@@ -8,7 +8,6 @@ import deep).
 """
 
 import math
-import os
 
 import torch
 from torch import nn
@@ -40,7 +39,7 @@ from .constraints_aayn import ConstrainedSearch  # noqa: F401  (4.57 copies a re
 from .decoding_aayn import AaynDecodingMixin
 from .generation_aayn import generate as paper_generate
 from .glossary_aayn import Glossary  # noqa: F401  (the pipeline's, copied with the model's code)
-from .hub_aayn import AaynCardUpload
+from .hub_aayn import AaynCardUpload, AaynOwnCodeSave
 from .ops_aayn import (
     AaynDropout,
     attention_implementation,
@@ -318,7 +317,7 @@ class AaynEmbeddings(nn.Module):
             )
 
 
-class AaynPreTrainedModel(TiedParameters, AaynCardUpload, PreTrainedModel):
+class AaynPreTrainedModel(TiedParameters, AaynOwnCodeSave, AaynCardUpload, PreTrainedModel):
     config_class = AaynConfig
     base_model_prefix = "model"
     main_input_name = "input_ids"
@@ -333,30 +332,6 @@ class AaynPreTrainedModel(TiedParameters, AaynCardUpload, PreTrainedModel):
         """`set_attn_implementation` works: every attention call reads `config._attn_implementation` (transformers
         looks for its own models' lines in the modeling file's text, and would refuse ours)."""
         return True
-
-    def save_pretrained(self, save_directory, *args, **kwargs):
-        """transformers' save, with the code and `auto_map` of the model's own class where FSDP2's `fully_shard` has
-        made the model an instance of a class of its own (`FSDPAaynForConditionalGeneration`, defined in torch):
-        transformers would copy torch's FSDP files into the folder, leave ours out, and name that class in
-        `auto_map`, so that the folder loaded nowhere without aayn."""
-        from transformers.dynamic_module_utils import custom_object_save
-
-        own = next(cls for cls in type(self).__mro__ if not cls.__module__.startswith("torch."))
-        main_process = kwargs.get("is_main_process", args[0] if args else True)
-        if own is type(self) or self._auto_class is None or not main_process:
-            return super().save_pretrained(save_directory, *args, **kwargs)
-        os.makedirs(save_directory, exist_ok=True)
-        custom_object_save(own.__new__(own), save_directory, config=self.config)
-        made = type(self)  # transformers' own copy skipped: it asks the class (5.x) or the model (4.57)
-        inherited = "_auto_class" not in vars(made)
-        previous, made._auto_class = made._auto_class, None
-        try:
-            return super().save_pretrained(save_directory, *args, **kwargs)
-        finally:
-            if inherited:
-                del made._auto_class
-            else:
-                made._auto_class = previous
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
