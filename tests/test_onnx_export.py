@@ -28,8 +28,8 @@ FAIRSEQ = Path(__file__).parent / "data" / "fairseq" / "postnorm-spm"
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, onnx_graphs_once):
     """A model trained on Bible verses (fairseq's, imported) and its ONNX export: (folder, export, verses). The
-    export is real (the first of this model in the run); later exports of the same model in this module (the int8
-    test's) copy its graphs (export_cache.py), then quantize them."""
+    graphs are exported once per run, here or by test_engine_rules.py (export_cache.py); the int8 test's export
+    copies them, then quantizes them."""
     root = tmp_path_factory.mktemp("onnx")
     import_as_recorded("postnorm-spm", root / "model")  # the recordings' limit, §6.1's (the ONNX engine's)
     assert aayn(["export", "--format", "onnx", "--model", str(root / "model"), "--output_dir", str(root / "onnx")]) == 0
