@@ -113,18 +113,31 @@ class SearchCache:
 class _BeamSlots:
     """Self-attention keys and values of folded beams, per layer, in (sentences, heads, capacity * k, head_dim)
     buffers: position p of beam b in slot p * k + b, written once and never moved when beams are reordered. The
-    buffers double as they fill, up to `limit` positions; sentences that leave the search are dropped."""
+    buffers double as they fill, up to `limit` positions; sentences that leave the search are dropped.
+    `ancestry` (sentences, k, positions) holds, for each live beam and position, the beam whose slot is on its path;
+    its length is the positions begun: a tensor's size, which a compiled decoder traces as a dynamic size, where a
+    Python number would be a constant of the graph (a graph per position, up to torch's recompile limit)."""
 
-    def __init__(self, limit: int, beams: int, first_capacity: int = 32):
+    def __init__(self, limit: int, beams: int, sentences: int, device: torch.device, first_capacity: int = 32):
         self.limit, self.k, self.first_capacity = limit, beams, first_capacity
         self.keys: list[torch.Tensor] = []  # per layer
         self.values: list[torch.Tensor] = []
-        self.written = 0  # positions in every layer's buffers
+        self.ancestry = torch.zeros((sentences, beams, 0), dtype=torch.long, device=device)
+
+    @property
+    def written(self) -> int:
+        """Positions begun: every layer's buffers hold them once the step's layers have run."""
+        return self.ancestry.shape[2]
+
+    def begin_step(self) -> None:
+        """A new position: each beam's own slot there is on its path."""
+        own = torch.arange(self.k, device=self.ancestry.device).expand(self.ancestry.shape[0], -1)[:, :, None]
+        self.ancestry = torch.cat([self.ancestry, own], 2)
 
     def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int):
         """Write this step's keys and values (n, heads, k, head_dim), the beams in the place of time, into their
         slots; return all of the layer's slots so far, (n, heads, positions * k, head_dim) views."""
-        k, position = self.k, self.written
+        k, position = self.k, self.written - 1
         if layer_idx == len(self.keys):  # the first step
             shape = (*key.shape[:2], min(self.limit, self.first_capacity) * k, key.shape[3])
             self.keys.append(key.new_empty(shape))
@@ -146,6 +159,10 @@ class _BeamSlots:
         grown[:, :, :filled] = buffer[:, :, :filled]
         return grown
 
+    def follow(self, parents: torch.LongTensor) -> None:
+        """Each sentence's new beams continue its beams `parents` (n, k): they take over their paths."""
+        self.ancestry = self.ancestry.gather(1, parents[:, :, None].expand(-1, -1, self.ancestry.shape[2]))
+
     def keep(self, sentences: torch.LongTensor) -> None:
         """Keep the slots written so far of `sentences` only, in buffers of the same capacity."""
         end = self.written * self.k
@@ -154,6 +171,7 @@ class _BeamSlots:
                 kept = buffer.new_empty((sentences.shape[0], *buffer.shape[1:]))
                 torch.index_select(buffer[:, :, :end], 0, sentences, out=kept[:, :, :end])
                 buffers[layer] = kept
+        self.ancestry = self.ancestry[sentences]
 
 
 class FoldedSearchCache:
@@ -163,19 +181,18 @@ class FoldedSearchCache:
 
     - Encoder-decoder attention: the encoder's keys and values once per sentence (in a DynamicCache, written at
       the first step), never copied per beam nor reordered with the beams; padding is masked by a bias built once.
-    - Self-attention: keys and values in slots that never move (`_BeamSlots`); `ancestry` (sentences, k, limit)
-      holds, for each live beam and position, the beam whose slot is on its path, and each step's bias masks the
-      slots off a beam's path. Reordering beams (`next_step`) changes only the ancestry.
+    - Self-attention: keys and values in slots that never move (`_BeamSlots`), with each live beam's path
+      through them (its `ancestry`): each step's bias masks the slots off a beam's path. Reordering beams
+      (`next_step`) changes only the paths.
     """
 
     def __init__(self, limit: int, beams: int, encoder_padding: torch.Tensor, dtype: torch.dtype):
         self.limit, self.folded_beams = limit, beams
-        self.self_attention_cache = _BeamSlots(limit, beams)
+        self.self_attention_cache = _BeamSlots(limit, beams, encoder_padding.shape[0], encoder_padding.device)
         self.cross_attention_cache = DynamicCache()
         self.is_updated: dict[int, bool] = {}
         blocked = (encoder_padding == 0)[:, None, None, :]  # (n, 1, 1, S)
         self.padding_bias = additive_bias(blocked, dtype)
-        self.ancestry = encoder_padding.new_zeros((encoder_padding.shape[0], beams, limit), dtype=torch.long)
         self.dtype = dtype
         self.record_cross = None  # the search's alignments: `decoding_aayn.CrossAttentionRecorder`, when asked
 
@@ -183,28 +200,27 @@ class FoldedSearchCache:
         return self.self_attention_cache.written
 
     def attention_layout(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """What the decoder asks of this step: its input (n * k, 1, d) laid out with a sentence's k beams as its k
-        queries (n, k, d), and the additive masks of self-attention (n, 1, k, positions * k: 0 on a beam's own
-        path) and encoder-decoder attention (n, 1, 1, S: 0 on the source's tokens)."""
-        k, position = self.folded_beams, self.self_attention_cache.written
+        """What the decoder asks of this step (which it begins): its input (n * k, 1, d) laid out with a sentence's
+        k beams as its k queries (n, k, d), and the additive masks of self-attention (n, 1, k, positions * k: 0 on
+        a beam's own path) and encoder-decoder attention (n, 1, 1, S: 0 on the source's tokens)."""
+        slots, k = self.self_attention_cache, self.folded_beams
+        slots.begin_step()
         folded = hidden_states.view(-1, k, hidden_states.shape[-1])
         if k == 1:
             return folded, None, self.padding_bias  # one beam: every slot is on its path
-        beam = torch.arange(k, device=self.ancestry.device)
-        self.ancestry[:, :, position] = beam  # each beam's own slot at the new position
-        off_path = self.ancestry[:, :, : position + 1, None] != beam  # (n, k, positions, k)
-        path_bias = additive_bias(off_path, self.dtype).view(-1, 1, k, (position + 1) * k)
+        beam = torch.arange(k, device=slots.ancestry.device)
+        off_path = slots.ancestry[:, :, :, None] != beam  # (n, k, positions, k)
+        path_bias = additive_bias(off_path, self.dtype).view(-1, 1, k, slots.written * k)
         return folded, path_bias, self.padding_bias
 
     def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
         """After a step: each sentence's new beams continue its beams `parents` (n, k) (None: each its own), then
-        only the sentences `keep` (m,) go on (None: all). Beams only change their ancestry; no key or value moves
+        only the sentences `keep` (m,) go on (None: all). Beams only change their paths; no key or value moves
         unless sentences leave."""
         slots = self.self_attention_cache
-        slots.written += 1
         if parents is not None:
-            self.ancestry = self.ancestry.gather(1, parents[:, :, None].expand(-1, -1, self.limit))
+            slots.follow(parents)
         if keep is not None:
             slots.keep(keep)
-            self.ancestry, self.padding_bias = self.ancestry[keep], self.padding_bias[keep]
+            self.padding_bias = self.padding_bias[keep]
             self.cross_attention_cache.reorder_cache(keep)
