@@ -187,7 +187,7 @@ class FoldedSearchCache:
     """
 
     def __init__(self, limit: int, beams: int, encoder_padding: torch.Tensor, dtype: torch.dtype):
-        self.limit, self.folded_beams = limit, beams
+        self.folded_beams = beams
         self.self_attention_cache = _BeamSlots(limit, beams, encoder_padding.shape[0], encoder_padding.device)
         self.cross_attention_cache = DynamicCache()
         self.is_updated: dict[int, bool] = {}
