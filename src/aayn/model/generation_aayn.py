@@ -415,7 +415,8 @@ def hypothesis_outputs(model, input_ids, attention_mask, sequences, returned: in
     steps = range(decoder_input.shape[1])
     extra = {}
     if "output_scores" in options:
-        extra["scores"] = tuple(F.log_softmax(out.logits[:, t].float(), dim=-1) for t in steps)
+        exact = torch.promote_types(out.logits.dtype, torch.float32)  # a float64 model's stay float64
+        extra["scores"] = tuple(F.log_softmax(out.logits[:, t].to(exact), dim=-1) for t in steps)
     if "output_logits" in options:
         extra["logits"] = tuple(out.logits[:, t] for t in steps)
     if "output_attentions" in options:
