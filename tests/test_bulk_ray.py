@@ -1,7 +1,8 @@
 """Bulk translation on Ray Data (`aayn translate --input ... --ray`, `aayn.bulk_ray`), on one local Ray started once
 for the module (`ray.init(num_cpus=2)`): two actors give every shard what the same command gives it in one process;
 a rerun starts no work; an actor SIGKILLed mid-run is replaced and a driver SIGKILLed mid-run leaves a rerun only
-what is missing, nothing lost or doubled; a bad shard is named in one line, out of Ray's wrapping."""
+what is missing, nothing lost or doubled; a bad shard is named in one line, out of Ray's wrapping, and so are
+actors' GPUs and device that do not go together."""
 
 import json
 import os
@@ -48,6 +49,35 @@ def test_a_bad_shard_is_named_in_one_line_through_ray(saved, local_ray, tmp_path
     assert "--ray translates a corpus of shards" in fails(capsys, "translate", "--model", saved[0], "--ray", "Two.")
 
 
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--num_gpus_per_worker", "1"], "--num_gpus_per_worker 1 holds GPUs that actors on --device cpu leave idle"),
+        (["--device", "cuda"], "--device cuda with --ray needs --num_gpus_per_worker"),
+        (["--device", "cuda:1", "--num_gpus_per_worker", "1"], "--device cuda:1 with --ray: an actor sees the GPUs"),
+        (
+            ["--device", "cuda", "--num_gpus_per_worker", "0.5", "--concurrency", "4"],
+            "--concurrency 4 actors of --num_gpus_per_worker 0.5: the local Ray finds 0 GPUs on this machine",
+        ),
+        (["--num_gpus_per_worker", "-1"], "argument --num_gpus_per_worker: must be a number of at least 0, got -1"),
+        (["--num_cpus_per_worker", "0"], "argument --num_cpus_per_worker: must be positive, got 0"),
+    ],
+)
+def test_actors_gpus_and_device_that_do_not_go_together_are_refused_before_work(saved, local_ray, tmp_path, capsys,
+                                                                                 flags, said):  # fmt: skip
+    """Ray's actors translate on the GPUs Ray gives them (`--device cuda` with `--num_gpus_per_worker`) or on CPU; a
+    local Ray with fewer GPUs than the actors hold is refused, not started with GPUs that are not there."""
+    shards(tmp_path / "in")
+    command = ["translate", "--model", saved[0], "--input", tmp_path / "in", "--output_dir", tmp_path / "out", "--ray"]
+    if said.startswith("argument"):  # argparse's own refusal
+        with pytest.raises(SystemExit) as exit_:
+            aayn([*map(str, command), *flags])
+        assert exit_.value.code == 2 and said in capsys.readouterr().err
+        return
+    assert said in fails(capsys, *command, *flags)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
 def many_shards(folder, count: int = 6, lines: int = 12) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     texts = ["Six one eight.", "Two.", "Zero nine nine five three four.", "One.", "Seven seven.", "Eight."]
@@ -77,14 +107,20 @@ def same_as_one_process(saved, folder, out, here) -> None:
         ), shard.name
 
 
-def test_two_actors_one_killed_mid_run_write_every_shard_as_one_process(saved, local_ray, tmp_path, capsys):
+def test_two_actors_one_killed_mid_run_write_every_shard_as_one_process(saved, local_ray, tmp_path, capsys,
+                                                                        monkeypatch):  # fmt: skip
     """Two actors over text, .jsonl and .parquet shards, one of them SIGKILLed once the first shard is out: Ray
     Data starts another and retries its shard; the run ends with every shard what one process writes, whole; a
-    rerun starts no work."""
+    rerun starts no work; the driver opens no model (each actor opens its own)."""
     shards(tmp_path / "in")
     many_shards(tmp_path / "in")
     out, ended = tmp_path / "out", []
     command = ["translate", "--model", str(saved[0]), "--input", str(tmp_path / "in"), "--output_dir", str(out)]
+
+    def driver_opens_no_model(*args, **kwargs):  # the actors open theirs; the driver only checks the folder
+        raise AssertionError("the driver opened a translator")
+
+    monkeypatch.setattr("aayn.opening.open_translator", driver_opens_no_model)
     run = threading.Thread(target=lambda: ended.append(aayn([*command, "--ray", "--concurrency", "2"])))
     run.start()
     wait_for(lambda: out.is_dir() and any(p.suffix == ".txt" for p in out.iterdir()) and actor_processes())
@@ -93,9 +129,10 @@ def test_two_actors_one_killed_mid_run_write_every_shard_as_one_process(saved, l
     run.join(timeout=300)
     assert ended == [0] and not killed.is_running()
     assert "11 shards (0 already done), 92 lines" in capsys.readouterr().err
-    same_as_one_process(saved, tmp_path / "in", out, tmp_path / "here")
     assert aayn([*command, "--ray"]) == 0
     assert "11 shards (11 already done), 0 lines" in capsys.readouterr().err
+    monkeypatch.undo()
+    same_as_one_process(saved, tmp_path / "in", out, tmp_path / "here")
 
 
 def test_a_driver_killed_mid_run_leaves_a_rerun_only_what_is_missing(saved, local_ray, tmp_path, capsys):

@@ -29,26 +29,26 @@ class ShardTranslator:
 
 
 def started(address: str | None, concurrency: int, num_cpus: float, num_gpus: float = 0.0):
-    """Ray, joined at `address` or started here with room for the actors (their CPUs, and their GPUs where they hold
-    some: Ray hands each actor its share of them in CUDA_VISIBLE_DEVICES); a one-line error where it cannot be."""
-    import math
-
+    """Ray, joined at `address` or started here with room for the actors' CPUs and with the GPUs Ray finds on this
+    machine (it hands each actor its share of them in CUDA_VISIBLE_DEVICES); a one-line error where it cannot be, or
+    where a local Ray has fewer GPUs than the actors hold (a cluster joined may still add GPU nodes)."""
     try:
         import ray
     except ImportError as error:
         raise ImportError("--ray needs Ray: pip install 'aayn[ray]'") from error
-    if ray.is_initialized():
-        return ray
-    try:
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            gpus = {"num_gpus": math.ceil(concurrency * num_gpus)} if num_gpus else {}
-            ray.init(num_cpus=max(1, round(concurrency * num_cpus)), **gpus, include_dashboard=False,
-                     log_to_driver=False)  # fmt: skip
-    except (ConnectionError, RuntimeError, ValueError) as error:
-        where = f"--ray_address {address}" if address else "a local Ray"
-        raise ValueError(f"{where}: cannot start or reach Ray ({str(error).splitlines()[0]})") from None
+    if not ray.is_initialized():
+        try:
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=max(1, round(concurrency * num_cpus)), include_dashboard=False, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            where = f"--ray_address {address}" if address else "a local Ray"
+            raise ValueError(f"{where}: cannot start or reach Ray ({str(error).splitlines()[0]})") from None
+    found = ray.cluster_resources().get("GPU", 0)
+    if num_gpus and not address and found < concurrency * num_gpus:
+        raise ValueError(f"--concurrency {concurrency} actors of --num_gpus_per_worker {num_gpus:g}: the local Ray "
+                         f"finds {found:g} GPUs on this machine (a cluster that has them: --ray_address)")  # fmt: skip
     return ray
 
 

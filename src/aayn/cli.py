@@ -3,6 +3,7 @@
 import argparse
 import functools
 import logging
+import math
 import os
 import sys
 import time
@@ -145,7 +146,7 @@ def input_batches(stream, buffer_size: int | None):
 def translate(args: argparse.Namespace) -> None:
     """Translate the given sentences, or standard input as its lines arrive, to standard output (one line per
     line, flushed after each batch)."""
-    from .opening import open_translator
+    from .opening import open_translator, translator_format
 
     check_translate_arguments(args)
     if args.text or args.file or args.input:
@@ -176,6 +177,9 @@ def translate(args: argparse.Namespace) -> None:
             generate["alignment"] = AlignmentSettings(args.alignment_layer, args.alignment_heads)
     needs = ("prefixes",) * bool(args.prefix) + ("attention",) * bool(args.show_attention)
     needs += ("glossary",) * bool(args.glossary) + ("alignment",) * bool(args.print_alignment)
+    if args.input and (args.ray or args.ray_address):  # each actor opens its own: the driver loads no model
+        translator_format(args.model, needs)  # the folders and what they can do checked here, before Ray starts
+        return translate_corpus(None, args, generate)
     setup = functools.partial(prepare_transformers, progress_bars=args.verbose)  # not for a CTranslate2 folder
     translator = open_translator(args.model, args.device, needs, setup=setup)
     if args.show_attention:
@@ -252,6 +256,8 @@ def check_translate_arguments(args: argparse.Namespace) -> None:
         raise ValueError("--source_lang names the language --split_sentences or --file splits by: give one")
     if (args.ray or args.ray_address) and not args.input:
         raise ValueError("--ray translates a corpus of shards: give --input GLOB_OR_FOLDER --output_dir OUT")
+    if args.ray or args.ray_address:
+        check_actor_device(args.device, args.num_gpus_per_worker)
     if bool(args.input) != bool(args.output_dir):
         raise ValueError("--input GLOB_OR_FOLDER and --output_dir OUT go together: a corpus of shards translated")
     if args.input and (
@@ -278,6 +284,20 @@ def check_translate_arguments(args: argparse.Namespace) -> None:
         if getattr(args, flag) and (args.nbest or args.prefix or args.show_attention or args.print_alignment):
             raise ValueError(f"--{flag} translates {what} once: no --nbest, --prefix, --show_attention or "
                              "--print_alignment with it")  # fmt: skip
+
+
+def check_actor_device(device: str, gpus: float) -> None:
+    """--device and --num_gpus_per_worker of Ray's actors, which translate on the GPUs Ray gives them (as `cuda`;
+    Ray hides the others, and every GPU from an actor that holds none), or on CPU."""
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"--device {device} with --ray: an actor sees the GPUs Ray gives it as cuda; give --device "
+                         "cuda with --num_gpus_per_worker, or cpu")  # fmt: skip
+    if device == "cuda" and not gpus:
+        raise ValueError("--device cuda with --ray needs --num_gpus_per_worker: Ray hides the GPUs from an actor that "
+                         "holds none")  # fmt: skip
+    if device == "cpu" and gpus:
+        raise ValueError(f"--num_gpus_per_worker {gpus:g} holds GPUs that actors on --device cpu leave idle: add "
+                         "--device cuda")  # fmt: skip
 
 
 def translate_corpus(translator, args: argparse.Namespace, generate: dict) -> None:
@@ -605,6 +625,23 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a number of at least 0, got {text}")
+    return value
+
+
 # What a user's input or setup can get wrong (a recipe, a path, a folder, a value, an extra not installed): one line
 # naming it, no traceback.
 # Anything else is a bug and keeps its traceback; --debug keeps it for these too.
@@ -767,8 +804,10 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray", action="store_true", help="with --input: the shards translated by Ray actors")
     parser.add_argument("--ray_address", help="with --ray: an existing cluster's address (default: start a local one)")
     parser.add_argument("--concurrency", type=positive_int, default=1, help="with --ray: actors, each one translator")
-    parser.add_argument("--num_cpus_per_worker", type=float, default=1.0, help="with --ray: CPUs each actor holds")
-    parser.add_argument("--num_gpus_per_worker", type=float, default=0.0, help="with --ray: GPUs each actor holds")
+    parser.add_argument("--num_cpus_per_worker", type=positive_float, default=1.0, help="with --ray: CPUs each actor "
+                        "holds")  # fmt: skip
+    parser.add_argument("--num_gpus_per_worker", type=non_negative_float, default=0.0, help="with --ray: GPUs each "
+                        "actor holds (with --device cuda; fractions share one)")  # fmt: skip
 
 
 def serve_arguments(parser: argparse.ArgumentParser) -> None:

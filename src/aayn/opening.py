@@ -50,6 +50,15 @@ def open_translator(
     uses (CTranslate2's and ONNX Runtime's intra-op threads; torch's for this process), else each engine's default
     (all cores). `setup`: called before the models are loaded, where their engine uses transformers. A name may be
     a `ModelFolder` that `locate_model` gave already."""
+    entry, folders = translator_format(names, needs)
+    if entry.setup and setup is not None:
+        setup()
+    return entry.open([folder.location for folder in folders], [folder.name for folder in folders], device, threads)
+
+
+def translator_format(names: list[str | ModelFolder], needs: tuple[str, ...] = ()):
+    """(the format, the located folders) that `open_translator` opens `names` with, after every check that needs
+    no model loaded: the folders (or Hub ids) are there, they translate together, and their engine has `needs`."""
     if not names:
         raise ValueError("no --model given")
     folders = [name if isinstance(name, ModelFolder) else locate_model(name) for name in names]
@@ -65,6 +74,4 @@ def open_translator(
     missing = [need for need in needs if need not in entry.abilities]
     if missing:
         raise ValueError(without(folders[0].name, missing[0], entry.described))
-    if entry.setup and setup is not None:
-        setup()
-    return entry.open([folder.location for folder in folders], [folder.name for folder in folders], device, threads)
+    return entry, folders
