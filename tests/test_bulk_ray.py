@@ -78,6 +78,22 @@ def test_actors_gpus_and_device_that_do_not_go_together_are_refused_before_work(
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+def test_a_gpu_for_an_engine_that_runs_on_cpu_only_is_refused_before_ray_starts(tmp_path, capsys):
+    """The driver opens no model, so the device an export's engine runs on is checked from its format: an ONNX
+    folder (recognized by its graphs' names; nothing is loaded) given GPUs is refused before Ray starts."""
+    from aayn.formats.onnx_folder import OnnxFolder
+
+    onnx = tmp_path / "onnx"
+    onnx.mkdir()
+    for name in OnnxFolder.files:
+        (onnx / name).write_bytes(b"")
+    shards(tmp_path / "in")
+    said = fails(capsys, "translate", "--model", onnx, "--input", tmp_path / "in", "--output_dir", tmp_path / "out",
+                 "--ray", "--device", "cuda", "--num_gpus_per_worker", 1)  # fmt: skip
+    assert "--device cuda: aayn runs ONNX folders on cpu" in said
+    assert not (tmp_path / "out").exists()  # made only once the shards go to Ray
+
+
 def many_shards(folder, count: int = 6, lines: int = 12) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     texts = ["Six one eight.", "Two.", "Zero nine nine five three four.", "One.", "Seven seven.", "Eight."]

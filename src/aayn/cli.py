@@ -178,7 +178,9 @@ def translate(args: argparse.Namespace) -> None:
     needs = ("prefixes",) * bool(args.prefix) + ("attention",) * bool(args.show_attention)
     needs += ("glossary",) * bool(args.glossary) + ("alignment",) * bool(args.print_alignment)
     if args.input and (args.ray or args.ray_address):  # each actor opens its own: the driver loads no model
-        translator_format(args.model, needs)  # the folders and what they can do checked here, before Ray starts
+        entry, _ = translator_format(args.model, needs)  # the folders and what they can do, before Ray starts
+        if args.device not in entry.devices:
+            raise ValueError(f"--device {args.device}: aayn runs {entry.title} folders on {' or '.join(entry.devices)}")
         return translate_corpus(None, args, generate)
     setup = functools.partial(prepare_transformers, progress_bars=args.verbose)  # not for a CTranslate2 folder
     translator = open_translator(args.model, args.device, needs, setup=setup)

@@ -31,6 +31,7 @@ class Format:
     abilities: frozenset = frozenset()  # what its engine does beyond translating (`aayn.translator.ABILITIES`)
     ensembles: frozenset | None = None  # None: one folder translates alone; else the abilities of an ensemble
     setup: bool = False  # whether its engine uses transformers (aayn registered first)
+    devices: tuple[str, ...] = ("cpu", "cuda")  # the device kinds its engine translates on
     # its own command-line arguments beside --model and the output: {"--flag": argparse keyword arguments}
     arguments: dict[str, dict] = {}
 

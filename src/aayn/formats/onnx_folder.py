@@ -15,6 +15,7 @@ class OnnxFolder(Format):
     files = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
     abilities = frozenset({"scores"})  # scoring pairs: teacher-forced through the first-step graph
     setup = True  # its tokenizer is read with transformers (an imported folder's is aayn's own class)
+    devices = ("cpu",)  # ONNX Runtime's CPU provider
     arguments = {"--quantization": dict(help="onnx: int8 (ONNX Runtime's dynamic quantization)")}
 
     def engine(self):
