@@ -1,10 +1,11 @@
 """The house's own rules, read from the source (no import of aayn): no import circle among aayn's modules (an import
 inside a function counts: it closes the loop at run time), no function over 80 lines, the model file and the
-README within their sizes."""
+README within their sizes, every link of the README and the docs reaching its file and heading."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "aayn"
@@ -106,3 +107,35 @@ def test_no_function_over_80_lines():
 def test_the_model_file_and_the_readme_within_their_sizes():
     assert len((SRC / "model" / "modeling_aayn.py").read_text(encoding="utf-8").splitlines()) <= MODEL_FILE_LINES
     assert len((SRC.parents[1] / "README.md").read_text(encoding="utf-8").splitlines()) <= README_LINES
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings: lower case, characters other than letters, digits,
+    spaces, hyphens and underscores dropped, spaces made hyphens; a repeated one gets -1, -2, ..."""
+    anchors, seen = set(), {}
+    in_code = False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        if in_code or not re.match(r"#{1,6} ", line):
+            continue
+        anchor = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        anchors.add(f"{anchor}-{seen[anchor]}" if anchor in seen else anchor)
+        seen[anchor] = seen.get(anchor, 0) + 1
+    return anchors
+
+
+def test_every_link_of_the_readme_and_the_docs_reaches_its_file_and_heading():
+    root = SRC.parents[1]
+    broken = []
+    for page in [root / "README.md", root / "tests" / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for link in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", link):
+                continue  # another site's
+            path, _, anchor = link.partition("#")
+            target = (page.parent / path).resolve() if path else page
+            if not target.exists():
+                broken.append(f"{page.relative_to(root)}: {link} (no such file)")
+            elif anchor and target.suffix == ".md" and anchor not in heading_anchors(target.read_text("utf-8")):
+                broken.append(f"{page.relative_to(root)}: {link} (no such heading)")
+    assert broken == []
