@@ -11,6 +11,7 @@ PY=${PY:-python3}; DEVICE=${DEVICE:-cuda}; STEPS=${STEPS:-300}; HALF=$((STEPS / 
 if [ "$DEVICE" = cuda ]; then
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl 2>&1 | tail -3
   mkdir -p /tmp/raysite && tar xJf .gpu/ray-cp312.tar.xz -C /tmp/raysite
+  chmod +x /tmp/raysite/ray/core/src/ray/gcs/gcs_server /tmp/raysite/ray/core/src/ray/raylet/raylet  # zipfile drops modes
   export PYTHONPATH=/tmp/site:/tmp/raysite:$PWD/.gpu/site:$PWD/src
   BF16=true
 else
@@ -25,6 +26,15 @@ say "setup done"
   --shard 500 --batch_tokens ${BATCH_TOKENS:-8192} --output $OUT/bulk.json > $OUT/bulk.log 2>&1
 say "bulk exit $?"
 grep -v "^\s*$" $OUT/bulk.log | grep -E '^\{|Error|error|Traceback' | tail -12
+# the local Ray finds the GPUs this machine has and refuses, in one line before work, actors holding more of them
+if [ "$DEVICE" = cuda ] && [ -z "$SKIP_BULK" ]; then
+  mkdir -p /tmp/one && echo "In the beginning." > /tmp/one/a.txt
+  timeout 90 $PY -m aayn.cli translate --model .gpu/model/demo-bible-en-fr --input /tmp/one --output_dir /tmp/one-out \
+    --device cuda --ray --concurrency $(($($PY -c 'import torch; print(torch.cuda.device_count())') + 1)) \
+    --num_gpus_per_worker 1 > $OUT/too_many_gpus.log 2>&1
+  say "too many GPUs exit $? (2 expected; nothing written: $(ls /tmp/one-out 2>/dev/null | wc -l) files)"
+  tail -2 $OUT/too_many_gpus.log
+fi
 OVR="--use_cpu $([ $DEVICE = cuda ] && echo false || echo true) --bf16 $BF16 --max_steps $STEPS --save_steps $HALF --eval_steps $STEPS
  --max_eval_samples 64 --max_predict_samples 200 --average_last_checkpoints 2 --logging_steps 25 --report_to none
  --d_model ${D:-512} --encoder_layers 6 --decoder_layers 6 --attention_heads 8 --ffn_dim $((4 * ${D:-512})) --max_tokens 4096
