@@ -88,8 +88,9 @@ def test_aayn_train_on_accelerates_fsdp2_path_trains_saves_and_resumes_as_ddp(tm
     run on CPU by tests/accelerate_fsdp_on_cpu.py), 2 gloo processes, 8 steps with evaluation by generation at 4
     and 8, checkpoints, the average of the last two, the final folder and the test split, against the same recipe
     under DDP: the same losses and final weights, and the same folders (their files, their config.json: found here,
-    the model's own code and auto_map, not torch's FSDP files naming FSDP's class); resumed from checkpoint-4, the
-    same last losses and weights."""
+    the model's own code and auto_map, not torch's FSDP files naming FSDP's class); resumed from checkpoint-4 into a
+    fresh folder, the same last losses and weights, and the same final average (checkpoint-4 taken from the folder
+    it resumed from)."""
     from safetensors.torch import load_file
 
     # SGD: Adam's step on a gradient near zero (a key bias's) is ±lr whatever the gradient's last bits
@@ -110,7 +111,7 @@ def test_aayn_train_on_accelerates_fsdp2_path_trains_saves_and_resumes_as_ddp(tm
 
     assert "FSDP2: 9 units" in train("fsdp").stderr
     train("ddp", fsdp=False)
-    train("resumed", "--resume_from_checkpoint", str(tmp_path / "fsdp" / "checkpoint-4"))
+    resumed_run = train("resumed", "--resume_from_checkpoint", str(tmp_path / "fsdp" / "checkpoint-4"))
 
     def history(name: str) -> tuple[list[str], list[float]]:
         """The logged losses (each step's) and evaluation losses (steps 4 and 8), in order: (keys, values)."""
@@ -130,7 +131,9 @@ def test_aayn_train_on_accelerates_fsdp2_path_trains_saves_and_resumes_as_ddp(tm
         configs = [json.loads((tmp_path / name / folder / "config.json").read_text()) for name in ("fsdp", "ddp")]
         assert configs[0] == configs[1]
     assert configs[0]["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_aayn.AaynForConditionalGeneration"
-    for name, reference in (("fsdp", "ddp"), ("resumed/checkpoint-8", "fsdp/checkpoint-8")):
+    # the resumed run's final folder averages checkpoint-4 of the folder it resumed from with its own checkpoint-8
+    assert "averaged the weights of 2 checkpoints: checkpoint-4, checkpoint-8" in resumed_run.stderr
+    for name, reference in (("fsdp", "ddp"), ("resumed/checkpoint-8", "fsdp/checkpoint-8"), ("resumed", "fsdp")):
         weights, expected = (load_file(tmp_path / folder / "model.safetensors") for folder in (name, reference))
         assert weights.keys() == expected.keys()
         for key in expected:

@@ -23,7 +23,7 @@ from ..data import save_tokenizer
 from ..data.prepare import PreparedData, prepare_data
 from ..folders import write_text_atomically
 from .arguments import DataTrainingArguments, ModelArguments
-from .average import last_checkpoints, load_average, load_weights
+from .average import checkpoint_step, last_checkpoints, load_average, load_weights
 from .fsdp import accelerate_fsdp_settings, check_fsdp_launch, meta_model
 from .model import build_model, configure_model, load_pretrained, model_summary
 from .output import FINAL_STAGING, claim_output_dir, move_final_files
@@ -153,11 +153,22 @@ def train_or_resume(trainer: AaynTrainer, plan: RunPlan) -> None:
         trainer.log_metrics("train", result.metrics)
         trainer.save_metrics("train", result.metrics)
     if plan.average_last:
-        wanted, written = plan.average_last, len(last_checkpoints(args.output_dir, 0))
+        checkpoints = averaging_candidates(args.output_dir, resume)
+        wanted, written = plan.average_last, len(checkpoints)
         if written < wanted:  # stopped early: fewer checkpoints than the full run would have left
             logger.warning(f"training stopped early: averaging the {written} checkpoints written, not {wanted}")
         if written:
-            load_average(trainer.model, last_checkpoints(args.output_dir, min(wanted, written)))
+            load_average(trainer.model, checkpoints[-wanted:])
+
+
+def averaging_candidates(output_dir: str, resume: str | None) -> list[Path]:
+    """The run's checkpoints, oldest first: those in `output_dir` and, for a run resumed from another folder, the
+    checkpoint it resumed from (the same run's earlier one), so that a resumed run averages what the uninterrupted
+    run would have."""
+    checkpoints, step = last_checkpoints(output_dir, 0), checkpoint_step(Path(resume)) if resume else -1
+    if step >= 0 and step not in {checkpoint_step(path) for path in checkpoints}:
+        checkpoints = sorted([*checkpoints, Path(resume)], key=checkpoint_step)
+    return checkpoints
 
 
 def finish_run(trainer: AaynTrainer, plan: RunPlan, prepared: PreparedData, start: float) -> dict:
