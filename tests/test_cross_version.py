@@ -29,32 +29,35 @@ USE = """
 import json, sys
 import transformers
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
-path = sys.argv[1]
 sources = ["Six one eight.", "Two zero."]
-config = AutoConfig.from_pretrained(path, trust_remote_code=True)
-tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
-model = AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True)
-batch = tokenizer(sources, return_tensors="pt", padding=True)
-generated = tokenizer.batch_decode(model.generate(**batch, max_new_tokens=8), skip_special_tokens=True)
-aligned = model.generate(**batch, num_beams=2, max_new_tokens=8, output_alignments=True, return_dict_in_generate=True)
-translate = pipeline("translation", model=path, trust_remote_code=True)
-assert "aayn" not in sys.modules
-print(json.dumps({
-    "transformers": transformers.__version__,
-    "model_type": config.model_type,
-    "ids": batch["input_ids"].tolist(),
-    "generate": [text.strip() for text in generated],
-    "alignments": aligned.alignments.argmax(-1).tolist(),  # kept by the search: the folder's own code, no aayn
-    "pipeline": [row["translation_text"] for row in translate(sources, max_new_tokens=8)],
-}))
+for path in sys.argv[1:]:  # each folder in turn: one process pays the imports once
+    config = AutoConfig.from_pretrained(path, trust_remote_code=True)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
+    model = AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True)
+    batch = tokenizer(sources, return_tensors="pt", padding=True)
+    generated = tokenizer.batch_decode(model.generate(**batch, max_new_tokens=8), skip_special_tokens=True)
+    aligned = model.generate(**batch, num_beams=2, max_new_tokens=8, output_alignments=True,
+                             return_dict_in_generate=True)
+    translate = pipeline("translation", model=path, trust_remote_code=True)
+    assert "aayn" not in sys.modules
+    print(json.dumps({
+        "transformers": transformers.__version__,
+        "model_type": config.model_type,
+        "ids": batch["input_ids"].tolist(),
+        "generate": [text.strip() for text in generated],
+        "alignments": aligned.alignments.argmax(-1).tolist(),  # kept by the search: the folder's own code, no aayn
+        "pipeline": [row["translation_text"] for row in translate(sources, max_new_tokens=8)],
+    }))
 """
 
 
-def use(python: str, folder) -> dict:
+def use(python: str, folder, *more) -> list[dict]:
+    """What `python` makes of each folder, in one fresh process."""
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    result = subprocess.run([python, "-c", USE, str(folder)], capture_output=True, text=True, env=env, cwd=folder)
+    folders = [str(path) for path in (folder, *more)]
+    result = subprocess.run([python, "-c", USE, *folders], capture_output=True, text=True, env=env, cwd=folder)
     assert result.returncode == 0, f"{python}: {result.stderr[-3000:]}"
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return [json.loads(line) for line in result.stdout.strip().splitlines()[-len(folders) :]]
 
 
 def train(python: str, tmp_path, name: str):
@@ -83,11 +86,12 @@ def train(python: str, tmp_path, name: str):
 def test_a_folder_saved_on_one_line_works_on_the_other(tmp_path, saved_by):
     writer = sys.executable if saved_by == "this line" else OTHER_PYTHON
     folder = train(writer, tmp_path, "run")
-    here, there = use(sys.executable, folder), use(OTHER_PYTHON, folder)
+    checkpoint = folder / "checkpoint-4"  # checkpoints are folders users load too: loaded on the other line
+    here, *here_checkpoint = use(sys.executable, folder, *([checkpoint] if writer == OTHER_PYTHON else []))
+    there, *there_checkpoint = use(OTHER_PYTHON, folder, *([checkpoint] if writer == sys.executable else []))
     assert here["transformers"].split(".")[0] != there["transformers"].split(".")[0]  # really two lines
     assert here["model_type"] == there["model_type"] == "aayn"
     assert here["ids"] == there["ids"]
     assert here["generate"] == there["generate"] and here["pipeline"] == there["pipeline"] == here["generate"]
     assert here["alignments"] == there["alignments"] and len(here["alignments"]) == 2
-    for checkpoint in [folder / "checkpoint-4"]:  # checkpoints are folders users load too
-        assert use(OTHER_PYTHON if writer == sys.executable else sys.executable, checkpoint)["model_type"] == "aayn"
+    assert [loaded["model_type"] for loaded in here_checkpoint + there_checkpoint] == ["aayn"]

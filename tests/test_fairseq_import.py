@@ -148,17 +148,21 @@ def test_a_folder_imported_here_loads_on_the_other_line_without_aayn(imported):
 
 
 @pytest.mark.both_lines
-def test_aayn_import_writes_an_ordinary_folder_and_refuses_a_second_time(tmp_path):
+def test_aayn_import_writes_an_ordinary_folder_and_refuses_a_second_time(tmp_path, capsys):
+    """The command as users run it (a fresh process), then the same again in this one (a process's imports cost
+    seconds): refused, the folder untouched."""
     checkpoint = FIXTURES / "postnorm-spm" / "checkpoint.pt"
-    command = [sys.executable, "-m", "aayn.cli", "import", "fairseq", str(checkpoint), "--source_lang", "en"]
-    command += ["--target_lang", "fr", "--output_dir"]
-    done = subprocess.run([*command, str(tmp_path / "out")], capture_output=True, text=True)
+    arguments = ["import", "fairseq", str(checkpoint), "--source_lang", "en", "--target_lang", "fr", "--output_dir"]
+    done = subprocess.run([sys.executable, "-m", "aayn.cli", *arguments, str(tmp_path / "out")], capture_output=True,
+                          text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    assert {"config.json", "model.safetensors", "tokenizer.json", "imported_from.json"} <= {
-        p.name for p in (tmp_path / "out").iterdir()
-    }
-    again = subprocess.run([*command, str(tmp_path / "out")], capture_output=True, text=True)
-    assert again.returncode == 2 and "exists and is not empty" in again.stderr
+    from aayn.cli import main as aayn
+
+    written = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "imported_from.json"} <= written.keys()
+    assert aayn([*arguments, str(tmp_path / "out")]) == 2
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()} == written
 
 
 SETTINGS = {"arch": "transformer", "encoder_attention_heads": 4, "decoder_attention_heads": 4}
