@@ -22,14 +22,6 @@ def corpus(tmp_path_factory):
     return write_numbers_corpus(tmp_path_factory.mktemp("numbers"))
 
 
-def train(tmp_path: Path, recipe: dict, *flags: str, name: str = "r.yaml") -> subprocess.CompletedProcess:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    path = write_recipe(tmp_path / name, recipe)
-    return subprocess.run(
-        [sys.executable, "-m", "aayn.train", str(path), *flags], capture_output=True, text=True, env=env, timeout=600
-    )
-
-
 def test_a_shortened_run_averages_the_checkpoints_it_leaves_and_says_so(corpus, tmp_path, caplog):
     """`aayn train recipes/demo.yaml --max_steps 100` (save_steps 300, average 3) runs: the recipe adapts to the
     two checkpoints 4 steps leave (save_steps 2, limit 2), and the final weights are their average (the weights of
@@ -151,8 +143,8 @@ def test_evaluation_without_generation_keeps_no_logits(corpus, tmp_path, monkeyp
 
 
 def test_a_rerun_into_the_same_folder_is_refused_resumed_or_started_clean(corpus, tmp_path, capsys):
-    first = train(tmp_path, tiny_recipe(corpus, tmp_path / "out", **FAST))
-    assert first.returncode == 0, first.stderr[-3000:]
+    """The runs in this process (fresh ones cost seconds of imports each; test_nothing_lost.py runs them so)."""
+    run(*parse_arguments([str(write_recipe(tmp_path / "first.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST)))]))
     weights = (tmp_path / "out" / "model.safetensors").read_bytes()
     other_pair = tiny_recipe(corpus, tmp_path / "out", **FAST, source_lang="fr", target_lang="en")
     assert aayn(["train", str(write_recipe(tmp_path / "other.yaml", other_pair))]) == 2  # refused before any work
@@ -160,23 +152,32 @@ def test_a_rerun_into_the_same_folder_is_refused_resumed_or_started_clean(corpus
     assert "holds an earlier run" in refused and "--overwrite_output_dir" in refused
     assert (tmp_path / "out" / "model.safetensors").read_bytes() == weights  # untouched
 
-    clean = train(tmp_path, {**other_pair, "max_steps": 2}, "--overwrite_output_dir", "true")
-    assert clean.returncode == 0, clean.stderr[-3000:]
+    clean = write_recipe(tmp_path / "clean.yaml", {**other_pair, "max_steps": 2})
+    run(*parse_arguments([str(clean), "--overwrite_output_dir", "true"]))
     assert sorted(p.name for p in (tmp_path / "out").glob("checkpoint-*")) == ["checkpoint-2"]  # the old run is gone
     card = (tmp_path / "out" / "README.md").read_text()
     assert "(fr to en)" in card and "2 steps" in card
 
 
 @pytest.mark.both_lines
-def test_resume_true_takes_the_newest_complete_checkpoint(corpus, tmp_path, capsys):
+def test_resume_true_takes_the_newest_complete_checkpoint(corpus, tmp_path, caplog, capsys):
+    """In this process (two fresh ones cost 15-20 s of imports; a kill mid-save and its resume in fresh processes:
+    test_nothing_lost.py), transformers' own warnings captured too."""
+    from transformers.utils import logging as transformers_logging
+
     recipe = tiny_recipe(corpus, tmp_path / "out", **FAST)
-    assert train(tmp_path, recipe).returncode == 0
+    run(*parse_arguments([str(write_recipe(tmp_path / "first.yaml", recipe))]))
     (tmp_path / "out" / "checkpoint-4" / "trainer_state.json").unlink()  # as a kill -9 during the save leaves it
-    resumed = train(tmp_path, {**recipe, "max_steps": 6}, "--resume_from_checkpoint", "true")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "skipping checkpoint-4: it lacks trainer_state.json" in resumed.stderr
-    assert "resuming from" in resumed.stderr and "checkpoint-2, the newest complete checkpoint" in resumed.stderr
-    assert "missing keys" not in resumed.stderr  # the tied weights load exactly; no false warning
+    six = str(write_recipe(tmp_path / "six.yaml", {**recipe, "max_steps": 6}))
+    transformers_logging.enable_propagation()
+    try:
+        with caplog.at_level("INFO", logger="aayn"), caplog.at_level("WARNING", logger="transformers"):
+            run(*parse_arguments([six, "--resume_from_checkpoint", "true"]))
+    finally:
+        transformers_logging.disable_propagation()
+    assert "skipping checkpoint-4: it lacks trainer_state.json" in caplog.text
+    assert "resuming from" in caplog.text and "checkpoint-2, the newest complete checkpoint" in caplog.text
+    assert "missing keys" not in caplog.text.lower()  # the tied weights load exactly; no false warning
     state = json.loads((tmp_path / "out" / "checkpoint-6" / "trainer_state.json").read_text())
     assert state["global_step"] == 6
     (tmp_path / "out" / "checkpoint-6" / "trainer_state.json").unlink()
