@@ -109,3 +109,7 @@ def test_bad_shards_and_flags_are_refused_in_one_line(saved, tmp_path, capsys):
     (tmp_path / "in" / "b.jsonl").write_text('{"body": "Two."}\n')
     message = fails(capsys, *model, "--input", tmp_path / "in" / "b.jsonl", "--output_dir", tmp_path / "out")
     assert "b.jsonl:1: no text field 'text'" in message
+    (tmp_path / "in" / "b.jsonl").write_text('{"text": "Two."}\n{"text": "Two.\\ud800"}\n')  # a valid JSON escape
+    message = fails(capsys, *model, "--input", tmp_path / "in" / "b.jsonl", "--output_dir", tmp_path / "out")
+    assert "b.jsonl: line 2 holds a lone surrogate U+D800 at character 5" in message
+    assert not (tmp_path / "out" / "b.jsonl").exists()

@@ -5,6 +5,8 @@ The server runs in a subprocess, asked over real HTTP and raw sockets."""
 
 import io
 import json
+import os
+import signal
 import socket
 import threading
 import time
@@ -19,7 +21,7 @@ pytest.importorskip("uvicorn")
 
 @pytest.fixture(scope="module")
 def server(saved):
-    running = Server(None, "--pair", f"en:fr={saved[0]}", "--max_wait_ms", 5)
+    running = Server(None, "--pair", f"en:fr={saved[0]}", "--max_wait_ms", 5, "--workers", 2)
     yield running
     assert running.stop()[0] == 0
 
@@ -131,3 +133,79 @@ def test_a_client_sending_a_byte_at_a_time_holds_no_one_else(server):
     assert time.perf_counter() - started < 5 and slow.is_alive()  # answered while the slow body still trickles
     slow.join(60)
     assert outcome["answer"].split(b" ", 2)[1] == b"200"
+
+
+GOOD = ["Six one eight.", "Two.", "Zero nine nine five three four.", "One.", "Seven seven.", "Three two one."]
+# texts a client may send: lone surrogates (valid JSON escapes, refused in one line), NUL and other control
+# characters, texts that tokenize to nothing, a text at the character limit of one repeated character (translated)
+REFUSED = ["a\ud800b", "\udfff", "Two.\udcff"]
+TRANSLATED = ["a\x00b", "\x00", "\x01\x02\x1b[31mred\x1b[0m", "\x7f\x85\u2028\x0c", "\u200b\u200b", "\ufeff", "\ufffe",
+              " \t ", "e" * 2000]  # fmt: skip
+# bodies with invalid escapes: not JSON
+INVALID = [b'{"q": "a\\x41", "source": "en", "target": "fr"}', b'{"q": "\\ud800\\u12", "source": "en", "target": "fr"}',
+           b'{"inputs": "\\q"}']  # fmt: skip
+
+
+def test_hostile_texts_among_concurrent_clients_fail_only_their_own_requests(server, saved):
+    """Good requests of both shapes and hostile ones from 16 concurrent clients, batched together by the server
+    (two worker processes, one of them killed mid-run): each good answer is what the same request gets alone, each
+    hostile text is refused in one line naming it or translated, no request is left waiting, and the server goes
+    on."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aayn.opening import open_translator
+
+    translator = open_translator([str(saved[0])])
+    alone = {text: translator.translate([text])[0] for text in GOOD}
+    libre_alone = {text: server.post({"q": text, "source": "en", "target": "fr"})[1]["translatedText"] for text in GOOD}
+    requests = []
+    for i in range(72):
+        good = [GOOD[(i + j) % len(GOOD)] for j in range(1 + i % 3)]
+        if i % 4 == 0:
+            requests.append(("refused", i, good[:1] + [REFUSED[i % len(REFUSED)]] + good[1:]))
+        elif i % 4 == 1:
+            requests.append(("translated", i, [TRANSLATED[i % len(TRANSLATED)]] + good))
+        elif i % 8 == 2:
+            requests.append(("invalid", i, INVALID[i % len(INVALID)]))
+        else:
+            requests.append(("good", i, good))
+
+    def hub(i: int) -> bool:  # the Hub's shape, else LibreTranslate's: each kind in both
+        return (i // 4 + i) % 2 == 1
+
+    def ask(request):
+        kind, i, texts = request
+        if kind == "invalid":
+            status, answer = raw_post(server, "/translate", texts)
+        elif hub(i):
+            status, answer, _ = server.post({"inputs": texts})
+        else:
+            status, answer, _ = server.post({"q": texts, "source": "en", "target": "fr"})
+        answered.append(time.perf_counter())
+        return status, answer
+
+    pids, answered = server.get("/health")["worker_pids"], []
+    with ThreadPoolExecutor(16) as pool:
+        answers = pool.map(ask, requests)
+        time.sleep(0.3)
+        os.kill(pids[0], signal.SIGKILL)  # a worker process dies while the clients are being answered
+        killed = time.perf_counter()
+        answers = list(answers)
+    assert 0 < sum(when < killed for when in answered) < len(requests)  # killed mid-run
+    for (kind, i, texts), (status, answer) in zip(requests, answers):
+        if kind == "invalid":
+            assert status == 400 and "JSON" in one_line(answer), (texts, answer)
+        elif kind == "refused":
+            message = answer["error"]
+            assert status == 400 and "lone surrogate" in message and "\n" not in message, (texts, answer)
+            assert f"[{1}] holds a lone surrogate" in message, message  # the text named by its place
+        else:
+            assert status == 200, (texts, answer)
+            got = [a["translation_text"] for a in answer] if hub(i) else answer["translatedText"]
+            good = texts[1:] if kind == "translated" else texts
+            expected = [alone[text] for text in good] if hub(i) else [libre_alone[text] for text in good]
+            assert got[len(texts) - len(good) :] == expected, (texts, got)
+            assert all(isinstance(text, str) for text in got)
+    health = server.get("/health")
+    assert health["status"] == "ok" and health["waiting"] == 0 and pids[0] not in health["worker_pids"]
+    assert health["batches"] < len(requests)  # requests were decoded together

@@ -172,10 +172,12 @@ def test_sigterm_answers_the_requests_in_flight_then_exits_0(saved, workers):
             os.kill(pid, 0)
 
 
-def test_a_worker_process_killed_fails_its_batch_only_and_is_started_again(saved, alone):
-    """A worker process that dies mid-batch (killed here as soon as the batch is sent): that batch fails with a
-    line naming the process, and the next batch goes to a new process, translated as alone."""
-    from aayn.serve import WorkerTranslator
+def test_a_worker_process_killed_mid_batch_is_started_again_and_the_batch_retried(saved, alone):
+    """A worker process that dies mid-batch (killed here as soon as the batch is sent): the call fails with a line
+    naming the process, and the next call goes to a new process, translated as alone; killed under the server's
+    batcher, the batch's requests are answered from the new process as alone."""
+    from aayn.serve import Batcher, Job, ServeSettings, WorkerTranslator
+    from aayn.serve.batcher import WorkerDied
 
     worker = WorkerTranslator([str(saved[0])], "cpu", threads=1)
     try:
@@ -192,10 +194,23 @@ def test_a_worker_process_killed_fails_its_batch_only_and_is_started_again(saved
                 return getattr(connection, name)
 
         worker.connection = KillAfterSending()
-        with pytest.raises(RuntimeError, match=f"the worker process {first} ended .*started again"):
+        with pytest.raises(WorkerDied, match=f"the worker process {first} ended .*started again"):
             worker.nbest(SENTENCES[:2], 1, num_beams=1)
-        assert_as_alone(worker.nbest(SENTENCES[:2], 1, num_beams=1), [alone[text, 1] for text in SENTENCES[:2]])
-        assert worker.process.pid != first
+        second = worker.process.pid
+        worker.connection = KillAfterSending()
+        first = second  # killed again, now under a batch of the server's batcher: its requests are tried again
+        batcher = Batcher(worker, ServeSettings(max_wait_ms=200))
+        batcher.start()
+        loop = asyncio.new_event_loop()
+        threading.Thread(target=loop.run_forever, daemon=True).start()
+        jobs = [Job(SENTENCES[i : i + 2], {"num_beams": 1}, loop, loop.create_future()) for i in (0, 2)]
+        for job in jobs:
+            batcher.submit(job)
+        for job in jobs:
+            answer = asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(job.answer), 120), loop).result()
+            assert_as_alone(answer, [alone[text, 1] for text in job.texts])
+        loop.call_soon_threadsafe(loop.stop)
+        assert worker.process.pid not in (first, second) and batcher.waiting == 0
         with pytest.raises(RuntimeError, match="token ids must lie in"):  # the worker's error: its line; it goes on
             worker.decode_batch([[10**6, 2]], worker.settings(), None)
         assert_as_alone(worker.nbest(SENTENCES[:1], 2, num_beams=2), [alone[SENTENCES[0], 2]])
@@ -243,29 +258,74 @@ def test_a_model_error_answers_500_in_one_line_and_the_server_goes_on(saved, tmp
     assert code == 0, stderr[-3000:]
 
 
-def test_a_model_error_answers_its_requests_and_the_worker_goes_on():
+def test_a_failing_text_fails_only_its_own_request_in_a_shared_batch_and_a_dead_worker_is_retried():
+    """Requests gathered into one batch, one of them holding a text the engine fails on (a tokenizer's or a
+    search's error): that request gets the error, each other request the answer it gets alone, and the worker goes
+    on. A worker process that dies (once) under a batch: every request of it answered from the new process; one that
+    dies under every try: each request answered with that error, none left waiting."""
     from aayn.serve import Batcher, Job, ServeSettings
+    from aayn.serve.batcher import WorkerDied
     from aayn.translator import Translator
 
+    calls = []
+
     class Flaky(Translator):
+        deaths = 0  # worker deaths still to come
+
         def nbest(self, texts, nbest=1, **options):
-            if "boom" in texts:
-                raise RuntimeError("CUDA out of memory\nwhile decoding")
+            calls.append(list(texts))
+            if self.deaths:
+                self.deaths -= 1
+                raise WorkerDied("the worker process 1 ended (exit code -9)")
+            if any("boom" in text for text in texts):
+                raise RuntimeError("TextEncodeInput must be Union[...]\nfrom the tokenizer")
             return [[(0.0, text.upper())] for text in texts]
 
-    batcher = Batcher(Flaky(), ServeSettings(max_wait_ms=1))
+    flaky = Flaky()
+    batcher = Batcher(flaky, ServeSettings(max_wait_ms=300))
     batcher.start()
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, daemon=True).start()
+
+    def together(requests: list[list[str]]) -> list:
+        """Each request's answer (or its error), the requests sent at once so that they share a batch."""
+
+        async def ask(texts):
+            job = Job(texts, {}, loop, loop.create_future())
+            batcher.submit(job)
+            try:
+                return await asyncio.wait_for(job.answer, 30)
+            except Exception as error:  # noqa: BLE001  the request's own answer
+                return error
+
+        async def all_of():
+            return await asyncio.gather(*(ask(texts) for texts in requests))
+
+        calls.clear()
+        return asyncio.run_coroutine_threadsafe(all_of(), loop).result()
+
+    def alone(texts):
+        return [[(0.0, text.upper())] for text in texts]
+
     try:
-        bad = Job(["boom"], {}, loop, loop.create_future())
-        batcher.submit(bad)
-        with pytest.raises(RuntimeError, match="CUDA out of memory"):
-            asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(bad.answer), 10), loop).result()
-        good = Job(["ok"], {}, loop, loop.create_future())
-        batcher.submit(good)
-        result = asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(good.answer), 10), loop).result()
-        assert result == [[(0.0, "OK")]] and batcher.waiting == 0
+        requests = [["a", "b"], ["c"], ["d boom"], ["e", "f"], ["g"], ["h boom", "i"]]
+        answers = together(requests)
+        assert sorted(calls[0]) == sorted(text for texts in requests for text in texts)  # one batch, then halves
+        for texts, answer in zip(requests, answers):
+            if any("boom" in text for text in texts):
+                assert isinstance(answer, RuntimeError) and "TextEncodeInput" in str(answer)
+            else:
+                assert answer == alone(texts)
+        assert batcher.waiting == 0 and len(calls) <= 2 * len(requests) - 1
+        flaky.deaths = 1
+        requests = [["a"], ["b", "c"], ["d"]]
+        assert together(requests) == [alone(texts) for texts in requests]  # retried on the new process
+        flaky.deaths = 10**6
+        answers = together(requests)
+        assert all(isinstance(answer, WorkerDied) for answer in answers)
+        assert len(calls) == 1 + 1 + 3 * 2  # the batch, its half of two, each request alone twice
+        flaky.deaths = 0
+        assert together([["j"]]) == [alone(["j"])] and batcher.waiting == 0
     finally:
         batcher.stop()
         loop.call_soon_threadsafe(loop.stop)

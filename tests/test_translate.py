@@ -96,7 +96,13 @@ def test_errors(saved, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(
         sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8", errors="surrogateescape")
     )
-    assert "standard input is not UTF-8 text" in translate_fails(capsys, "--model", str(path))
+    assert "standard input line 1 is not UTF-8 text" in translate_fails(capsys, "--model", str(path))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"One.\nTwo.\r\nab\xff\n")))
+    assert "standard input line 3 is not UTF-8 text (invalid start byte at byte 3)" in translate_fails(
+        capsys, "--model", str(path)
+    )
+    error = translate_fails(capsys, "--model", str(path), "One.", "a\udcffb")  # argv's undecodable byte
+    assert "sentence 2 holds a lone surrogate U+DCFF at character 2" in error
     error = translate_fails(capsys, "--model", str(path), "--show-attention", str(tmp_path / "x.png"), "One.", "Two.")
     assert "--show_attention draws one sentence; got 2 lines" in error
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .folders import _alive, staged_file
+from .translator import TextError
 
 TABLES = (".jsonl", ".parquet")  # row formats; any other shard is text lines
 
@@ -130,7 +131,11 @@ def translate_shard(translator, shard: Path, settings: BulkSettings) -> int:
     options = dict(settings.generate)
     if settings.batch_tokens:
         options["batch_tokens"] = settings.batch_tokens
-    best = translator.nbest(texts, 1, **options) if texts else []
+    try:
+        best = translator.nbest(texts, 1, **options) if texts else []
+    except TextError as error:  # the shard and its line (a parquet shard's row); the shards done are kept
+        where = f"row {error.index + 1}" if shard.suffix == ".parquet" else f"line {error.index + 1}"
+        raise ValueError(f"{shard}: {where} {error.reason}") from None
     translations = [hypotheses[0][1] for hypotheses in best]
     alignments = None
     if "alignment" in settings.generate:

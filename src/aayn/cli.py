@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from .common import MissingExtra
 from .registration import register, register_later
-from .translator import DECODING_BATCH_TOKENS
+from .translator import DECODING_BATCH_TOKENS, TextError
 
 
 def copy_task(args: argparse.Namespace) -> None:
@@ -98,13 +98,15 @@ def evaluate(args: argparse.Namespace) -> None:
     print(json.dumps(scores, indent=2))
 
 
-def _decoded(data: bytes, where: str) -> list[str]:
+def _decoded(data: bytes, where: str, first_line: int = 1) -> list[str]:
     """UTF-8 lines of `data` without their ends (decoded here: a C or surrogateescape locale would let undecodable
-    bytes through)."""
+    bytes through), or ValueError naming the line (`first_line`: the number of the first line of `data`)."""
     try:
         return [line.rstrip("\r") for line in data.decode("utf-8").split("\n")]
     except UnicodeDecodeError as error:
-        raise ValueError(f"{where} is not UTF-8 text ({error})") from None
+        line = first_line + data.count(b"\n", 0, error.start)
+        column = error.start - data.rfind(b"\n", 0, error.start)
+        raise ValueError(f"{where} line {line} is not UTF-8 text ({error.reason} at byte {column})") from None
 
 
 def input_batches(stream, buffer_size: int | None):
@@ -120,7 +122,7 @@ def input_batches(stream, buffer_size: int | None):
         lines = _decoded(stream.read(), "standard input")
         yield lines[:-1] if lines and lines[-1] == "" else lines
         return
-    pending, ended = b"", False
+    pending, ended, seen = b"", False, 0  # lines read so far
 
     def read_more() -> None:
         nonlocal pending, ended
@@ -137,7 +139,8 @@ def input_batches(stream, buffer_size: int | None):
         if ended and not pending:
             return
         whole, _, pending = pending.rpartition(b"\n") if not ended else (pending.removesuffix(b"\n"), b"", b"")
-        lines = _decoded(whole, "standard input")
+        lines = _decoded(whole, "standard input", seen + 1)
+        seen += len(lines)
         step = buffer_size or len(lines)
         for start in range(0, len(lines), step):
             yield lines[start : start + step]
@@ -206,7 +209,11 @@ def translate(args: argparse.Namespace) -> None:
             if done + len(batch) > len(prefixes):
                 raise ValueError(f"--prefix {args.prefix} has {len(prefixes)} lines for more inputs")
             generate["prefixes"] = prefixes[done : done + len(batch)]
-        best = translator.nbest(batch, args.nbest or 1, batch_tokens=args.batch_tokens, **generate)
+        try:
+            best = translator.nbest(batch, args.nbest or 1, batch_tokens=args.batch_tokens, **generate)
+        except TextError as error:  # a sentence given on the command line (standard input is decoded strictly)
+            where = "sentence" if args.text else "standard input line"
+            raise ValueError(f"{where} {done + error.index + 1} {error.reason}") from None
         for index, hypotheses in enumerate(best, start=done):
             if not args.nbest:  # one line out per line in, whatever the model emits
                 print(aligned_line(hypotheses[0][1:], args.print_alignment))

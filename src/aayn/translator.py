@@ -59,6 +59,36 @@ def lacking(name: str, ability: str) -> str:
     return f"{name} {LACKS[ability]} (its engine has none)"
 
 
+class TextError(ValueError):
+    """An input that no engine can take, in one line: `index` (0-based) among the texts given, and why (`reason`),
+    so that each caller names it its own way (a request's text, a file's line, a shard's row)."""
+
+    def __init__(self, index: int, reason: str, kind: str = "input"):
+        super().__init__(f"{kind} {index + 1} {reason}")
+        self.index, self.reason = index, reason
+
+
+def unreadable(text: str) -> str | None:
+    """Why `text` is not Unicode text a tokenizer takes (a lone surrogate: a JSON escape such as "\\ud800", or an
+    undecodable byte let through by Python's surrogateescape), or None. Every other character, NUL and the
+    control characters included, is text the model translates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        position, code = error.start + 1, ord(text[error.start])
+        return (f"holds a lone surrogate U+{code:04X} at character {position} (half of a UTF-16 pair, or a byte "
+                "that is not UTF-8): not Unicode text")  # fmt: skip
+    return None
+
+
+def check_texts(texts: list[str], kind: str = "input") -> None:
+    """TextError for the first text no engine can take (`kind`: what the message calls a text)."""
+    for index, text in enumerate(texts):
+        reason = unreadable(text)
+        if reason is not None:
+            raise TextError(index, reason, kind)
+
+
 # one input's best translations as (score, text), best first; asked for alignments, (score, text, Alignment)
 Hypotheses = list[tuple]
 
@@ -200,6 +230,7 @@ class Translator:
         target terms of the source terms each input contains must appear in its translations. `alignment`
         (`aayn.alignment.AlignmentSettings`): each hypothesis is (score, text, `Alignment`). `progress`: a
         description for a progress bar over the sentences on stderr, shown once the work has taken a second."""
+        check_texts(texts)
         settings = self.settings(nbest, num_beams=num_beams, length_penalty=length_penalty,
                                  max_new_tokens=max_new_tokens)  # fmt: skip
         if prefixes is not None:
@@ -283,6 +314,8 @@ class Translator:
             raise ValueError(without(self.name, "scores"))
         if len(sources) != len(targets):
             raise ValueError(f"{len(sources)} sources but {len(targets)} targets: scoring needs one target per source")
+        check_texts(sources, "source")
+        check_texts(targets, "target")
         search = self.settings(length_penalty=length_penalty)
         alpha = search.length_penalty
         source_ids, target_ids = self.encode(list(sources)), self.encode_targets(list(targets))

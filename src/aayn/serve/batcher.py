@@ -1,12 +1,13 @@
 """The batching behind `aayn serve`: sentences of concurrent requests wait at most `max_wait_ms` in a bounded
 queue, then one worker thread (the event loop never runs the model) translates those with the same parameters
 together through the same `Translator` as `aayn translate` (`aayn.translator`): sorted by length, one model call per
-batch of at most `batch_tokens`. A model error answers its requests and the worker goes on. With `workers` above 1,
+batch of at most `batch_tokens`. A call that fails is made again on each half of its requests, down to the request
+that fails alone: one client's text fails only its own request, and the worker goes on. With `workers` above 1,
 each of that many threads hands its batches to its own process holding the model (`WorkerTranslator`, `threads`
 CPU threads each), and batches decode side by side: the batches a few dozen clients make are small, and a small
 batch keeps one thread busier than it keeps two, so two one-thread processes translate two such batches faster than
-one two-thread process translates both as one. A worker process that dies answers its batch 500 and is started
-again."""
+one two-thread process translates both as one. A worker process that dies is started again and its batch tried
+again there; a request whose process dies twice answers 503."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..translator import DecodingSettings, Translator
-from .settings import RequestError, ServeSettings
+from .settings import QueueFull, ServeSettings
 
 
 @dataclass
@@ -86,11 +87,9 @@ class Batcher:
     def submit(self, job: Job) -> None:
         with self.lock:
             if self.waiting + len(job.texts) > self.settings.max_queue:
-                raise RequestError(
+                raise QueueFull(
                     f"the queue is full ({self.waiting} sentences waiting, --max_queue {self.settings.max_queue}); "
-                    "retry shortly",
-                    503,
-                    {"Retry-After": "1"},
+                    "retry shortly"
                 )
             self.waiting += len(job.texts)
         self.jobs.put(job)
@@ -150,27 +149,42 @@ class Batcher:
 
     def _translate(self, translator: Translator, jobs: list[Job]) -> None:
         live = [job for job in jobs if not job.abandoned]
-        best, error = None, None
+        answers = self._answers(translator, live) if live else []
+        with self.lock:  # the books before the answers: a client holding its answer sees a queue without its sentences
+            self.waiting -= sum(len(job.texts) for job in jobs)
+            self.sentences += sum(len(job.texts) for job, _, error in answers if error is None)
+        for job, best, error in answers:
+            job.settle(best, error)
+
+    def _answers(self, translator: Translator, jobs: list[Job], retried: bool = False) -> list[tuple]:
+        """(job, its hypotheses, None) or (job, None, the error) for each job: all in one `nbest` call; where that
+        call fails, each half of the jobs apart, down to the job alone that fails, so that a text the tokenizer,
+        the search or the detokenizer cannot take fails only its own request and the others get what they get
+        alone. A job alone whose worker process died is tried once more, on the process started in its place."""
+        options = dict(jobs[0].options)
+        nbest = options.pop("num_return_sequences", 1)
         try:
-            if live:
-                options = dict(live[0].options)
-                nbest = options.pop("num_return_sequences", 1)
-                texts = [text for job in live for text in job.texts]
-                best = translator.nbest(texts, nbest, batch_tokens=self.settings.batch_tokens, **options)
-        except Exception as caught:  # noqa: BLE001  the model's fault answers its requests 500; the worker goes on
-            error = caught
-        finally:  # the books before the answers: a client holding its answer sees a queue without its sentences
-            with self.lock:
-                self.waiting -= sum(len(job.texts) for job in jobs)
-                if best is not None:
-                    self.batches, self.sentences = self.batches + 1, self.sentences + len(best)
-        start = 0
-        for job in live:
-            if error is not None:
-                job.settle(error=error)
-                continue
-            job.settle(best[start : start + len(job.texts)])
+            best = translator.nbest([text for job in jobs for text in job.texts], nbest,
+                                    batch_tokens=self.settings.batch_tokens, **options)  # fmt: skip
+        except Exception as error:  # noqa: BLE001  answered to the requests it belongs to; the worker goes on
+            if len(jobs) > 1:
+                half = len(jobs) // 2
+                return self._answers(translator, jobs[:half]) + self._answers(translator, jobs[half:])
+            if isinstance(error, WorkerDied) and not retried:
+                return self._answers(translator, jobs, retried=True)
+            return [(jobs[0], None, error)]
+        with self.lock:
+            self.batches += 1
+        answers, start = [], 0
+        for job in jobs:
+            answers.append((job, best[start : start + len(job.texts)], None))
             start += len(job.texts)
+        return answers
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended while it held a batch (killed, out of memory): its requests are tried again, and a
+    request that fails so twice answers 503 (the server goes on with a new process)."""
 
 
 def one_line(error: BaseException) -> str:
@@ -215,7 +229,7 @@ class WorkerTranslator(Translator):
             return self.connection.recv()
         except (EOFError, OSError):
             self.process.join(5)
-            raise RuntimeError(
+            raise WorkerDied(
                 f"the worker process {self.process.pid} ended (exit code {self.process.exitcode}); "
                 "it is started again for the next batch"
             ) from None

@@ -10,7 +10,7 @@ import json
 import math
 
 from ..model.policy_aayn import returned_fault
-from .settings import GLOSSARY, RequestError, ServeSettings, read_alignment, read_glossary
+from .settings import GLOSSARY, RequestError, ServeSettings, read_alignment, read_glossary, read_texts
 
 # the parameters a request may set, with what each must be (the generation options `aayn translate` takes)
 PARAMETERS = {
@@ -44,6 +44,7 @@ def read_request(body: bytes, settings: ServeSettings, char_limit: int = 0) -> t
     for i, text in enumerate(texts):
         if len(text) > char_limit:
             raise RequestError(f"input {i} has {len(text)} characters: at most {char_limit} (--char_limit)", 413)
+    read_texts(texts, "inputs", not isinstance(request["inputs"], str))
     return texts, read_parameters(request.get("parameters") or {})
 
 

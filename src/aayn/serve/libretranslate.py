@@ -13,7 +13,7 @@ from urllib.parse import parse_qs
 from ..languages import language_name
 from ..markup import Fragment
 from ..sentences import Sentences, splitter
-from .settings import RequestError, ServeSettings, read_alignment, read_glossary
+from .settings import QueueFull, RequestError, ServeSettings, read_alignment, read_glossary, read_texts
 
 FORMATS = ("text", "html")
 FORM_KINDS = ("application/json", "application/x-www-form-urlencoded", "multipart/form-data")  # as it reads them
@@ -162,10 +162,8 @@ async def translate(service, fields: dict, request) -> tuple[dict, int]:
     texts = asked.texts
     try:
         best = await service.translated(pair, texts, options, request, "Cannot translate text") if texts else []
-    except RequestError as error:
-        if error.status == 503:  # a full queue: LibreTranslate's "slow down"
-            raise RequestError(f"Slowdown: {error}", 429) from None
-        raise
+    except QueueFull as error:  # LibreTranslate's "slow down"
+        raise RequestError(f"Slowdown: {error}", 429) from None
     if best is None:
         return {"error": "the client went away"}, 499
     return asked.answer(best, detected), 200
@@ -235,6 +233,7 @@ def read_translate(fields: dict, settings: ServeSettings, max_alternatives: int,
     for text in texts:
         if len(text) > char_limit:
             raise RequestError(f"Invalid request: request ({len(text)}) exceeds text limit ({char_limit})")
+    read_texts(texts, "q", batch)
     form = fields.get("format") or "text"
     if form not in FORMATS:
         raise RequestError(f"{form} format is not supported")

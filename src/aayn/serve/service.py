@@ -9,8 +9,8 @@ import asyncio
 from dataclasses import dataclass, field
 
 from ..languages import language_name
-from ..translator import Translator, lacking
-from .batcher import Batcher, Job, WorkerTranslator, describe, one_line
+from ..translator import TextError, Translator, lacking
+from .batcher import Batcher, Job, WorkerDied, WorkerTranslator, describe, one_line
 from .detect import Detector
 from .keys import Access, client_address
 from .settings import RequestError, ServeSettings
@@ -64,8 +64,8 @@ class Service:
 
     async def translated(self, pair: Pair, texts: list[str], options: dict, request, failed: str):
         """The hypotheses of `texts` from the pair's batcher, or None when the client went away first (its
-        sentences are dropped); a full queue raises RequestError (503), a model error RequestError (500) saying
-        `failed` and its line."""
+        sentences are dropped); a full queue raises QueueFull (503), a text no engine takes RequestError (400), a
+        worker process that died twice with it 503, any other model error 500, each saying `failed` and its line."""
         loop = asyncio.get_running_loop()
         job = Job(texts, options, loop, loop.create_future())
         pair.batcher.submit(job)
@@ -77,6 +77,10 @@ class Service:
             return None
         gone.cancel()
         error = job.answer.exception()
+        if isinstance(error, TextError):  # a text of this request no engine takes (the others' went on)
+            raise RequestError(f"Invalid request: {one_line(error)}")
+        if isinstance(error, WorkerDied):
+            raise RequestError(f"{failed}: {one_line(error)} (twice); retry", 503, {"Retry-After": "1"})
         if error is not None:
             raise RequestError(f"{failed}: {one_line(error)}", 500)
         if self.metrics is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..translator import DECODING_BATCH_TOKENS
+from ..translator import DECODING_BATCH_TOKENS, unreadable
 
 GLOSSARY = "an object {source term: target term} or a list of [source term, target term] pairs"
 
@@ -18,6 +18,13 @@ class RequestError(ValueError):
     def __init__(self, message: str, status: int = 400, headers: dict | None = None):
         super().__init__(message)
         self.status, self.headers = status, headers or {}
+
+
+class QueueFull(RequestError):
+    """The queue holds `--max_queue` sentences already (503; LibreTranslate's shape says 429, "Slowdown")."""
+
+    def __init__(self, message: str):
+        super().__init__(message, 503, {"Retry-After": "1"})
 
 
 @dataclass
@@ -53,3 +60,15 @@ def read_glossary(value):
         return Glossary.parse(value, files=False)
     except ValueError as error:
         raise RequestError(f"Invalid request: glossary: {error}") from None
+
+
+def read_texts(texts: list[str], name: str, batch: bool = True) -> None:
+    """RequestError (400) naming the first text that no engine can take (`unreadable`), before it joins a batch:
+    `name` is the field (`q`, `inputs`), indexed where the request gave a list. LibreTranslate answers such a text
+    500 from its model; aayn says what is wrong with it, and translates NUL and control characters as text."""
+    for index, text in enumerate(texts):
+        reason = unreadable(text)
+        if reason is not None:
+            raise RequestError(
+                f"Invalid request: {name}[{index}] {reason}" if batch else f"Invalid request: {name} {reason}"
+            )
