@@ -380,6 +380,16 @@ def test_keys_in_their_database_and_limits_per_client_as_libretranslate(saved, t
     assert rows == {two: (2, None), short: (50, 10)}
     assert aayn(["serve", "keys", "--api_keys_db_path", str(database)]) == 0
     assert two in capsys.readouterr().out
+    # every order ltmanage takes: its flag between `keys` and the verb, its dashed names, --key, flags before REQ_LIMIT
+    for argv in (["keys", "--api_keys_db_path", str(database), "add", "7", "--key", "k7"],
+                 ["keys", "--api-keys-db-path", str(database), "add", "--char-limit", "5", "--key", "k8", "8"],
+                 ["--api-keys-db-path", str(database), "keys", "add", "--key", "k9", "9"]):  # fmt: skip
+        assert aayn(["serve", *argv]) == 0 and capsys.readouterr().out.strip() == argv[argv.index("--key") + 1]
+    assert aayn(["serve", "keys", "--api-keys-db-path", str(database), "remove", "k9"]) == 0
+    connection = sqlite3.connect(database)
+    assert sorted(connection.execute("SELECT * FROM api_keys WHERE api_key LIKE 'k_'")) == [("k7", 7, None),
+                                                                                            ("k8", 8, 5)]  # fmt: skip
+    connection.close()
     flags = ("--pair", f"en:fr={saved[0]}", "--api_keys", "--api_keys_db_path", database, "--req_limit", 3)
     server = Server(None, *flags)
     call = {"q": ["Two.", "Six one eight.", "Two."], "source": "en", "target": "fr"}
@@ -426,10 +436,85 @@ def test_keys_command_and_access_flags_refuse_bad_input_in_one_line(tmp_path, ca
         (["serve", "keys", "add", "many", "--api_keys_db_path", database], "REQ_LIMIT must be a whole number"),
         (["serve", "keys", "remove", "nope", "--api_keys_db_path", database], "no key nope in"),
         (["serve", "keys", "drop", "--api_keys_db_path", database], "to manage keys: aayn serve keys"),
+        (["serve", "keys", "--api_keys_db_path", database, "add", "--key", " ", "3"], "--key is empty"),
+        (["serve", "suggestions", "--suggestions_db_path", database + ".none"], "no such file"),
+        (["serve", "suggestions", "export", "--suggestions_db_path", database], "needs --output DIR"),
+        (["serve", "suggestions", "drop", "--suggestions_db_path", database], "for suggestions: aayn serve"),
         (["serve", "--model", "x", "--require_api_key_secret"], "need --api_keys"),
         (["serve", "--model", "x", "--api_keys", "--api_keys_db_path", str(tmp_path)], "cannot open it as a keys"),
     ):
         assert message in fails(capsys, *argv), argv
+
+
+def test_suggest_is_refused_as_libretranslate_refuses_it_by_default(server):
+    assert server.post({"q": "Two.", "s": "Deux.", "source": "en", "target": "fr"}, path="/suggest")[0:2] == (
+        403, {"error": "Suggestions are disabled on this server."})  # fmt: skip
+    assert server.get("/frontend/settings")["suggestions"] is False
+
+
+def test_suggestions_are_stored_as_libretranslate_stores_them_and_a_folder_fine_tuned_on_them_says_them(
+    saved, tmp_path, capsys
+):
+    """`--suggestions`: `POST /suggest` (JSON or a form) stores q, s, source and target in LibreTranslate's SQLite
+    table; `aayn serve suggestions export` writes them as a corpus (the latest suggestion for a text wins, line
+    breaks made spaces) that `aayn train --model_name_or_path` fine-tunes the served folder on, after which the
+    folder translates each text as suggested (it did not before)."""
+    import sqlite3
+    import urllib.parse
+
+    from training_helpers import tiny_recipe, write_recipe
+
+    from aayn.cli import main as aayn
+    from aayn.opening import open_translator
+
+    suggested = {"Six one eight.": "Six un huit.", "Two.": "Deux.", "Seven seven.": "Sept sept.",
+                 "Zero nine.": "Zéro neuf."}  # fmt: skip
+    database = tmp_path / "db" / "suggestions.db"
+    server = Server(None, "--pair", f"en:fr={saved[0]}", "--suggestions", "--suggestions_db_path", database)
+    try:
+        assert server.get("/frontend/settings")["suggestions"] is True
+        assert server.post({"q": "Two.", "s": "Deux\nfois.", "source": "en", "target": "fr"}, path="/suggest")[0:2] == (
+            200, {"success": True})  # fmt: skip
+        for i, (q, s) in enumerate(suggested.items()):
+            fields = {"q": q, "s": s, "source": "en", "target": "fr"}
+            if i % 2:  # LibreTranslate's page posts a form
+                body = urllib.parse.urlencode(fields).encode()
+                answer = server.post(body, raw=True, path="/suggest", content_type="application/x-www-form-urlencoded")
+            else:
+                answer = server.post(fields, path="/suggest")
+            assert answer[0:2] == (200, {"success": True})
+        for fields, message in (({"s": None}, "Invalid request: missing s parameter"),
+                                ({"s": "a\ud800"}, "lone surrogate"), ({"s": "x" * 2001}, "exceeds text limit"),
+                                ({"source": "en; DROP"}, "a language code")):  # fmt: skip
+            fields = {"q": "Two.", "s": "Deux.", "source": "en", "target": "fr", **fields}
+            status, answer, _ = server.post(fields, path="/suggest")
+            assert status == 400 and message in answer["error"], (fields, answer)
+    finally:
+        assert server.stop()[0] == 0
+    rows = sqlite3.connect(database).execute("SELECT q, s, source, target FROM suggestions").fetchall()
+    assert rows[0] == ("Two.", "Deux\nfois.", "en", "fr") and len(rows) == 1 + len(suggested)
+    assert aayn(["serve", "suggestions", "export", "--output", str(tmp_path / "corpus"), "--suggestions_db_path",
+                 str(database)]) == 0  # fmt: skip
+    corpus = tmp_path / "corpus" / "en-fr"
+    assert capsys.readouterr().out.strip() == f"{corpus}: 4 pairs"
+    lines = [(corpus / f"train.{language}").read_text(encoding="utf-8").splitlines() for language in ("en", "fr")]
+    assert dict(zip(*lines)) == suggested and len(lines[0]) == len(suggested)  # "Deux fois." replaced
+    assert "exists and is not empty" in fails_to_export(tmp_path, database, capsys)  # a rerun replaces nothing
+    translator = open_translator([str(saved[0])])
+    assert not set(translator.translate(list(suggested))) & set(suggested.values())
+    recipe = tiny_recipe(corpus, tmp_path / "tuned", max_steps=60, save_steps=60, eval_strategy="no", dropout=0.0,
+                         label_smoothing_factor=0.0, warmup_steps=10, learning_rate=0.01, generation_num_beams=1,
+                         lr_scheduler_type="constant_with_warmup", num_examples_to_print=0)  # fmt: skip
+    recipe.pop("vocab_size")
+    assert aayn(["train", str(write_recipe(tmp_path / "r.yaml", recipe)), "--model_name_or_path", str(saved[0])]) == 0
+    assert open_translator([str(tmp_path / "tuned")]).translate(list(suggested)) == list(suggested.values())
+
+
+def fails_to_export(tmp_path, database, capsys) -> str:
+    from cli_helpers import fails
+
+    return fails(capsys, "serve", "suggestions", "export", "--output", tmp_path / "corpus", "--suggestions_db_path",
+                 database)  # fmt: skip
 
 
 def test_spec_and_metrics_as_libretranslate_offers_them(server):

@@ -40,7 +40,7 @@ def alone(saved):
 
 # what build_app routes (serve/app.py), each described by /openapi.json
 ROUTES = {"/", "/translate", "/languages", "/detect", "/frontend/settings", "/health", "/openapi.json", "/spec",
-          "/translate_file", "/download_file/{filename}"}  # fmt: skip
+          "/translate_file", "/download_file/{filename}", "/suggest"}  # fmt: skip
 
 
 def test_every_route_of_the_app_is_described_with_its_methods():

@@ -450,10 +450,14 @@ def serve(args: argparse.Namespace) -> None:
     concurrent requests are batched by tokens, a batcher per pair."""
     from . import MissingExtra
 
+    if args.verb and args.verb[0] == "suggestions":
+        from .serve.suggestions import suggestions_command
+
+        return suggestions_command(args.verb, args.suggestions_db_path, args.output)
     if args.verb:
         from .serve.keys import keys_command
 
-        return keys_command(args.verb, args.api_keys_db_path, args.max_chars)
+        return keys_command(args.verb, args.api_keys_db_path, args.max_chars, args.key)
     try:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
@@ -481,6 +485,8 @@ def serve(args: argparse.Namespace) -> None:
         max_chars=args.max_chars or ServeSettings.max_chars,
         metrics=args.metrics,
         metrics_auth_token=args.metrics_auth_token,
+        suggestions=args.suggestions,
+        suggestions_db_path=args.suggestions_db_path,
         disable_files_translation=args.disable_files_translation,
         max_file_bytes=int(args.files_max_mb * 1024 * 1024),
         files_expire_s=args.files_expire_minutes * 60,
@@ -837,9 +843,10 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "verb",
         nargs="*",
-        metavar="keys [add REQ_LIMIT | remove KEY]",
-        help="manage the API keys of --api_keys_db_path instead of serving: list them, add one (REQ_LIMIT requests "
-        "a minute; --char_limit N characters a text; prints the new key), remove one",
+        metavar="keys [add REQ_LIMIT | remove KEY] | suggestions [export]",
+        help="instead of serving, as LibreTranslate's ltmanage: manage the API keys of --api_keys_db_path (list them, "
+        "add one: REQ_LIMIT requests a minute, --char_limit N characters a text, --key KEY, prints the key; remove "
+        "one), or list the suggestions of --suggestions_db_path and export them (--output DIR) as a corpus",
     )
     access_arguments(parser)
     device_argument(parser)
@@ -857,7 +864,7 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="texts per request; beyond: 400 (LibreTranslate's shape), 413 (the Hub's)"
     )  # fmt: skip
     parser.add_argument(
-        "--char_limit", "--max_chars", dest="max_chars", type=positive_int,
+        "--char_limit", "--char-limit", "--max_chars", dest="max_chars", type=positive_int,
         help=f"characters per text (default {defaults.max_chars}; a key's own limit replaces it; with keys add: the "
         "key's): beyond, 400 (LibreTranslate's shape), 413 (the Hub's)"
     )  # fmt: skip
@@ -897,9 +904,19 @@ def access_arguments(parser: argparse.ArgumentParser) -> None:
         "FILE: keys one a line, added to the database first",
     )
     parser.add_argument(
-        "--api_keys_db_path", default="db/api_keys.db", metavar="FILE", help="the keys' SQLite file (LibreTranslate's "
-        "schema: its own file serves; created where missing; default: db/api_keys.db)"
+        "--api_keys_db_path", "--api-keys-db-path", default="db/api_keys.db", metavar="FILE", help="the keys' SQLite "
+        "file (LibreTranslate's schema: its own file serves; created where missing; default: db/api_keys.db)"
     )  # fmt: skip
+    parser.add_argument("--key", help="with keys add: the key to add (default: a new UUID), as ltmanage's --key")
+    parser.add_argument(
+        "--suggestions", action="store_true", help="POST /suggest stores the translations clients suggest (default: "
+        "403, as LibreTranslate's --suggestions)"
+    )  # fmt: skip
+    parser.add_argument(
+        "--suggestions_db_path", default="db/suggestions.db", metavar="FILE", help="the suggestions' SQLite file "
+        "(LibreTranslate's schema and default path)"
+    )  # fmt: skip
+    parser.add_argument("--output", metavar="DIR", help="with suggestions export: the corpus's folder (new)")
     parser.add_argument(
         "--req_limit", type=int, default=-1, help="requests a minute per client (its key, else its address; a key's "
         "own limit replaces it): beyond, 429 (default -1: none)"
@@ -1025,6 +1042,16 @@ def command_line_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def parsed(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The arguments, with `aayn serve`'s verb words wherever they stand among its flags (`keys --api_keys_db_path F
+    add 100`, as ltmanage takes them; argparse takes a list of positionals only in one run)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra and getattr(args, "verb", None) and not any(word.startswith("-") for word in extra):
+        args.verb += extra
+        return args
+    return parser.parse_args(argv) if extra else args
+
+
 def main(argv: list[str] | None = None) -> int:
     register_later()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -1033,7 +1060,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] and argv[0] in RECIPE_COMMANDS:
         args = argparse.Namespace(command=argv[0], recipe_and_flags=argv[1:], run=COMMANDS[argv[0]].run)
     else:
-        args = command_line_parser(argv[0] if argv else None).parse_args(argv)
+        args = parsed(command_line_parser(argv[0] if argv else None), argv)
     setup_logging()
     args.verbose = verbose
     setup = COMMANDS[args.command].transformers

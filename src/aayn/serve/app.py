@@ -10,7 +10,7 @@ import asyncio
 import json
 from urllib.parse import quote
 
-from . import files, hub_api, libretranslate
+from . import files, hub_api, libretranslate, suggestions
 from .batcher import one_line
 from .keys import Access
 from .libretranslate import read_fields
@@ -85,6 +85,16 @@ async def detected(service, request):
     return libretranslate.detect(service, read_fields(body, content_type_of(request), request.url.query), request)
 
 
+async def suggest(request):
+    return json_response(*await answered(suggested(request.app.state.service, request)))
+
+
+async def suggested(service, request):
+    body = await limited_body(request, BODY_LIMIT, 413)
+    fields = read_fields(body, content_type_of(request), request.url.query)
+    return await asyncio.get_running_loop().run_in_executor(None, suggestions.suggest, service, fields, request)
+
+
 async def translate_file(request):
     return json_response(*await answered(file_translated(request.app.state.service, request)))
 
@@ -147,6 +157,7 @@ ROUTES = [
     ("/languages", languages, "GET"),
     ("/detect", detect, "POST"),
     ("/frontend/settings", frontend_settings, "GET"),
+    ("/suggest", suggest, "POST"),
     ("/translate_file", translate_file, "POST"),
     ("/download_file/{filename}", download_file, "GET"),
     ("/health", healthy, "GET"),

@@ -190,15 +190,16 @@ def access_of(args) -> Access:
     return Access(keys, args.req_limit, args.require_api_key_origin, args.require_api_key_secret)
 
 
-def keys_command(verb: list[str], path: str, char_limit: int | None) -> None:
-    """`aayn serve keys`, `... keys add REQ_LIMIT [--char_limit N]`, `... keys remove KEY`, as `ltmanage keys`."""
-    usage = "aayn serve keys [add REQ_LIMIT [--char_limit N] | remove KEY] [--api_keys_db_path FILE]"
+def keys_command(verb: list[str], path: str, char_limit: int | None, key: str | None = None) -> None:
+    """`aayn serve keys`, `... keys add REQ_LIMIT [--char_limit N] [--key KEY]`, `... keys remove KEY`, as `ltmanage
+    keys`, its flags before or after the words."""
+    usage = "aayn serve keys [add REQ_LIMIT [--char_limit N] [--key KEY] | remove KEY] [--api_keys_db_path FILE]"
     if verb[0] != "keys" or len(verb) > 3 or (len(verb) > 1 and verb[1] not in ("add", "remove")):
         raise ValueError(f"aayn serve takes no argument {' '.join(verb)!r}; to manage keys: {usage}")
     database = KeyDatabase(path)
     if len(verb) == 1:
-        for key, req_limit, key_char_limit in database.all():
-            print(f"{key}: {req_limit} requests a minute, {key_char_limit or 'the server'}'s character limit")
+        for listed, req_limit, key_char_limit in database.all():
+            print(f"{listed}: {req_limit} requests a minute, {key_char_limit or 'the server'}'s character limit")
         return
     if len(verb) != 3:
         raise ValueError(f"aayn serve keys {verb[1]} needs {'REQ_LIMIT' if verb[1] == 'add' else 'KEY'}: {usage}")
@@ -215,4 +216,6 @@ def keys_command(verb: list[str], path: str, char_limit: int | None) -> None:
         ) from None
     if req_limit < 0:
         raise ValueError(f"aayn serve keys add: REQ_LIMIT must be >= 0, got {req_limit}")
-    print(database.add(req_limit, char_limit=char_limit))
+    if key is not None and not key.strip():
+        raise ValueError("aayn serve keys add: --key is empty (leave it out for a new UUID)")
+    print(database.add(req_limit, key, char_limit=char_limit))

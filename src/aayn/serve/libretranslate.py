@@ -203,7 +203,8 @@ def frontend_settings(service) -> dict:
     files = not service.settings.disable_files_translation
     return {
         "charLimit": service.settings.max_chars, "frontendTimeout": 500, "apiKeys": keys, "keyRequired": required,
-        "suggestions": False, "filesTranslation": files, "supportedFilesFormat": list(FILE_FORMATS) if files else [],
+        "suggestions": service.settings.suggestions, "filesTranslation": files,
+        "supportedFilesFormat": list(FILE_FORMATS) if files else [],
         "language": language,
     }  # fmt: skip
 

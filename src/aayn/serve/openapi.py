@@ -4,7 +4,7 @@ other endpoints (LibreTranslate's from its room, the server's own here)."""
 
 from __future__ import annotations
 
-from . import files, hub_api, libretranslate
+from . import files, hub_api, libretranslate, suggestions
 
 
 def openapi(metrics: bool = False) -> dict:
@@ -48,5 +48,11 @@ def openapi(metrics: bool = False) -> dict:
                    "401": {"description": "without --metrics_auth_token's token"}}  # fmt: skip
         summary = "Requests by endpoint and status, latency, queue depth, texts and characters translated"
         own["/metrics"] = {"get": {"summary": summary, "responses": answers}}
-    paths = {"/translate": {"post": translate}, **libretranslate.openapi_paths(), **files.openapi_paths(), **own}
+    paths = {
+        "/translate": {"post": translate},
+        **libretranslate.openapi_paths(),
+        **files.openapi_paths(),
+        **suggestions.openapi_paths(),
+        **own,
+    }
     return {"openapi": "3.1.0", "info": {"title": "aayn serve", "version": "1"}, "paths": paths}

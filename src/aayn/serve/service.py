@@ -54,6 +54,11 @@ class Service:
         self.pairs, self.settings, self.access = pairs, settings, access or Access()
         self.metrics = None  # `metrics.Metrics` where the server has --metrics
         self.files = None  # `files.Files`, the translated files, while the server runs
+        self.suggestions = None  # `suggestions.SuggestionDatabase` where the server has --suggestions
+        if settings.suggestions:
+            from .suggestions import SuggestionDatabase
+
+            self.suggestions = SuggestionDatabase(settings.suggestions_db_path)
         for pair in pairs:
             pair.batcher = Batcher(pair.translators, settings)
         self.named = [pair for pair in pairs if pair.source]

@@ -39,6 +39,8 @@ class ServeSettings:
     files_expire_s: float = 1800.0  # a translated file's life (LibreTranslate's 30 minutes)
     metrics: bool = False  # GET /metrics
     metrics_auth_token: str | None = None  # /metrics only for `Authorization: Bearer TOKEN`
+    suggestions: bool = False  # POST /suggest stores what it is sent (LibreTranslate's --suggestions)
+    suggestions_db_path: str = "db/suggestions.db"
 
 
 def read_alignment(value):
