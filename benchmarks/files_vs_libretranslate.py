@@ -4,10 +4,11 @@ texts each server left untranslated (the text comes back exactly as it went in) 
 paragraph count changed), side by side.
 
 The documents are built here with the libraries people make them with (python-docx, python-pptx, odfpy, ebooklib,
-srt): a body paragraph, one with bold and italic runs, a table, a header, a footer, a footnote (.docx, .odt), a
-caption, a slide's title, text box, table and notes (.pptx), a text frame (.odp), subtitles, an HTML page and an EPUB
-chapter. LibreTranslate runs from a venv of its own, as in benchmarks/libretranslate_vs.py (tests/scripts/
-libretranslate_offline.py: MiniSBD replaced by a splitter that keeps each text whole, offline).
+srt): a body paragraph, one with bold and italic runs, a table, a header, a footer, a footnote and a comment (.docx,
+.odt), a caption, a slide's title, text box, table and notes (.pptx), a text frame (.odp), subtitles, an HTML page and
+an EPUB chapter with its table of contents. LibreTranslate runs from a venv of its own, as in
+benchmarks/libretranslate_vs.py (tests/scripts/libretranslate_offline.py: MiniSBD replaced by a splitter that keeps
+each text whole, offline).
 
     python benchmarks/files_vs_libretranslate.py --libre_python /tmp/libre/bin/python \\
         --model runs/spm-en-fr --reverse_model runs/spm-fr-en
@@ -37,6 +38,8 @@ def samples(folder: Path) -> list[Path]:
     import docx
     import pptx
     from odf import text as odf_text
+    from odf.dc import Creator
+    from odf.office import Annotation
     from odf.opendocument import OpenDocumentText
     from odf.style import Footer, MasterPage, PageLayout
 
@@ -53,6 +56,7 @@ def samples(folder: Path) -> list[Path]:
     table = document.add_table(rows=1, cols=2)
     table.cell(0, 0).text, table.cell(0, 1).text = "Jesus wept.", "God is love."
     document.add_paragraph("The light shineth in darkness.", style="Caption")
+    document.add_comment(document.paragraphs[0].runs, text="God is love.", author="Reviewer")
     paths.append(folder / "sample.docx")
     document.save(paths[-1])
     with_footnote(paths[-1], "And the evening and the morning were the first day.")
@@ -78,6 +82,10 @@ def samples(folder: Path) -> list[Path]:
     odt.masterstyles.addElement(master)
     odt.text.addElement(odf_text.P(text=SENTENCE))
     odt.text.addElement(odf_text.P(text="Jesus wept."))
+    comment = Annotation()
+    comment.addElement(Creator(text="Reviewer"))
+    comment.addElement(odf_text.P(text="God is love."))
+    odt.text.lastChild.addElement(comment)
     paths.append(folder / "sample.odt")
     odt.save(str(paths[-1]))
 
@@ -132,6 +140,7 @@ def epub_sample(path: Path) -> Path:
     chapter = epub.EpubHtml(title="One", file_name="one.xhtml", lang="en")
     chapter.content = f"<h1>Jesus wept.</h1><p>{SENTENCE} <i>And God saw the light.</i></p>"
     book.add_item(chapter)
+    book.toc = [epub.Link("one.xhtml", "And God saw the light.", "one")]
     book.add_item(epub.EpubNcx())
     book.add_item(epub.EpubNav())
     book.spine = ["nav", chapter]
@@ -160,17 +169,21 @@ def texts_of(path: Path) -> list[str]:
         return [line for line in lines if re.search(r"[^\W\d_]", line) and "-->" not in line]
     if path.suffix == ".html":
         return [t.strip() for t in re.split(r"<[^>]+>", data.decode()) if re.search(r"[^\W\d_]", t)]
-    if path.suffix == ".epub":
+    if path.suffix == ".epub":  # the chapters and the navigation document, and toc.ncx's titles (its <text>s)
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             pages = [archive.read(n).decode() for n in archive.namelist() if n.endswith((".xhtml", ".html"))]
+            tables = [archive.read(n).decode() for n in archive.namelist() if n.endswith(".ncx")]
         body = "".join(page.split("<body", 1)[-1] for page in pages)
-        return [t.strip() for t in re.split(r"<[^>]+>", body) if re.search(r"[^\W\d_]", t)]
+        titles = [t.strip() for table in tables for t in re.findall(r"<text>([^<]*)</text>", table)]
+        return [t.strip() for t in re.split(r"<[^>]+>", body) if re.search(r"[^\W\d_]", t)] + titles
     found = []
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for name in archive.namelist():
-            if name.endswith(".xml") and re.search(r"(document|header|footer|footnotes|slide|notesSlide|content|"
-                                                   r"styles)\d*\.xml$", name):  # fmt: skip
+            if name.endswith(".xml") and re.search(r"(document|header|footer|footnotes|comments|slide|notesSlide|"
+                                                   r"content|styles)\d*\.xml$", name):  # fmt: skip
                 xml = archive.read(name).decode()
+                notes = re.findall(r"<office:annotation\b.*?</office:annotation>", xml, re.DOTALL)  # ODF's comments
+                xml = re.sub(r"<office:annotation\b.*?</office:annotation>", "", xml, flags=re.DOTALL) + "".join(notes)
                 for paragraph in re.findall(r"<(?:w:p|a:p|text:p|text:h)\b[^>]*>(.*?)</(?:w:p|a:p|text:p|text:h)>",
                                             xml, re.DOTALL):  # fmt: skip
                     text = "".join(re.findall(r">([^<]*)<", f">{paragraph}<")).strip()

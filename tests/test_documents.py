@@ -42,7 +42,9 @@ def test_docx_body_tables_headers_footers_footnotes_captions_and_runs():
     table = document.add_table(rows=1, cols=2)
     table.cell(0, 0).text, table.cell(0, 1).text = "Cell one.", "Cell two."
     document.add_paragraph("Figure 1: a caption.", style="Caption")
-    document.add_paragraph("12 345")  # no letters: kept
+    numbers = document.add_paragraph("12 345")  # no letters: kept
+    if hasattr(document, "add_comment"):  # python-docx 1.2
+        document.add_comment(numbers.runs, text="A comment on it.", author="Reviewer")
     saved = io.BytesIO()
     document.save(saved)
     data = with_footnote(saved.getvalue(), "A footnote text.")
@@ -61,7 +63,12 @@ def test_docx_body_tables_headers_footers_footnotes_captions_and_runs():
     assert result.paragraphs[1].alignment == WD_ALIGN_PARAGRAPH.CENTER and result.paragraphs[2].style.name == "Caption"
     assert [c.text for c in result.tables[0].rows[0].cells] == ["CELL ONE.", "CELL TWO."]
     assert b"A FOOTNOTE TEXT." in zipfile.ZipFile(io.BytesIO(out)).read("word/footnotes.xml")
-    unchanged(data, out, translated={"word/document.xml", "word/header1.xml", "word/footer1.xml", "word/footnotes.xml"})
+    translated = {"word/document.xml", "word/header1.xml", "word/footer1.xml", "word/footnotes.xml"}
+    if hasattr(result, "comments"):
+        assert [comment.text for comment in result.comments] == ["A COMMENT ON IT."]
+        assert [comment.author for comment in result.comments] == ["Reviewer"]
+        translated.add("word/comments.xml")
+    unchanged(data, out, translated=translated)
 
 
 def with_footnote(data: bytes, text: str) -> bytes:
@@ -149,6 +156,13 @@ def test_opendocument_paragraphs_spans_headers_and_notes(kind, tmp_path):
         note.addElement(body)
         document.text.addElement(text.P(text="A sentence with a note."))
         document.text.lastChild.addElement(note)
+        from odf.dc import Creator
+        from odf.office import Annotation
+
+        comment = Annotation()
+        comment.addElement(Creator(text="Reviewer"))
+        comment.addElement(text.P(text="A comment on it."))
+        document.text.lastChild.addElement(comment)
     else:
         from odf.draw import Frame, Page, TextBox
 
@@ -173,7 +187,8 @@ def test_opendocument_paragraphs_spans_headers_and_notes(kind, tmp_path):
     assert spans == ["THE BOLD PART"]  # its style kept, its own words in it
     if kind == "odt":
         assert [teletype.extractText(h) for h in result.getElementsByType(text.H)] == ["A HEADING."]
-        assert "THE PAGE FOOTER." in paragraphs and "THE FOOTNOTE." in paragraphs
+        assert "THE PAGE FOOTER." in paragraphs and "THE FOOTNOTE." in paragraphs and "A COMMENT ON IT." in paragraphs
+        assert "Reviewer" in zipfile.ZipFile(io.BytesIO(out)).read("content.xml").decode()  # its author kept
         assert any(p.startswith("A SENTENCE WITH A NOTE.") for p in paragraphs)
     assert zipfile.ZipFile(io.BytesIO(out)).infolist()[0].filename == "mimetype"
 
@@ -194,7 +209,7 @@ def test_srt_timing_untouched_and_txt_html_epub():
         "Hello ", "HELLO ").replace("there", "THERE")  # fmt: skip
 
 
-def test_epub_chapters_translated_everything_else_kept():
+def test_epub_chapters_and_tables_of_contents_translated_everything_else_kept():
     epub = pytest.importorskip("ebooklib.epub")
 
     book = epub.EpubBook()
@@ -204,6 +219,7 @@ def test_epub_chapters_translated_everything_else_kept():
     chapter = epub.EpubHtml(title="One", file_name="one.xhtml", lang="en")
     chapter.content = "<h1>Chapter one</h1><p>The first <i>page</i>.</p>"
     book.add_item(chapter)
+    book.toc = [epub.Link("one.xhtml", "The first chapter", "one")]
     book.add_item(epub.EpubNcx())
     book.add_item(epub.EpubNav())
     book.spine = ["nav", chapter]
@@ -217,6 +233,10 @@ def test_epub_chapters_translated_everything_else_kept():
     assert "CHAPTER ONE" in content and "THE FIRST <i>PAGE</i>." in content
     assert zipfile.ZipFile(io.BytesIO(out)).infolist()[0].filename == "mimetype"
     assert len(list(read.get_items_of_type(ebooklib.ITEM_DOCUMENT))) == 2
+    navigation = read.get_item_with_href("nav.xhtml").get_content().decode()  # EPUB 3's table of contents
+    assert ">THE FIRST CHAPTER</a>" in navigation
+    ncx = read.get_item_with_href("toc.ncx").get_content().decode()  # EPUB 2's: the book's title, each entry's label
+    assert "<text>THE FIRST CHAPTER</text>" in ncx and "<text>A BOOK</text>" in ncx and 'src="one.xhtml"' in ncx
 
 
 def test_bad_files_are_refused_in_one_line():

@@ -1,8 +1,8 @@
-"""The archive formats: Word (.docx: the body, tables, headers and footers, footnotes and endnotes), PowerPoint
-(.pptx: every shape's and table's text, slide notes), OpenDocument (.odt, .odp: paragraphs and headings wherever they
-are, headers and footers in `styles.xml`, notes) and EPUB (each XHTML document, as `aayn.markup` reads HTML). A
-paragraph's runs keep their formatting (`core.runs_block`); fields, images, styles and every other entry come back
-as they were."""
+"""The archive formats: Word (.docx: the body, tables, headers and footers, footnotes and endnotes, comments),
+PowerPoint (.pptx: every shape's and table's text, slide notes), OpenDocument (.odt, .odp: paragraphs and headings
+wherever they are, headers and footers in `styles.xml`, notes, comments) and EPUB (each XHTML document, as
+`aayn.markup` reads HTML, and the table of contents' titles). A paragraph's runs keep their formatting
+(`core.runs_block`); fields, images, styles and every other entry come back as they were."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from .text import decoded
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+NCX = "{http://www.daisy.org/z3986/2005/ncx/}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 
 # the parts holding text, per format, and where in them a paragraph is
 PARTS = {
-    ".docx": re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes)\.xml"),
+    ".docx": re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes|comments)\.xml"),
     ".pptx": re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml"),
     ".odt": re.compile(r"(content|styles)\.xml"),
     ".odp": re.compile(r"(content|styles)\.xml"),
@@ -102,10 +103,21 @@ def _odf_slots(element) -> list[Slot]:
 
 
 def epub(archive: Archive, *, aligned: bool, split) -> Document:
+    """Each XHTML document (chapters, EPUB 3's navigation document) as HTML, and the titles of EPUB 2's table of
+    contents (`toc.ncx`: the book's title, each entry's label), which readers show in their own menu."""
     names = [name for name in archive.entries if name.lower().endswith((".xhtml", ".html", ".htm"))]
     blocks = [Fragment(decoded(archive.entries[name], "EPUB's XHTML"), aligned=aligned, split=split) for name in names]
+    tables = {name: parse_xml(archive.entries[name], f"{archive.name}: {name}")
+              for name in archive.entries if name.lower().endswith(".ncx")}  # fmt: skip
+    labels = [[Slot(element.text, lambda text, e=element: setattr(e, "text", text))]
+              for root in tables.values() for element in root.iter(f"{NCX}text")
+              if any(c.isalpha() for c in element.text or "")]  # fmt: skip
+    blocks += [runs_block(runs, aligned=aligned, split=split) for runs in labels]
 
     def finish(rebuilt: list[str]) -> bytes:
-        return archive.rewritten({name: text.encode("utf-8") for name, text in zip(names, rebuilt)})
+        for runs, text in zip(labels, rebuilt[len(names) :]):
+            put_runs(runs, text)
+        changed = {name: text.encode("utf-8") for name, text in zip(names, rebuilt)}
+        return archive.rewritten({**changed, **{name: xml_bytes(root) for name, root in tables.items()}})
 
     return Document(blocks, finish)
