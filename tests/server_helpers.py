@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -29,11 +30,14 @@ class Server:
         model = ["--model", str(folder)] if folder is not None else []
         command = [*(command or [sys.executable, "-m", "aayn.cli"]), "serve", *model, "--port", str(self.port)]
         command += map(str, flags)
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        # its output to files, not pipes: a pipe nobody reads fills after 64 KB of access log (a fuzzer's thousand
+        # requests), and the server then blocks on its next log line
+        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115  read and closed with the server
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, text=True, env=env)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise AssertionError(f"the server exited: {self.process.stderr.read()[-3000:]}")
+                raise AssertionError(f"the server exited: {self.output()[-3000:]}")
             try:
                 self.get("/health")
                 return
@@ -62,8 +66,13 @@ class Server:
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read()), {k.lower(): v for k, v in error.headers.items()}
 
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
     def stop(self) -> tuple[int, str]:
+        """(the exit code, what the server said on stdout and stderr)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        _, stderr = self.process.communicate(timeout=120)
-        return self.process.returncode, stderr
+        self.process.wait(timeout=120)
+        return self.process.returncode, self.output()

@@ -113,11 +113,20 @@ def test_concurrent_requests_translate_as_each_sentence_alone(saved, alone, work
         (b"{not json", 400, "the body is not JSON"),
         ({"text": "One."}, 400, '"inputs"'),
         ({"inputs": "One.", "parameters": {"temperature": 0.7}}, 400, "unknown parameter 'temperature'"),
-        ({"inputs": "One.", "parameters": {"num_beams": 0}}, 400, "parameter num_beams must be an integer >= 1"),
+        (
+            {"inputs": "One.", "parameters": {"num_beams": 0}},
+            400,
+            "parameter num_beams must be an integer from 1 to 16",
+        ),
+        (
+            {"inputs": "One.", "parameters": {"num_beams": 1000}},
+            400,
+            "parameter num_beams must be an integer from 1 to 16",
+        ),
         ({"inputs": "One.", "parameters": {"num_beams": 1, "num_return_sequences": 2}}, 400, "exceeds num_beams"),
         ({"inputs": [1, 2]}, 400, "a text or a list of texts"),
-        ({"inputs": ["One."] * 5}, 413, "at most 4 a request"),
-        ({"inputs": "x" * 41}, 413, "at most 40 (--char_limit)"),
+        ({"inputs": ["One."] * 5}, 422, "at most 4 a request"),
+        ({"inputs": "x" * 41}, 422, "at most 40 (--char_limit)"),
     ],
 )
 def test_bad_requests_are_named_in_one_line_and_the_server_goes_on(bad_request_server, body, status, message):

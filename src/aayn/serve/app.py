@@ -138,7 +138,8 @@ async def healthy(request):
 
 
 async def schema(request):
-    return json_response(openapi(metrics=request.app.state.service.settings.metrics))
+    service = request.app.state.service
+    return json_response(openapi(service.settings.metrics, service.limits()))
 
 
 def content_type_of(request) -> str:

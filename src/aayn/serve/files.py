@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .settings import RequestError
+from .settings import Limits, RequestError
 
 DISABLED = "Files translation are disabled on this server."  # LibreTranslate's words
 CHUNK = 64  # sentences handed to the batcher at a time: a long document shares the server with other clients
@@ -53,8 +53,8 @@ class Files:
         self.purge()
         with self.lock:
             found = self.issued.get(name)
-        if found is None:
-            raise RequestError("Invalid filename")
+        if found is None:  # LibreTranslate's words; 404 where the name is one of ours that is gone or never was
+            raise RequestError("Invalid filename", 404 if re.fullmatch(issued_name_pattern(), name) else 400)
         return found[0].read_bytes(), found[1]
 
     def purge(self) -> None:
@@ -136,21 +136,39 @@ def download_file(service, name: str) -> tuple[bytes, str]:
     return service.files.fetch(name)
 
 
-def openapi_paths() -> dict:
-    """The two endpoints of document translation."""
+def issued_name_pattern() -> str:
+    """What a name `Files.store` issues looks like: a UUID's hex and a document's extension."""
+    from ..documents import FORMATS
+
+    return f"^[0-9a-f]{{32}}({'|'.join(re.escape(extension) for extension in FORMATS)})$"
+
+
+def openapi_paths(limits: Limits) -> dict:
+    """The two endpoints of document translation, within `limits` (the served languages), linked: the name in a
+    translate_file answer's URL is the one download_file takes."""
+    sources = (*limits.sources, "auto") if limits.sources else ()
     body = {"type": "object", "required": ["file", "source", "target"],
-            "properties": {"file": {"type": "string", "format": "binary"}, "source": {"type": "string"},
-                           "target": {"type": "string"}, "api_key": {"type": "string"}}}  # fmt: skip
+            "properties": {"file": {"type": "string", "format": "binary"},
+                           "source": limits.language(sources, "a served source language code, or auto"),
+                           "target": limits.language(limits.targets, "a served target language code"),
+                           "api_key": {"type": "string"}}}  # fmt: skip
+    link = {"operationId": "download_file",
+            "parameters": {"filename": "$response.body#/translatedFileUrl#regex:/download_file/([^/]+)$"}}  # fmt: skip
+    name = {"type": "string", "pattern": issued_name_pattern()}
     return {
         "/translate_file": {"post": {
+            "operationId": "translate_file",
             "summary": "Translate a file (.txt .html .srt .docx .odt .pptx .odp .epub), as LibreTranslate 1.9",
             "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": body}}},
-            "responses": {"200": {"description": '{"translatedFileUrl": "..."}'},
+            "responses": {"200": {"description": '{"translatedFileUrl": "..."}', "links": {"download": link}},
                           "400": {"description": "a missing field, an unsupported format or language, a bad file"},
                           "403": {"description": "files translation disabled, or an unknown API key"}}}},
         "/download_file/{filename}": {"get": {
+            "operationId": "download_file",
             "summary": "A translated file, until it expires",
-            "parameters": [{"name": "filename", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "parameters": [{"name": "filename", "in": "path", "required": True, "schema": name}],
             "responses": {"200": {"description": "the file, as an attachment"},
-                          "400": {"description": "Invalid filename (unknown or expired), or files disabled"}}}},
+                          "400": {"description": "Invalid filename (not a name this server issues), or files disabled"},
+                          "404": {"description": "Invalid filename (a name of the kind it issues: unknown or expired; "
+                                                 "LibreTranslate answers 400)"}}}},
     }  # fmt: skip

@@ -1,8 +1,8 @@
 """The Hub's inference request shape on `aayn serve`: `POST /translate` with `{"inputs": "text" or [...],
 "parameters": {...}}`, answered `[{"translation_text": "..."}, ...]` in input order (with `num_return_sequences`
-above 1: a list per input, each hypothesis with its `score`); its errors (400, 413, 503 with Retry-After) and its
-part of the OpenAPI description (`openapi_shape`). The room reads the request and writes the answer; the
-service (`service.py`) translates."""
+above 1: a list per input, each hypothesis with its `score`); its errors (400, 422 for its limits as
+text-generation-inference answers them, 503 with Retry-After) and its part of the OpenAPI description
+(`openapi_shape`). The room reads the request and writes the answer; the service (`service.py`) translates."""
 
 from __future__ import annotations
 
@@ -10,14 +10,26 @@ import json
 import math
 
 from ..model.policy_aayn import returned_fault
-from .settings import GLOSSARY, RequestError, ServeSettings, read_alignment, read_glossary, read_texts
+from .settings import (
+    GLOSSARY,
+    GLOSSARY_SCHEMA,
+    Limits,
+    RequestError,
+    ServeSettings,
+    read_alignment,
+    read_glossary,
+    read_texts,
+)
 
 # the parameters a request may set, with what each must be (the generation options `aayn translate` takes)
+MAX_BEAMS = 16  # a request's beams and hypotheses: a search of a client's own size would hold everyone's memory
+MAX_NEW_TOKENS = 1 << 16  # past any folder's length limit, which caps the search anyway
+MAX_ALPHA = 10.0
 PARAMETERS = {
-    "num_beams": "an integer >= 1",
-    "length_penalty": "a finite number",
-    "max_new_tokens": "an integer >= 1",
-    "num_return_sequences": "an integer >= 1, at most num_beams",
+    "num_beams": f"an integer from 1 to {MAX_BEAMS}",
+    "length_penalty": f"a number from -{MAX_ALPHA:g} to {MAX_ALPHA:g}",
+    "max_new_tokens": f"an integer from 1 to {MAX_NEW_TOKENS}",
+    "num_return_sequences": f"an integer from 1 to {MAX_BEAMS}, at most num_beams",
     "glossary": GLOSSARY,
     "alignment": "true or false: each translation with its word alignment (links of token positions)",
 }
@@ -40,12 +52,13 @@ def read_request(body: bytes, settings: ServeSettings, char_limit: int = 0) -> t
     if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
         raise RequestError('"inputs" must be a text or a list of texts')
     if len(texts) > settings.max_sentences:
-        raise RequestError(f"{len(texts)} inputs: at most {settings.max_sentences} a request (--batch_limit)", 413)
+        raise RequestError(f"{len(texts)} inputs: at most {settings.max_sentences} a request (--batch_limit)", 422)
     for i, text in enumerate(texts):
         if len(text) > char_limit:
-            raise RequestError(f"input {i} has {len(text)} characters: at most {char_limit} (--char_limit)", 413)
+            raise RequestError(f"input {i} has {len(text)} characters: at most {char_limit} (--char_limit)", 422)
     read_texts(texts, "inputs", not isinstance(request["inputs"], str))
-    return texts, read_parameters(request.get("parameters") or {})
+    parameters = request.get("parameters")
+    return texts, read_parameters({} if parameters is None else parameters)
 
 
 def read_parameters(parameters) -> dict:
@@ -61,10 +74,14 @@ def read_parameters(parameters) -> dict:
         if name == "alignment":
             parameters[name] = read_alignment(value)
             continue
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if name == "length_penalty":
-            good = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            good = number and math.isfinite(value) and abs(value) <= MAX_ALPHA
         else:
-            good = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+            if isinstance(value, float) and value.is_integer():  # JSON's 4.0 is an integer to JSON Schema
+                value = parameters[name] = int(value)
+            top = MAX_NEW_TOKENS if name == "max_new_tokens" else MAX_BEAMS
+            good = number and isinstance(value, int) and 1 <= value <= top
         if not good:
             raise RequestError(f"parameter {name} must be {PARAMETERS[name]}, got {json.dumps(value)}")
     fault = returned_fault(parameters.get("num_return_sequences", 1), parameters.get("num_beams"))
@@ -104,22 +121,30 @@ def hub_item(hypothesis: tuple, scored: bool) -> dict:
     return item
 
 
-def openapi_shape() -> tuple[dict, dict]:
-    """(the request body's schema, the 200 answer's schema) of the Hub's shape of `POST /translate`."""
-    texts = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+def openapi_shape(limits: Limits) -> tuple[dict, dict]:
+    """(the request body's schema, the 200 answer's schema) of the Hub's shape of `POST /translate`, within `limits`;
+    num_return_sequences at most num_beams where that is given (else the search takes as many beams)."""
     parameters = {
-        "num_beams": {"type": "integer", "minimum": 1},
-        "length_penalty": {"type": "number", "description": "GNMT's alpha"},
-        "max_new_tokens": {"type": "integer", "minimum": 1},
-        "num_return_sequences": {"type": "integer", "minimum": 1},
-        "glossary": {"type": ["object", "array"], "description": PARAMETERS["glossary"]},
+        "num_beams": {"type": "integer", "minimum": 1, "maximum": MAX_BEAMS},
+        "length_penalty": {"type": "number", "minimum": -MAX_ALPHA, "maximum": MAX_ALPHA, "description": "alpha"},
+        "max_new_tokens": {"type": "integer", "minimum": 1, "maximum": MAX_NEW_TOKENS},
+        "num_return_sequences": {"type": "integer", "minimum": 1, "maximum": MAX_BEAMS},
+        "glossary": GLOSSARY_SCHEMA,
         "alignment": {"type": "boolean", "description": PARAMETERS["alignment"]},
     }
+    at_most_beams = [
+        {"if": {"properties": {"num_beams": {"const": beams}}, "required": ["num_beams"]},
+         "then": {"properties": {"num_return_sequences": {"maximum": beams}}}}
+        for beams in range(1, MAX_BEAMS)
+    ]  # fmt: skip
+    options = {"type": ["object", "null"], "properties": parameters, "additionalProperties": False,
+               "allOf": at_most_beams}  # fmt: skip
     body = {
         "title": "the Hub's inference shape",
         "type": "object",
         "required": ["inputs"],
-        "properties": {"inputs": texts, "parameters": {"type": "object", "properties": parameters}},
+        "properties": {"inputs": limits.texts(), "parameters": options, "options": {"description": "ignored"}},
+        "additionalProperties": False,
     }
     one = {"type": "object", "properties": {"translation_text": {"type": "string"}, "score": {"type": "number"}}}
     answer = {"type": "array", "items": {"oneOf": [one, {"type": "array", "items": one}]}}

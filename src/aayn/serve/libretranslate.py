@@ -7,13 +7,23 @@ full) and 500 (the model failed). The room owns LibreTranslate's endpoints (`/tr
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from ..languages import language_name
 from ..markup import Fragment
 from ..sentences import Sentences, splitter
-from .settings import QueueFull, RequestError, ServeSettings, read_alignment, read_glossary, read_texts
+from .settings import (
+    GLOSSARY_SCHEMA,
+    Limits,
+    QueueFull,
+    RequestError,
+    ServeSettings,
+    read_alignment,
+    read_glossary,
+    read_texts,
+)
 
 FORMATS = ("text", "html")
 FORM_KINDS = ("application/json", "application/x-www-form-urlencoded", "multipart/form-data")  # as it reads them
@@ -101,7 +111,7 @@ def read_fields(body: bytes, content_type: str, query: str = "") -> dict:
     form = multipart_fields(body, content_type) if "multipart/form-data" in content_type else urlencoded(body)
     fields = {**form, **urlencoded(query.encode())}  # a query string is ASCII, its escapes UTF-8
     if isinstance(fields.get("q"), str):
-        fields["q"] = "\n".join(fields["q"].splitlines())
+        fields["q"] = "\n".join(fields["q"].splitlines()) or fields["q"]  # a lone line end stays a text
     return fields
 
 
@@ -219,10 +229,15 @@ def read_translate(fields: dict, settings: ServeSettings, max_alternatives: int,
     for name, value in (("q", q), ("source", source), ("target", target)):
         if not value:
             raise RequestError(f"Invalid request: missing {name} parameter")
-    try:
-        alternatives = max(0, int(fields.get("alternatives") or 0))
-    except (TypeError, ValueError):
-        raise RequestError("Invalid request: alternatives parameter is not a number") from None
+    alternatives = fields.get("alternatives")  # a JSON integer, or a form's digits (below 0, null or "": none)
+    alternatives = 0 if alternatives is None or alternatives == "" else alternatives
+    if isinstance(alternatives, str) and re.fullmatch(r"-?[0-9]+", alternatives):
+        alternatives = int(alternatives)
+    if isinstance(alternatives, float) and alternatives.is_integer():  # JSON's 2.0 is an integer to JSON Schema
+        alternatives = int(alternatives)
+    if isinstance(alternatives, bool) or not isinstance(alternatives, int):
+        raise RequestError("Invalid request: alternatives parameter is not a number")
+    alternatives = max(0, alternatives)
     if alternatives > max_alternatives:
         raise RequestError(f"Invalid request: alternatives parameter must be <= {max_alternatives}")
     batch = isinstance(q, list)
@@ -235,52 +250,68 @@ def read_translate(fields: dict, settings: ServeSettings, max_alternatives: int,
         if len(text) > char_limit:
             raise RequestError(f"Invalid request: request ({len(text)}) exceeds text limit ({char_limit})")
     read_texts(texts, "q", batch)
-    form = fields.get("format") or "text"
+    form = fields.get("format")
+    form = "text" if form is None or form == "" else form
     if form not in FORMATS:
         raise RequestError(f"{form} format is not supported")
-    glossary = read_glossary(fields["glossary"]) if fields.get("glossary") else None
+    glossary = read_glossary(fields.get("glossary"))
     flag = fields.get("alignment")
     flag = {"true": True, "false": False, "": False}.get(flag, flag) if isinstance(flag, str) else flag
     alignment = read_alignment(flag) if flag is not None else None
     return LibreRequest(texts, form, batch, source, target, alternatives, fields.get("api_key"), glossary, alignment)
 
 
-def openapi_shape() -> tuple[dict, dict]:
-    """(the request body's schema, the 200 answer's schema) of LibreTranslate's shape of `POST /translate` (a JSON
-    object, or the same fields in the query string and an urlencoded or multipart form)."""
+def openapi_shape(limits: Limits) -> tuple[dict, dict, dict]:
+    """(the JSON body's schema, a form's, the 200 answer's schema) of LibreTranslate's shape of `POST /translate` (a
+    JSON object, or the same fields in the query string and an urlencoded or multipart form, where every value is
+    text and `q` one text), within `limits`."""
     texts = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+    sources = (*limits.sources, "auto") if limits.sources else ()
+    alternatives = {"description": f"n-best texts beside the best, at most {MAX_ALTERNATIVES} (below 0: none)",
+                    "oneOf": [{"type": "integer", "maximum": MAX_ALTERNATIVES}, {"type": "null"},
+                              {"type": "string", "pattern": f"^(-[0-9]+|0*[0-{MAX_ALTERNATIVES}])?$"}]}  # fmt: skip
     body = {
         "title": "LibreTranslate's shape",
         "type": "object",
         "required": ["q", "source", "target"],
         "properties": {
-            "q": texts,
-            "source": {"type": "string", "description": "a language code, or auto"},
-            "target": {"type": "string"},
-            "format": {"enum": list(FORMATS)},
-            "alternatives": {"type": "integer", "minimum": 0},
-            "api_key": {"type": "string"},
-            "glossary": {"type": ["object", "array", "string"], "description": "aayn's own: target terms to keep"},
-            "alignment": {"type": "boolean", "description": "aayn's own: each translation's word alignment"},
+            "q": limits.texts(least=1),
+            "source": limits.language(sources, "a served source language code, or auto"),
+            "target": limits.language(limits.targets, "a served target language code"),
+            "format": {"enum": [*FORMATS, "", None]},
+            "alternatives": alternatives,
+            "api_key": {"type": ["string", "null"]},
+            "glossary": GLOSSARY_SCHEMA,
+            "alignment": {
+                "description": "aayn's own: each translation's word alignment",
+                "oneOf": [{"type": ["boolean", "null"]}, {"enum": ["true", "false", ""]}],  # "": a form's text
+            },
         },
     }
+    detected = {"type": "object", "properties": {"language": {"type": "string"}, "confidence": {"type": "number"}}}
     answer = {
         "type": "object",
         "properties": {
             "translatedText": texts,
             "alternatives": {"type": "array"},
-            "detectedLanguage": {"type": "object", "properties": {"language": {"type": "string"},
-                                                                    "confidence": {"type": "number"}}},
+            "detectedLanguage": {"oneOf": [detected, {"type": "array", "items": detected}]},  # one per text of a list
+            "alignment": {"type": "array"},
         },
     }  # fmt: skip
-    return body, answer
+    form = {**body, "properties": {
+        **body["properties"], "q": {**limits.text(), "minLength": 1}, "alternatives": alternatives["oneOf"][2],
+        "glossary": {**GLOSSARY_SCHEMA["oneOf"][2], "description": GLOSSARY_SCHEMA["description"]},
+        "alignment": {"enum": ["true", "false", ""]}, "api_key": {"type": "string"},
+        "format": {"enum": [*FORMATS, ""]}}}  # fmt: skip
+    return body, form, answer
 
 
 def openapi_paths() -> dict:
     """The endpoints LibreTranslate's clients call beside `POST /translate`."""
     error = {"description": 'a bad request: {"error": "..."}'}
     detect_body = {"type": "object", "required": ["q"],
-                   "properties": {"q": {"type": "string"}, "api_key": {"type": "string"}}}  # fmt: skip
+                   "properties": {"q": {"type": "string", "minLength": 1},
+                                  "api_key": {"type": ["string", "null"]}}}  # fmt: skip
     return {
         "/languages": {"get": {"summary": "The served source languages, each with its targets",
                                "responses": {"200": {"description": "[{code, name, targets}]"}}}},

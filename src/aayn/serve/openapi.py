@@ -5,12 +5,16 @@ other endpoints (LibreTranslate's from its room, the server's own here)."""
 from __future__ import annotations
 
 from . import files, hub_api, libretranslate, suggestions
+from .settings import Limits
 
 
-def openapi(metrics: bool = False) -> dict:
-    """The document; `metrics`: the server has `GET /metrics` (`--metrics`)."""
-    hub_body, hub_answer = hub_api.openapi_shape()
-    libre_body, libre_answer = libretranslate.openapi_shape()
+def openapi(metrics: bool = False, limits: Limits | None = None) -> dict:
+    """The document; `metrics`: the server has `GET /metrics` (`--metrics`); `limits`: what its requests may hold
+    (its character and text limits, its languages), stated so that a request the document allows is answered and
+    one it does not is refused."""
+    limits = limits or Limits()
+    hub_body, hub_answer = hub_api.openapi_shape(limits)
+    libre_body, libre_form, libre_answer = libretranslate.openapi_shape(limits)
     answers = {"oneOf": [hub_answer, libre_answer]}
     translate = {
         "summary": "Translate texts with the folder's search (in either request shape: the Hub's or LibreTranslate's)",
@@ -18,8 +22,8 @@ def openapi(metrics: bool = False) -> dict:
             "required": True,
             "content": {
                 "application/json": {"schema": {"oneOf": [hub_body, libre_body]}},
-                "application/x-www-form-urlencoded": {"schema": libre_body},
-                "multipart/form-data": {"schema": libre_body},
+                "application/x-www-form-urlencoded": {"schema": libre_form},
+                "multipart/form-data": {"schema": libre_form},
             },
         },
         "responses": {
@@ -29,7 +33,8 @@ def openapi(metrics: bool = False) -> dict:
             },
             "400": {"description": "a bad request, named in one line"},
             "403": {"description": "an unknown API key (LibreTranslate's shape, with --api_keys)"},
-            "413": {"description": "too many inputs or too long an input (the Hub's shape)"},
+            "413": {"description": "a body over 8 MB"},
+            "422": {"description": "too many inputs or too long an input (the Hub's shape)"},
             "429": {"description": "the queue is full (LibreTranslate's shape)"},
             "500": {"description": "the model failed; the server goes on"},
             "503": {"description": "the queue is full (the Hub's shape): retry after Retry-After seconds"},
@@ -51,7 +56,7 @@ def openapi(metrics: bool = False) -> dict:
     paths = {
         "/translate": {"post": translate},
         **libretranslate.openapi_paths(),
-        **files.openapi_paths(),
+        **files.openapi_paths(limits),
         **suggestions.openapi_paths(),
         **own,
     }

@@ -13,7 +13,7 @@ from ..translator import TextError, Translator, lacking
 from .batcher import Batcher, Job, WorkerDied, WorkerTranslator, describe, one_line
 from .detect import Detector
 from .keys import Access, client_address
-from .settings import RequestError, ServeSettings
+from .settings import Limits, RequestError, ServeSettings
 
 
 @dataclass
@@ -95,9 +95,17 @@ class Service:
     def admit(self, request, key, secret=None) -> int:
         """Lets one request through (`Access.admit`: its client's limit, its key) or RequestError; returns its
         character limit per text (its key's, else the server's)."""
+        if key is not None and not isinstance(key, str):  # a JSON body's api_key of another type
+            raise RequestError("Invalid request: api_key must be a text")
         origin = request.headers.get("origin", "")
         char_limit = self.access.admit(key, client_address(request.headers, request.client), origin, secret)
         return char_limit or self.settings.max_chars
+
+    def limits(self) -> Limits:
+        """What a request may hold here, for /spec (a key's own character limit aside)."""
+        sources = tuple(self.sources)
+        targets = tuple(sorted({pair.target for pair in self.named}))
+        return Limits(self.settings.max_chars, self.settings.max_sentences, sources, targets)
 
     def health(self) -> dict:
         """`GET /health`: the model, the workers and pairs, and the batchers' counts."""

@@ -10,6 +10,18 @@ from dataclasses import dataclass
 from ..translator import DECODING_BATCH_TOKENS, unreadable
 
 GLOSSARY = "an object {source term: target term} or a list of [source term, target term] pairs"
+TERM = {"type": "string", "pattern": r"\S"}  # a term holds a word or a mark
+NOT_A_LINE_END = "[^\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"  # what `str.splitlines` does not split at
+TSV_LINE = f"{NOT_A_LINE_END}*\\S{NOT_A_LINE_END}*\t{NOT_A_LINE_END}*\\S{NOT_A_LINE_END}*"
+GLOSSARY_SCHEMA = {
+    "description": f"aayn's own: {GLOSSARY}, or TSV lines `source<TAB>target` (each source term once)",
+    "oneOf": [
+        {"type": "object", "propertyNames": TERM, "additionalProperties": TERM},
+        {"type": "array", "items": {"type": "array", "prefixItems": [TERM, TERM], "minItems": 2, "maxItems": 2}},
+        {"type": "string", "pattern": f"^({TSV_LINE}(\n{TSV_LINE})*\n?)?$"},
+        {"type": "null"},
+    ],
+}
 
 
 class RequestError(ValueError):
@@ -25,6 +37,30 @@ class QueueFull(RequestError):
 
     def __init__(self, message: str):
         super().__init__(message, 503, {"Retry-After": "1"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a request may hold on this server, as /spec states it: characters per text, texts per request, the
+    served source and target codes (empty: any code, as a document made without a server says)."""
+
+    chars: int = 2000
+    sentences: int = 64
+    sources: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+
+    def text(self) -> dict:
+        return {"type": "string", "maxLength": self.chars}
+
+    def texts(self, least: int = 0) -> dict:
+        """A text, or a list of texts (`least`: the fewest characters of a lone text, and the fewest texts)."""
+        one = {**self.text(), "minLength": least} if least else self.text()
+        many = {"type": "array", "items": self.text(), "maxItems": self.sentences, "minItems": least}
+        return {"oneOf": [one, many]}
+
+    def language(self, codes: tuple[str, ...], description: str) -> dict:
+        return {"enum": list(codes), "description": description} if codes else {
+            "type": "string", "minLength": 1, "description": description}  # fmt: skip
 
 
 @dataclass
@@ -53,9 +89,12 @@ def read_alignment(value):
 
 
 def read_glossary(value):
-    """A request's `glossary` (JSON or TSV text; never a path on the server), or RequestError naming the fault."""
+    """A request's `glossary` (JSON or TSV text; never a path on the server; null or "": none), or RequestError
+    naming the fault."""
     from ..model.glossary_aayn import Glossary
 
+    if value is None or value == "":
+        return None
     if not isinstance(value, (str, dict, list)):
         raise RequestError(f"glossary must be {GLOSSARY}")
     try:
