@@ -2,8 +2,9 @@
 CTranslate2 and ONNX exports, and a toy registered format) is asked for each ability (`aayn.translator.ABILITIES`)
 as a user asks for it, and either does it (exit status 0, an answer) or refuses in one line naming what it lacks
 (exit status 2); `aayn serve` of each is asked for what a request can ask (a glossary, alignments): 200 or a
-400 in one line. Which cell is which comes from the format's declared abilities, checked here against what the
-engine really does."""
+400 in one line. A cell that works gives what the torch folder gives (an export's translations, alignments and
+scores; the toy's by its own rule). Which cell is which comes from the format's declared abilities, checked here
+against what the engine really does."""
 
 from pathlib import Path
 
@@ -60,11 +61,30 @@ def test_each_engine_does_each_ability_or_refuses_in_one_line(folders, engine, a
     if ability in entry.abilities:
         assert status == 0, err[-2000:]
         assert out.strip() or (tmp_path / "drawn.png").is_file()
+        if engine == "reversed":  # the toy's rule: each target token -1 where the target is not the source reversed
+            assert numbers(out)[:1] == [-float(len(TEXT) + 1)], out
+        elif engine != "aayn":  # an export does what its torch folder does
+            assert aayn(asked(ability, folders["aayn"], tmp_path)) == 0
+            expected = capsys.readouterr().out
+            assert words(out) == words(expected) and numbers(out) == pytest.approx(numbers(expected), abs=1e-4), (
+                out, expected)  # fmt: skip
     else:
         assert status == 2
         lines = [line for line in err.splitlines() if line.strip() and not line.startswith("(run with --debug")]
         assert len(lines) == 1 and f"it translates without {ABILITIES[ability]}" in lines[0], err
         assert "Traceback" not in err
+
+
+def numbers(output: str) -> list[float]:
+    import re
+
+    return [float(n) for n in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", output)]
+
+
+def words(output: str) -> str:
+    import re
+
+    return re.sub(r"-?\d+\.\d+(?:e-?\d+)?", "N", output)
 
 
 # what a request to `aayn serve` may ask of an engine beyond translating, as the Hub's shape asks it
@@ -84,7 +104,7 @@ def servers(folders):
     started = {}
     try:
         for engine, folder in folders.items():
-            started[engine] = Server(folder, command=toy if engine == "reversed" else None)
+            started[engine] = Server(folder, "--max_wait_ms", 1, command=toy if engine == "reversed" else None)
         yield started
     finally:
         for server in started.values():
@@ -102,6 +122,8 @@ def test_each_engine_serves_each_ability_or_refuses_in_one_line(servers, engine,
         assert status == 200, answer
         assert isinstance(answer[0]["translation_text"], str)
         assert ability != "alignment" or "alignment" in answer[0], answer
+        if engine != "aayn":  # an export serves what its torch folder serves
+            assert answer == servers["aayn"].post({"inputs": TEXT, "parameters": parameters})[1]
     else:
         assert status == 400, answer
         message = answer["error"]

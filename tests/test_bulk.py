@@ -71,8 +71,8 @@ def test_a_killed_run_rerun_loses_and_doubles_nothing(saved, alone, tmp_path):
     """The driver SIGKILLed after its first shard: the rerun removes what it left half-written and translates only
     the shards not there, each whole."""
     folder = tmp_path / "in"
-    for shard in range(4):
-        corpus(folder / f"s{shard}", lines=40)
+    for shard in range(4):  # the last shards long enough that the kill lands before them
+        corpus(folder / f"s{shard}", lines=40 if shard < 2 else 400)
         os.replace(folder / f"s{shard}" / "a.txt", folder / f"shard{shard}.txt")
     out = tmp_path / "out"
     command = [sys.executable, "-m", "aayn.cli", "translate", "--model", str(saved[0]), "--input",
@@ -84,12 +84,14 @@ def test_a_killed_run_rerun_loses_and_doubles_nothing(saved, alone, tmp_path):
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
+    assert process.returncode == -signal.SIGKILL  # killed, not finished
+    assert (out / "shard0.txt").exists() and not (out / "shard3.txt").exists()  # mid-run: shards still missing
     (out / ".shard3.txt.partial-999999").write_text("half")  # what a killed run leaves (its pid is gone)
     assert aayn(["translate", "--model", str(saved[0]), "--input", str(folder / "*.txt"), "--output_dir",
                  str(out)]) == 0  # fmt: skip
     for shard in range(4):
         lines = lines_of((out / f"shard{shard}.txt").read_text())
-        assert lines == [one_line(alone[WORDS[i % len(WORDS)]]) for i in range(40)], shard
+        assert lines == [one_line(alone[WORDS[i % len(WORDS)]]) for i in range(40 if shard < 2 else 400)], shard
     assert sorted(p.name for p in out.iterdir()) == [f"shard{i}.txt" for i in range(4)]
 
 
