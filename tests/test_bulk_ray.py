@@ -113,6 +113,19 @@ def actor_processes() -> list:
     return [p for p in psutil.process_iter(["cmdline"]) if "ShardTranslator" in " ".join(p.info["cmdline"] or [])]
 
 
+def busy_actor():
+    """An actor at work: one whose CPU time grows over a tenth of a second (an idle actor waits on Ray's queue)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        actors = actor_processes()
+        before = {actor.pid: sum(actor.cpu_times()[:2]) for actor in actors}
+        time.sleep(0.1)
+        for actor in actors:
+            if actor.is_running() and sum(actor.cpu_times()[:2]) > before[actor.pid] + 0.02:
+                return actor
+    raise AssertionError("no actor at work")
+
+
 def same_as_one_process(saved, folder, out, here) -> None:
     """`out` holds what `aayn translate --input` in this process writes, every shard whole, nothing else."""
     assert aayn(["translate", "--model", str(saved[0]), "--input", str(folder), "--output_dir", str(here)]) == 0
@@ -123,9 +136,10 @@ def same_as_one_process(saved, folder, out, here) -> None:
 
 def test_two_actors_one_killed_mid_run_write_every_shard_as_one_process(saved, local_ray, tmp_path, capsys,
                                                                         monkeypatch):  # fmt: skip
-    """Two actors over text, .jsonl and .parquet shards, one of them SIGKILLed once the first shard is out: Ray
-    Data starts another and retries its shard; the run ends with every shard what one process writes, whole; a
-    rerun starts no work; the driver opens no model (each actor opens its own)."""
+    """Two actors over text, .jsonl and .parquet shards, one of them SIGKILLed at work (its CPU time growing: it holds
+    a shard) once the first shard is out and before the last: Ray Data retries its shard on another actor; the run
+    ends with every shard what one process writes, whole; a rerun starts no work; the driver opens no model (each
+    actor opens its own)."""
     shards(tmp_path / "in")
     many_shards(tmp_path / "in")
     out, ended = tmp_path / "out", []
@@ -138,10 +152,11 @@ def test_two_actors_one_killed_mid_run_write_every_shard_as_one_process(saved, l
     run = threading.Thread(target=lambda: ended.append(aayn([*command, "--ray", "--concurrency", "2"])))
     run.start()
     wait_for(lambda: out.is_dir() and any(p.suffix == ".txt" for p in out.iterdir()) and actor_processes())
-    killed = actor_processes()[0]
+    killed = busy_actor()  # it holds a shard: the only work an actor does
+    written = {p.name for p in out.iterdir() if not p.name.startswith(".")}
     killed.send_signal(signal.SIGKILL)
     run.join(timeout=300)
-    assert ended == [0] and not killed.is_running()
+    assert ended == [0] and not killed.is_running() and len(written) < 11  # killed mid-run, the rest done by others
     assert "11 shards (0 already done), 92 lines" in capsys.readouterr().err
     assert aayn([*command, "--ray"]) == 0
     assert "11 shards (11 already done), 0 lines" in capsys.readouterr().err
