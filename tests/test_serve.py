@@ -189,25 +189,32 @@ def test_a_worker_process_killed_mid_batch_is_started_again_and_the_batch_retrie
     from aayn.serve.batcher import WorkerDied
 
     worker = WorkerTranslator([str(saved[0])], "cpu", threads=1)
-    try:
-        worker.ready()
-        first = worker.process.pid
-        connection, send = worker.connection, worker.connection.send
+
+    def kill_after_sending():
+        """The worker's connection, killing its process once, right after the next message is sent to it (only
+        while that process is alive and not yet reaped: its pid cannot be another process's)."""
+        process, connection = worker.process, worker.connection
 
         class KillAfterSending:
             def send(self, message):
-                send(message)
-                os.kill(first, signal.SIGKILL)
+                connection.send(message)
+                if process.is_alive():
+                    os.kill(process.pid, signal.SIGKILL)
 
             def __getattr__(self, name):
                 return getattr(connection, name)
 
         worker.connection = KillAfterSending()
+        return process.pid
+
+    try:
+        worker.ready()
+        first = kill_after_sending()
         with pytest.raises(WorkerDied, match=f"the worker process {first} ended .*started again"):
             worker.nbest(SENTENCES[:2], 1, num_beams=1)
-        second = worker.process.pid
-        worker.connection = KillAfterSending()
-        first = second  # killed again, now under a batch of the server's batcher: its requests are tried again
+        assert_as_alone(worker.nbest(SENTENCES[:2], 1, num_beams=1), [alone[text, 1] for text in SENTENCES[:2]])
+        second = kill_after_sending()  # the new process, killed under a batch of the server's batcher: retried
+        assert second != first
         batcher = Batcher(worker, ServeSettings(max_wait_ms=200))
         batcher.start()
         loop = asyncio.new_event_loop()
