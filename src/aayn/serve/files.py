@@ -146,11 +146,10 @@ def issued_name_pattern() -> str:
 def openapi_paths(limits: Limits) -> dict:
     """The two endpoints of document translation, within `limits` (the served languages), linked: the name in a
     translate_file answer's URL is the one download_file takes."""
-    sources = (*limits.sources, "auto") if limits.sources else ()
     body = {"type": "object", "required": ["file", "source", "target"],
             "properties": {"file": {"type": "string", "format": "binary"},
-                           "source": limits.language(sources, "a served source language code, or auto"),
-                           "target": limits.language(limits.targets, "a served target language code"),
+                           "source": limits.source(),
+                           "target": limits.target(),
                            "api_key": {"type": "string"}}}  # fmt: skip
     link = {"operationId": "download_file",
             "parameters": {"filename": "$response.body#/translatedFileUrl#regex:/download_file/([^/]+)$"}}  # fmt: skip

@@ -266,7 +266,6 @@ def openapi_shape(limits: Limits) -> tuple[dict, dict, dict]:
     JSON object, or the same fields in the query string and an urlencoded or multipart form, where every value is
     text and `q` one text), within `limits`."""
     texts = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
-    sources = (*limits.sources, "auto") if limits.sources else ()
     alternatives = {"description": f"n-best texts beside the best, at most {MAX_ALTERNATIVES} (below 0: none)",
                     "oneOf": [{"type": "integer", "maximum": MAX_ALTERNATIVES}, {"type": "null"},
                               {"type": "string", "pattern": f"^(-[0-9]+|0*[0-{MAX_ALTERNATIVES}])?$"}]}  # fmt: skip
@@ -276,8 +275,8 @@ def openapi_shape(limits: Limits) -> tuple[dict, dict, dict]:
         "required": ["q", "source", "target"],
         "properties": {
             "q": limits.texts(least=1),
-            "source": limits.language(sources, "a served source language code, or auto"),
-            "target": limits.language(limits.targets, "a served target language code"),
+            "source": limits.source(),
+            "target": limits.target(),
             "format": {"enum": [*FORMATS, "", None]},
             "alternatives": alternatives,
             "api_key": {"type": ["string", "null"]},

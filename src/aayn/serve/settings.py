@@ -39,30 +39,6 @@ class QueueFull(RequestError):
         super().__init__(message, 503, {"Retry-After": "1"})
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What a request may hold on this server, as /spec states it: characters per text, texts per request, the
-    served source and target codes (empty: any code, as a document made without a server says)."""
-
-    chars: int = 2000
-    sentences: int = 64
-    sources: tuple[str, ...] = ()
-    targets: tuple[str, ...] = ()
-
-    def text(self) -> dict:
-        return {"type": "string", "maxLength": self.chars}
-
-    def texts(self, least: int = 0) -> dict:
-        """A text, or a list of texts (`least`: the fewest characters of a lone text, and the fewest texts)."""
-        one = {**self.text(), "minLength": least} if least else self.text()
-        many = {"type": "array", "items": self.text(), "maxItems": self.sentences, "minItems": least}
-        return {"oneOf": [one, many]}
-
-    def language(self, codes: tuple[str, ...], description: str) -> dict:
-        return {"enum": list(codes), "description": description} if codes else {
-            "type": "string", "minLength": 1, "description": description}  # fmt: skip
-
-
 @dataclass
 class ServeSettings:
     batch_tokens: int = DECODING_BATCH_TOKENS
@@ -77,6 +53,38 @@ class ServeSettings:
     metrics_auth_token: str | None = None  # /metrics only for `Authorization: Bearer TOKEN`
     suggestions: bool = False  # POST /suggest stores what it is sent (LibreTranslate's --suggestions)
     suggestions_db_path: str = "db/suggestions.db"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a request may hold on this server, as /spec states it: characters per text, texts per request, the
+    served source and target codes (empty: any code, as a document made without a server says)."""
+
+    chars: int = ServeSettings.max_chars
+    sentences: int = ServeSettings.max_sentences
+    sources: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+
+    def text(self) -> dict:
+        return {"type": "string", "maxLength": self.chars}
+
+    def texts(self, least: int = 0) -> dict:
+        """A text, or a list of texts (`least`: the fewest characters of a lone text, and the fewest texts)."""
+        one = {**self.text(), "minLength": least} if least else self.text()
+        many = {"type": "array", "items": self.text(), "maxItems": self.sentences, "minItems": least}
+        return {"oneOf": [one, many]}
+
+    def source(self) -> dict:
+        return language((*self.sources, "auto") if self.sources else (), "a served source language code, or auto")
+
+    def target(self) -> dict:
+        return language(self.targets, "a served target language code")
+
+
+def language(codes: tuple[str, ...], description: str) -> dict:
+    """One of `codes` (none: any code)."""
+    return {"enum": list(codes), "description": description} if codes else {
+        "type": "string", "minLength": 1, "description": description}  # fmt: skip
 
 
 def read_alignment(value):
