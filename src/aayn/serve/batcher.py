@@ -112,9 +112,9 @@ class Batcher:
             groups: dict[str, list[Job]] = {}
             for job in jobs:
                 groups.setdefault(json.dumps(job.options, sort_keys=True, default=repr), []).append(job)
-            for group in groups.values():
-                self._translate(translator, group)
-            last_call_end, expected = time.perf_counter(), self.jobs.qsize() + len(jobs)
+            queued = [self._translate(translator, group) for group in groups.values()]
+            # counted before any answer went out: a client answered at once may already have sent its next request
+            last_call_end, expected = time.perf_counter(), (queued[0] if queued else self.jobs.qsize()) + len(jobs)
             if stop:
                 return
 
@@ -147,14 +147,17 @@ class Batcher:
         threads = len(self.translators)
         return threads > 1 and self.idle == 0 and sentences >= math.ceil(self.waiting / threads)
 
-    def _translate(self, translator: Translator, jobs: list[Job]) -> None:
+    def _translate(self, translator: Translator, jobs: list[Job]) -> int:
+        """Decodes `jobs` and answers them; returns the number of requests queued when the call ended."""
         live = [job for job in jobs if not job.abandoned]
         answers = self._answers(translator, live) if live else []
+        queued = self.jobs.qsize()
         with self.lock:  # the books before the answers: a client holding its answer sees a queue without its sentences
             self.waiting -= sum(len(job.texts) for job in jobs)
             self.sentences += sum(len(job.texts) for job, _, error in answers if error is None)
         for job, best, error in answers:
             job.settle(best, error)
+        return queued
 
     def _answers(self, translator: Translator, jobs: list[Job], retried: bool = False) -> list[tuple]:
         """(job, its hypotheses, None) or (job, None, the error) for each job: all in one `nbest` call; where that
