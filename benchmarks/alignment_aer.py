@@ -22,8 +22,8 @@ def main() -> None:
     parser.add_argument("--output", help="write the figures as JSON here too")
     args = parser.parse_args()
 
-    from aayn.alignment import AlignmentSettings, alignment_error_rate, read_gold, word_links
-    from aayn.opening import open_translator
+    from aayn.translation.alignment import AlignmentSettings, alignment_error_rate, read_gold, word_links
+    from aayn.translation.opening import open_translator
 
     gold = Path(args.gold)
     pairs = [line.split(" ||| ") for line in (gold / "enfr.src-tgt").read_text(encoding="utf-8").splitlines()]

@@ -1,8 +1,8 @@
 """What word alignments cost on the demo model: `aayn translate` of the first `--verses` test verses plain, with the
 alignments kept by the search as it decodes (`Translator.nbest(alignment=)`), and with a second, teacher-forced
-pass after it (what the translators did before the search kept them: `aayn.alignment.align_ids` over the outputs);
-the arms alternate, `--rounds` rounds, medians. Checks that the kept alignments equal the second pass's links (and
-counts any that differ) and that the translations are those of the plain arm.
+pass after it (what the translators did before the search kept them: `aayn.translation.alignment.align_ids` over the
+outputs); the arms alternate, `--rounds` rounds, medians. Checks that the kept alignments equal the second pass's links
+(and counts any that differ) and that the translations are those of the plain arm.
 
     python benchmarks/alignment_cost.py --model runs/demo-bible-en-fr --verses 256 --rounds 3
 """
@@ -25,12 +25,12 @@ def main() -> None:
 
     import torch
 
-    from aayn.alignment import AlignmentSettings, align_ids
     from aayn.data import load_translation_dataset
     from aayn.data.token_batches import padded
-    from aayn.opening import open_translator
-    from aayn.translate import produced
-    from aayn.translator import DECODING_BATCH_TOKENS
+    from aayn.formats.aayn.engine import produced
+    from aayn.translation.alignment import AlignmentSettings, align_ids
+    from aayn.translation.opening import open_translator
+    from aayn.translation.translator import DECODING_BATCH_TOKENS
 
     torch.set_num_threads(2)
     test = load_translation_dataset("bible", source_lang="en", target_lang="fr", splits={"test": "test"})["test"]

@@ -25,7 +25,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     from aayn.bench.decoding import serving_benchmark_inputs
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     folder, texts = serving_benchmark_inputs(args.model, args.sentences, tempfile.mkdtemp(prefix="batch-ceiling-"))
     translator = open_translator([folder])

@@ -1,6 +1,6 @@
 """The same documents translated by LibreTranslate 1.9.6 (its `/translate_file`, argos-translate-files) and by
-`aayn serve` (`aayn.documents`), serving the same models, on loopback: for each format, which of the document's
-texts each server left untranslated (the text comes back exactly as it went in) and which it lost (the file's
+`aayn serve` (`aayn.translation.documents`), serving the same models, on loopback: for each format, which of the
+document's texts each server left untranslated (the text comes back exactly as it went in) and which it lost (the file's
 paragraph count changed), side by side.
 
 The documents are built here with the libraries people make them with (python-docx, python-pptx, odfpy, ebooklib,

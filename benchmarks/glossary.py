@@ -74,7 +74,7 @@ def main() -> None:
 
     from aayn.data import load_translation_dataset
     from aayn.model.glossary_aayn import Glossary
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     torch.set_num_threads(2)
     test = load_translation_dataset("bible", source_lang="en", target_lang="fr", splits={"test": "test"})["test"]

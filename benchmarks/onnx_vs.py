@@ -34,11 +34,11 @@ def main() -> None:
     parser.add_argument("--json", help="also write the report here")
     args = parser.parse_args()
 
-    from aayn.ct2 import ExportedModel
     from aayn.data import load_translation_dataset
     from aayn.formats import export_model
-    from aayn.onnx_engine import FILES, OnnxTranslator
-    from aayn.opening import open_translator
+    from aayn.formats.ctranslate2.engine import ExportedModel
+    from aayn.formats.onnx.engine import FILES, OnnxTranslator
+    from aayn.translation.opening import open_translator
 
     test = load_translation_dataset("bible", source_lang="en", target_lang="fr", splits={"test": "test"})["test"]
     verses = [row["en"] for row in test["translation"][: args.verses]]

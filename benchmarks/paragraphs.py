@@ -1,8 +1,8 @@
 """Paragraphs on a sentence-level model: the Bible test split's first `--verses` verses joined into paragraphs of
 3 to 6 verses (sizes drawn with a fixed seed; sources and references joined with a space), translated three ways
 by the same translator: each paragraph whole (one text, as a server that does not split sends it), split into
-sentences by `aayn.sentences` (what `aayn serve` and `aayn translate --split_sentences` do: pysbd's English rules,
-blind to where verses end), and verse by verse (the verses as the corpus gives them: the oracle split). BLEU and
+sentences by `aayn.translation.sentences` (what `aayn serve` and `aayn translate --split_sentences` do: pysbd's English
+rules, blind to where verses end), and verse by verse (the verses as the corpus gives them: the oracle split). BLEU and
 chrF (sacreBLEU) of the paragraphs against the joined references, the length ratio, and the sentences the splitter
 found against the verses there are.
 
@@ -36,8 +36,8 @@ def main() -> None:
     import sacrebleu
 
     from aayn.data import load_translation_dataset
-    from aayn.opening import open_translator
-    from aayn.sentences import Sentences, splitter
+    from aayn.translation.opening import open_translator
+    from aayn.translation.sentences import Sentences, splitter
 
     test = load_translation_dataset("bible", source_lang="en", target_lang="fr", splits={"test": "test"})["test"]
     rows = test["translation"][: args.verses]

@@ -24,7 +24,7 @@ def main() -> None:
     args = parser.parse_args()
     from aayn import decoding_aayn
     from aayn.bench.decoding import serving_benchmark_inputs
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     folder, texts = serving_benchmark_inputs(args.model, args.sentences, tempfile.mkdtemp(prefix="plain-steps-"))
     translator = open_translator([folder])

@@ -145,7 +145,7 @@ def main() -> None:
 
     from aayn.bench.decoding import serving_benchmark_inputs
     from aayn.formats import export_model
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     work = Path(tempfile.mkdtemp(prefix="serve-load-"))
     folder, texts = serving_benchmark_inputs(args.model, args.sentences, work)

@@ -1,10 +1,10 @@
 """Every ability × engine pair through the command line: each engine aayn translates (its own folder, the
-CTranslate2 and ONNX exports, and a toy registered format) is asked for each ability (`aayn.translator.ABILITIES`)
-as a user asks for it, and either does it (exit status 0, an answer) or refuses in one line naming what it lacks
-(exit status 2); `aayn serve` of each is asked for what a request can ask (a glossary, alignments): 200 or a
-400 in one line. A cell that works gives what the torch folder gives (an export's translations, alignments and
-scores; the toy's by its own rule). Which cell is which comes from the format's declared abilities, checked here
-against what the engine really does."""
+CTranslate2 and ONNX exports, and a toy registered format) is asked for each ability
+(`aayn.translation.translator.ABILITIES`) as a user asks for it, and either does it (exit status 0, an answer) or
+refuses in one line naming what it lacks (exit status 2); `aayn serve` of each is asked for what a request can ask (a
+glossary, alignments): 200 or a 400 in one line. A cell that works gives what the torch folder gives (an export's
+translations, alignments and scores; the toy's by its own rule). Which cell is which comes from the format's declared
+abilities, checked here against what the engine really does."""
 
 from pathlib import Path
 
@@ -12,7 +12,7 @@ import pytest
 
 from aayn.cli import main as aayn
 from aayn.formats import FORMATS, register, unregister
-from aayn.translator import ABILITIES
+from aayn.translation.translator import ABILITIES
 
 pytest.importorskip("ctranslate2")
 pytest.importorskip("onnxruntime")

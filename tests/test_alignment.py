@@ -11,7 +11,7 @@ import torch
 from tiny_models import random_batch, tiny_config
 
 from aayn import AaynForConditionalGeneration
-from aayn.alignment import AlignmentSettings, hard_links
+from aayn.translation.alignment import AlignmentSettings, hard_links
 
 FIXTURES = Path(__file__).parent / "data" / "fairseq"
 KINDS = ["postnorm-spm", "prenorm-moses-bpe"]
@@ -35,7 +35,7 @@ def test_hard_links_take_the_argmax_of_the_tokens_that_are_not_special():
 def test_greedy_alignments_equal_fairseq_print_alignment(imported):
     """fairseq's `--print-alignment` (the last layer's attention averaged over all heads, argmax per target token,
     eos and pad left out) on its greedy outputs: the same pairs for every verse, on both fixtures."""
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     folder, record = imported
     texts = record["interactive"]["source_texts"]
@@ -55,7 +55,7 @@ def test_the_ctranslate2_export_gives_the_same_alignments(imported, tmp_path):
     argmax equals fairseq's pairs (one verse at a time: in a batch CTranslate2's limit is the longest source's)."""
     pytest.importorskip("ctranslate2")
     from aayn.formats import export_model
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     folder, record = imported
     exported = export_model(folder, tmp_path / "ct2", "ctranslate2")
@@ -69,8 +69,8 @@ def test_the_ctranslate2_export_gives_the_same_alignments(imported, tmp_path):
 
 
 def test_another_layer_and_fewer_heads_change_the_attention_read(imported):
-    from aayn.alignment import align_ids
-    from aayn.opening import open_translator
+    from aayn.translation.alignment import align_ids
+    from aayn.translation.opening import open_translator
 
     folder, record = imported
     translator = open_translator([str(folder)])
@@ -132,7 +132,7 @@ def test_show_attention_draws_the_alignment(imported, tmp_path, capsys):
 def test_the_alignment_error_rate_of_a_hand_computed_case():
     """AER = 1 - (|A & S| + |A & P|) / (|A| + |S|) (Och and Ney 2003), S within P: A = {1-1, 2-2, 3-4},
     S = {1-1, 2-3}, P = S + {2-2, 3-3}: |A & S| = 1, |A & P| = 2, so 1 - 3 / 5 = 0.4."""
-    from aayn.alignment import alignment_error_rate, read_gold
+    from aayn.translation.alignment import alignment_error_rate, read_gold
 
     sure, possible = read_gold(["1-1 2-3 2p2 3p3"])
     assert alignment_error_rate([{(1, 1), (2, 2), (3, 4)}], sure, possible) == pytest.approx(0.4)

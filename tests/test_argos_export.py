@@ -13,8 +13,8 @@ from argos_venv import VENV, argos_venv
 from tiny_models import ONCE_ACROSS_LINES
 from training_helpers import tiny_recipe, write_numbers_corpus, write_recipe
 
-from aayn.argos_export import ARGOS_SEARCH
 from aayn.cli import main as aayn
+from aayn.formats.argos.writer import ARGOS_SEARCH
 
 pytest.importorskip("ctranslate2")
 pytest.importorskip("sentencepiece")
@@ -70,7 +70,7 @@ def test_a_byte_level_model_is_refused_saying_how_to_train_one_that_exports(tmp_
 
 
 def aayn_ct2_translations(spm_run, tmp_path, **search) -> list[str]:
-    from aayn.ct2 import ExportedModel
+    from aayn.formats.ctranslate2.engine import ExportedModel
 
     command = ["export", "--format", "ctranslate2", "--model", str(spm_run), "--output_dir", str(tmp_path / "ct2")]
     assert aayn(command) == 0
@@ -117,7 +117,7 @@ def test_argos_translate_installs_the_package_and_translates_as_aayn(spm_run, pa
     argos = json.loads(done.stdout.splitlines()[-1])
     assert argos == aayn_ct2_translations(spm_run, tmp_path, **{**ARGOS_SEARCH, "num_beams": beams})
     if beams == 1:
-        from aayn.opening import open_translator
+        from aayn.translation.opening import open_translator
 
         torch_greedy = open_translator([str(spm_run)]).translate(VERSES, num_beams=1)
         assert argos == torch_greedy
@@ -129,7 +129,7 @@ def test_an_imported_fairseq_sentencepiece_folder_exports_to_argos_and_translate
     the package installs in Argos Translate and its greedy output equals the imported folder's (up to the length
     limit: this tiny model runs some verses to it)."""
     from aayn.formats import import_fairseq
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     fixture = Path(__file__).parent / "data" / "fairseq" / "postnorm-spm"
     folder = tmp_path / "imported"

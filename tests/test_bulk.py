@@ -1,7 +1,8 @@
-"""Bulk translation of a corpus in shards (`aayn translate --input GLOB_OR_FOLDER --output_dir OUT`, `aayn.bulk`):
-each shard's output equals what `aayn translate` gives its lines, line for line and in order, in the shard's own
-format (text lines, .jsonl and .parquet rows with a `translation` field beside theirs); a rerun translates only the
-missing shards, after a SIGKILL too (nothing lost, nothing doubled); bad shards and flags are refused in one line."""
+"""Bulk translation of a corpus in shards (`aayn translate --input GLOB_OR_FOLDER --output_dir OUT`,
+`aayn.translation.bulk`): each shard's output equals what `aayn translate` gives its lines, line for line and in order,
+in the shard's own format (text lines, .jsonl and .parquet rows with a `translation` field beside theirs); a rerun
+translates only the missing shards, after a SIGKILL too (nothing lost, nothing doubled); bad shards and flags are
+refused in one line."""
 
 import json
 import os
@@ -13,8 +14,8 @@ import time
 import pytest
 from cli_helpers import fails
 
-from aayn.bulk import lines_of, one_line
 from aayn.cli import main as aayn
+from aayn.translation.bulk import lines_of, one_line
 
 pq = pytest.importorskip("pyarrow.parquet")
 pa = pytest.importorskip("pyarrow")
@@ -24,7 +25,7 @@ WORDS = ["Six one eight.", "Two.", "Zero nine nine five three four.", "One.", "S
 
 @pytest.fixture(scope="module")
 def alone(saved):
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     return dict(zip(WORDS, open_translator([str(saved[0])]).translate(WORDS)))
 

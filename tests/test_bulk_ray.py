@@ -1,7 +1,7 @@
-"""Bulk translation on Ray Data (`aayn translate --input ... --ray`, `aayn.bulk_ray`), on one local Ray started once
-for the module (`ray.init(num_cpus=2)`): two actors give every shard what the same command gives it in one process;
-a rerun starts no work; an actor SIGKILLed mid-run is replaced and a driver SIGKILLed mid-run leaves a rerun only
-what is missing, nothing lost or doubled; a bad shard is named in one line, out of Ray's wrapping, and so are
+"""Bulk translation on Ray Data (`aayn translate --input ... --ray`, `aayn.translation.bulk_ray`), on one local Ray
+started once for the module (`ray.init(num_cpus=2)`): two actors give every shard what the same command gives it in one
+process; a rerun starts no work; an actor SIGKILLed mid-run is replaced and a driver SIGKILLed mid-run leaves a rerun
+only what is missing, nothing lost or doubled; a bad shard is named in one line, out of Ray's wrapping, and so are
 actors' GPUs and device that do not go together."""
 
 import json
@@ -81,7 +81,7 @@ def test_actors_gpus_and_device_that_do_not_go_together_are_refused_before_work(
 def test_a_gpu_for_an_engine_that_runs_on_cpu_only_is_refused_before_ray_starts(tmp_path, capsys):
     """The driver opens no model, so the device an export's engine runs on is checked from its format: an ONNX
     folder (recognized by its graphs' names; nothing is loaded) given GPUs is refused before Ray starts."""
-    from aayn.formats.onnx_folder import OnnxFolder
+    from aayn.formats.onnx import OnnxFolder
 
     onnx = tmp_path / "onnx"
     onnx.mkdir()
@@ -148,7 +148,7 @@ def test_two_actors_one_killed_mid_run_write_every_shard_as_one_process(saved, l
     def driver_opens_no_model(*args, **kwargs):  # the actors open theirs; the driver only checks the folder
         raise AssertionError("the driver opened a translator")
 
-    monkeypatch.setattr("aayn.opening.open_translator", driver_opens_no_model)
+    monkeypatch.setattr("aayn.translation.opening.open_translator", driver_opens_no_model)
     run = threading.Thread(target=lambda: ended.append(aayn([*command, "--ray", "--concurrency", "2"])))
     run.start()
     wait_for(lambda: out.is_dir() and any(p.suffix == ".txt" for p in out.iterdir()) and actor_processes())

@@ -1,6 +1,6 @@
-"""Documents translated whole (`aayn.documents`, `aayn translate --file`): each format built in the test with the
-library people use for it (python-docx, python-pptx, odfpy, ebooklib, srt), translated, and opened again with the
-same library: every text translated (body, tables, headers and footers, footnotes, captions, slide notes), every
+"""Documents translated whole (`aayn.translation.documents`, `aayn translate --file`): each format built in the test
+with the library people use for it (python-docx, python-pptx, odfpy, ebooklib, srt), translated, and opened again with
+the same library: every text translated (body, tables, headers and footers, footnotes, captions, slide notes), every
 run's formatting where it was, `.srt` timing and numbers untouched, everything else byte for byte. A stand-in
 translation (each text in capitals) shows where the texts went; the real model, through the command line, shows
 each sentence translated as it is alone. Corrupt archives and zip bombs are refused in one line."""
@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-from aayn.documents import DocumentError, read_document
+from aayn.translation.documents import DocumentError, read_document
 
 docx = pytest.importorskip("docx")
 pptx = pytest.importorskip("pptx")
@@ -276,7 +276,7 @@ def test_aayn_translate_file_translates_each_sentence_as_alone(saved, tmp_path, 
     from cli_helpers import translate_fails
 
     from aayn.cli import main as aayn
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     document = docx.Document()
     document.add_paragraph("Six one eight. Two.")
@@ -287,7 +287,9 @@ def test_aayn_translate_file_translates_each_sentence_as_alone(saved, tmp_path, 
     document.save(source)
     assert aayn(["translate", "--model", str(saved[0]), "--source_lang", "en", "--file", str(source),
                  "--output", str(target)]) == 0  # fmt: skip
-    from aayn.documents.core import NOT_IN_XML  # the untrained model emits control characters XML cannot hold
+    from aayn.translation.documents.core import (
+        NOT_IN_XML,  # the untrained model emits control characters XML cannot hold
+    )
 
     texts = ["Six one eight.", "Two.", "Zero nine nine five three four."]
     alone = [NOT_IN_XML.sub("", text) for text in open_translator([str(saved[0])]).translate(texts)]

@@ -13,7 +13,7 @@ from fairseq_helpers import FIXTURES
 
 from aayn.cli import main as aayn
 from aayn.formats import export_model, import_fairseq
-from aayn.opening import open_translator
+from aayn.translation.opening import open_translator
 
 pytest.importorskip("ctranslate2")
 pytest.importorskip("onnxruntime")

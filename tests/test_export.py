@@ -17,7 +17,7 @@ from training_helpers import write_numbers_corpus
 
 from aayn import AaynForConditionalGeneration
 from aayn.cli import main as aayn
-from aayn.export import save_ctranslate2
+from aayn.formats.ctranslate2.writer import save_ctranslate2
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -154,7 +154,7 @@ def test_exported_tokenizer_is_transformers_tokenizer(saved, tmp_path):
     `AutoTokenizer` gives on the same folder (on both transformers lines)."""
     from transformers import AutoTokenizer
 
-    from aayn.ct2 import ExportedTokenizer
+    from aayn.formats.ctranslate2.engine import ExportedTokenizer
 
     _, model, tokenizer = saved
     save_ctranslate2(model, tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))), tmp_path / "ct2",

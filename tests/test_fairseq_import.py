@@ -15,7 +15,8 @@ import torch
 from fairseq_helpers import import_as_recorded
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from aayn.fairseq_import import (
+from aayn.formats import import_fairseq
+from aayn.formats.fairseq.reader import (
     _PickleModule,
     fairseq_config,
     fairseq_model,
@@ -23,7 +24,6 @@ from aayn.fairseq_import import (
     read_checkpoint,
     subword_model,
 )
-from aayn.formats import import_fairseq
 
 FIXTURES = Path(__file__).parent / "data" / "fairseq"
 
@@ -276,8 +276,8 @@ def test_the_imported_folder_exports_to_ctranslate2_and_decodes_as_fairseq(impor
     each side's dictionary as its vocabulary; the exported folder, text in and text out, gives fairseq's greedy
     translations (one verse a call: fairseq's limit is each verse's)."""
     pytest.importorskip("ctranslate2")
-    from aayn.ct2 import ExportedModel
     from aayn.formats import export_model
+    from aayn.formats.ctranslate2.engine import ExportedModel
 
     folder, record = imported
     export_model(folder, tmp_path / "ct2")
@@ -421,7 +421,7 @@ def test_a_glossary_gives_fairseq_interactive_s_constrained_output(imported):
     falls below -100, and the hypotheses that met the terms leave its beam; raising that constant, it answers);
     there aayn's output holds the term."""
     from aayn.model.glossary_aayn import WORD, Glossary
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     folder, record = imported
     cli, texts = record["interactive_cli"], record["interactive"]["source_texts"]
@@ -468,7 +468,7 @@ def test_an_empty_translation_decodes_to_nothing_in_every_tokenizer(every_tokeni
 
 def test_one_empty_translation_does_not_end_a_run(imported, monkeypatch):
     """A batch in which the model gives one sentence nothing: that line is empty, the others are translated."""
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     folder, record = imported
     translator = open_translator([str(folder)])
@@ -496,7 +496,7 @@ def test_an_imported_folder_decodes_as_fairseq_interactive_by_default(tmp_path, 
     """`aayn import` writes fairseq-interactive's default search into the folder (beam 5, log P / |Y| with
     lenpen 1, a sentence done once 5 hypotheses finished, at most 200 tokens before eos): `aayn translate` with
     no options gives fairseq-interactive's text (recorded by the fixture script) on every verse."""
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     folder = tmp_path / kind
     import_fairseq(FIXTURES / kind / "checkpoint.pt", folder, source_lang="en", target_lang="fr")
@@ -549,8 +549,8 @@ def test_pieces_the_dictionary_lacks_read_as_unk_as_in_fairseq(tmp_path, capsys)
     assert capsys.readouterr().out.splitlines() == [row["D"] for row in rows]
     assert "pieces the dictionary lacks read as `<unk>`, as in fairseq" in (folder / "README.md").read_text()
     pytest.importorskip("ctranslate2")  # the CTranslate2 export reads them as <unk> too
-    from aayn.ct2 import ExportedModel
     from aayn.formats import export_model
+    from aayn.formats.ctranslate2.engine import ExportedModel
 
     export_model(folder, tmp_path / "ct2")
     exported = ExportedModel(tmp_path / "ct2").tokenizer

@@ -17,7 +17,7 @@ RECORDED = json.loads((FIXTURES / "default_search.json").read_text(encoding="utf
 @pytest.mark.parametrize("name", sorted(RECORDED))
 def test_the_imported_folder_s_default_search_is_fairseq_interactive_s(tmp_path, name):
     from aayn.formats import import_fairseq
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     record = RECORDED[name]
     fixture = FIXTURES / record["fixture"]

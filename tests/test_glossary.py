@@ -61,7 +61,7 @@ def test_a_bad_glossary_file_is_refused_naming_its_line(tmp_path, content, messa
 
 
 def test_the_translator_puts_the_terms_in_and_leaves_other_sentences_alone(saved):
-    from aayn.translate import TorchTranslator
+    from aayn.formats.aayn.engine import TorchTranslator
 
     folder, model, tokenizer = saved
     translator = TorchTranslator([model], tokenizer, str(folder))
@@ -94,7 +94,7 @@ def test_aayn_translate_glossary(saved, tmp_path, capsys):
 def test_an_export_refuses_a_glossary_in_one_line(saved, tmp_path):
     pytest.importorskip("ctranslate2")
     from aayn import export
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     _, model, tokenizer = saved
     tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
@@ -105,8 +105,8 @@ def test_an_export_refuses_a_glossary_in_one_line(saved, tmp_path):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_aayn_serve_takes_a_glossary_and_gives_alignments_in_both_shapes(saved, workers):
-    from aayn.alignment import AlignmentSettings
-    from aayn.translate import TorchTranslator
+    from aayn.formats.aayn.engine import TorchTranslator
+    from aayn.translation.alignment import AlignmentSettings
 
     folder, model, tokenizer = saved
     translator = TorchTranslator([model], tokenizer)

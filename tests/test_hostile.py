@@ -153,7 +153,7 @@ def test_hostile_texts_among_concurrent_clients_fail_only_their_own_requests(ser
     on."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     translator = open_translator([str(saved[0])])
     alone = {text: translator.translate([text])[0] for text in GOOD}

@@ -19,7 +19,7 @@ TEXTS = ["Six one eight.", "Two.", "Zero nine nine five three four."]
 @pytest.fixture(scope="module")
 def expected(saved):
     """What `aayn translate` gives for a text (and its 3-best list) with the folder's own settings."""
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     translator = open_translator([str(saved[0])])
     words = ["Six", "one", "eight.", "Two", "Tom & Jerry"]
@@ -265,8 +265,8 @@ def test_html_keeps_every_tag_and_places_inline_markup_by_alignment(server, expe
     comments and text without letters stay as written."""
     from html.parser import HTMLParser
 
-    from aayn.alignment import AlignmentSettings
-    from aayn.opening import open_translator
+    from aayn.translation.alignment import AlignmentSettings
+    from aayn.translation.opening import open_translator
 
     best, _ = expected
     html = '<p class="a">Six <b>one <i>eight.</i></b> <a href="/x?a=1&amp;b=2">Two</a><br/> 42 <!-- keep --></p>'
@@ -300,7 +300,7 @@ def test_html_keeps_every_tag_and_places_inline_markup_by_alignment(server, expe
 def test_markup_comes_back_as_it_went_in():
     """The fragment's pieces: kept markup exactly as written (case, spacing, entities, script and code text), the
     texts between tags to translate, in order."""
-    from aayn.markup import Fragment
+    from aayn.translation.markup import Fragment
 
     source = ('<DIV id=x>Hello &amp; <B>bold</B > world<br>\n<script>if (a < b) { go(); }</script>'
               '<code>x = 1</code> &copy; 2026 <![CDATA[raw]]><p>Last &#8212; line</p></DIV>')  # fmt: skip
@@ -465,7 +465,7 @@ def test_suggestions_are_stored_as_libretranslate_stores_them_and_a_folder_fine_
     from training_helpers import tiny_recipe, write_recipe
 
     from aayn.cli import main as aayn
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     suggested = {"Six one eight.": "Six un huit.", "Two.": "Deux.", "Seven seven.": "Sept sept.",
                  "Zero nine.": "Zéro neuf."}  # fmt: skip
@@ -583,7 +583,9 @@ def test_translate_file_and_download_file_as_libretranslate_answers_them(server,
     assert status == 200, answer
     result = docx.Document(io.BytesIO(download(answer["translatedFileUrl"])[1]))
     assert [bool(run.bold) for run in result.paragraphs[0].runs] == [False, True]  # the runs kept, aligned
-    from aayn.documents.core import NOT_IN_XML  # the untrained model emits control characters XML cannot hold
+    from aayn.translation.documents.core import (
+        NOT_IN_XML,  # the untrained model emits control characters XML cannot hold
+    )
 
     assert " ".join(result.paragraphs[0].text.split()) == " ".join(NOT_IN_XML.sub("", f"{one} {two}").split())
     bomb = io.BytesIO()

@@ -1,4 +1,4 @@
-"""Inline markup placed by alignments (`aayn.markup`, `aayn translate --html`, `aayn serve`'s format=html):
+"""Inline markup placed by alignments (`aayn.translation.markup`, `aayn translate --html`, `aayn serve`'s format=html):
 hand-worked placements, and well-formed output whatever the alignment says (random nested markup, random links)."""
 
 import random
@@ -6,8 +6,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from aayn.alignment import Alignment
-from aayn.markup import Fragment
+from aayn.translation.alignment import Alignment
+from aayn.translation.markup import Fragment
 
 
 def words_alignment(source: str, target: str, links: list[tuple[int, int]]) -> Alignment:

@@ -15,12 +15,12 @@ from transformers import AutoTokenizer
 from aayn import AaynConfig, AaynForConditionalGeneration
 from aayn.cli import main as aayn
 from aayn.formats import export_model
-from aayn.translator import DecodingSettings
+from aayn.translation.translator import DecodingSettings
 
 onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
-from aayn.onnx_engine import FILES, OnnxTranslator
-from aayn.onnx_export import cache_names, export_graphs, quantized_copy
+from aayn.formats.onnx.engine import FILES, OnnxTranslator
+from aayn.formats.onnx.writer import cache_names, export_graphs, quantized_copy
 
 FAIRSEQ = Path(__file__).parent / "data" / "fairseq" / "postnorm-spm"
 

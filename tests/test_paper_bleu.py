@@ -31,7 +31,7 @@ def test_corpus_bleu_on_those_tokens_equals_the_hand_computed_score():
 
 
 def test_aayn_evaluate_into_german_reports_both_bleus(saved, tmp_path):
-    from aayn.evaluation import evaluate_model
+    from aayn.translation.evaluation import evaluate_model
 
     folder, _, _ = saved
     data = tmp_path / "ende"

@@ -10,7 +10,7 @@ from tiny_models import random_batch, tiny_config
 
 from aayn import AaynForConditionalGeneration
 from aayn.cli import main as aayn
-from aayn.scoring import score_ids, score_texts
+from aayn.translation.scoring import score_ids, score_texts
 
 SOURCES = ["six one eight", "two", "nine nine nine zero one", "", "three four"]
 TARGETS = ["six un huit", "deux", "neuf neuf neuf zéro un", "un", ""]

@@ -1,12 +1,13 @@
-"""Texts split into sentences (`aayn.sentences`, `aayn.markup` with `split`, `aayn translate --split_sentences`):
-the sentences are pysbd's own (the reference: the library called directly) for the languages it has, sentencex's for
-the others; the text between them (spaces, line and paragraph breaks, pieces without letters) comes back exactly;
-an HTML block splits where no inline element spans the boundary; each sentence translates as it does alone."""
+"""Texts split into sentences (`aayn.translation.sentences`, `aayn.translation.markup` with `split`, `aayn translate
+--split_sentences`): the sentences are pysbd's own (the reference: the library called directly) for the languages it
+has, sentencex's for the others; the text between them (spaces, line and paragraph breaks, pieces without letters)
+comes back exactly; an HTML block splits where no inline element spans the boundary; each sentence translates as it
+does alone."""
 
 import pytest
 
-from aayn.markup import Fragment
-from aayn.sentences import Sentences, splitter
+from aayn.translation.markup import Fragment
+from aayn.translation.sentences import Sentences, splitter
 
 pysbd = pytest.importorskip("pysbd")
 sentencex = pytest.importorskip("sentencex")
@@ -44,7 +45,7 @@ def test_without_a_splitter_each_line_is_one_sentence_and_a_rewriting_splitter_g
 def test_each_language_has_a_splitter_pysbd_where_it_has_rules():
     from pysbd.languages import LANGUAGE_CODES
 
-    from aayn.sentences import PYSBD
+    from aayn.translation.sentences import PYSBD
 
     assert set(LANGUAGE_CODES) == PYSBD
     french = "Au commencement, Dieu créa les cieux et la terre. M. Dupont est là. Il dit : « Oui ! » Puis il partit."
@@ -70,7 +71,7 @@ def test_aayn_translate_split_sentences_translates_each_sentence_as_alone(saved,
     from cli_helpers import translate_fails
 
     from aayn.cli import main as aayn
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     paragraph = "Six one eight.  Two. Zero nine nine five three four."
     pieces = pysbd_sentences(paragraph)

@@ -29,7 +29,7 @@ SENTENCES = ["Six one eight.", "Two.", "Zero nine nine five three four.", "One."
 @pytest.fixture(scope="module")
 def alone(saved):
     """Each sentence translated alone through the translator `aayn translate` uses, with the options tested."""
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     translator = open_translator([str(saved[0])])
     return {
@@ -50,7 +50,7 @@ def test_every_route_of_the_app_is_described_with_its_methods():
     LibreTranslate reads."""
     pytest.importorskip("starlette")
     from aayn.serve import Pair, ServeSettings, build_app, openapi
-    from aayn.translator import Translator
+    from aayn.translation.translator import Translator
 
     pytest.importorskip("prometheus_client")
     with_metrics = build_app([Pair("en", "fr", ["toy"], [Translator()])], ServeSettings(metrics=True))
@@ -282,7 +282,7 @@ def test_a_failing_text_fails_only_its_own_request_in_a_shared_batch_and_a_dead_
     dies under every try: each request answered with that error, none left waiting."""
     from aayn.serve import Batcher, Job, ServeSettings
     from aayn.serve.batcher import WorkerDied
-    from aayn.translator import Translator
+    from aayn.translation.translator import Translator
 
     calls = []
 
@@ -352,7 +352,7 @@ def test_a_batch_waits_for_the_clients_just_answered_and_no_longer():
     """After a model call, the next batch waits (at most max_wait_ms) for the clients that call answered; once
     they are all back it goes at once, and a client that does not come back is waited for until max_wait_ms."""
     from aayn.serve import Batcher, Job, ServeSettings
-    from aayn.translator import Translator
+    from aayn.translation.translator import Translator
 
     calls = []
 
@@ -402,7 +402,7 @@ def test_a_batch_is_shared_out_among_idle_worker_threads():
     one, by characters, and both halves decode at the same time; idle threads do not split the arrivals among
     themselves while one gathers."""
     from aayn.serve import Batcher, Job, ServeSettings
-    from aayn.translator import Translator
+    from aayn.translation.translator import Translator
 
     calls = []
 
@@ -443,7 +443,7 @@ def test_while_the_other_threads_are_busy_a_batch_takes_its_share_only():
     """Worker threads' batches even out: while one decodes a long call, a batch gathered by another takes its share
     of the sentences in flight (4 of 1 + 6), and leaves the rest for the next thread free."""
     from aayn.serve import Batcher, Job, ServeSettings
-    from aayn.translator import Translator
+    from aayn.translation.translator import Translator
 
     calls = []
 
@@ -505,7 +505,7 @@ def test_threads_reach_each_engine(saved, tmp_path, monkeypatch):
     import torch
 
     from aayn.formats import export_model
-    from aayn.opening import open_translator
+    from aayn.translation.opening import open_translator
 
     ctranslate2 = pytest.importorskip("ctranslate2")
     exported = export_model(saved[0], tmp_path / "ct2")

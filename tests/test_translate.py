@@ -8,7 +8,7 @@ import pytest
 from cli_helpers import translate_fails
 
 from aayn.cli import main as aayn
-from aayn.translate import TorchTranslator
+from aayn.formats.aayn.engine import TorchTranslator
 
 LINES = ["Six one eight.", "", "Two.", "Zero nine nine five three two one.", "   ", "Seven."]
 
@@ -110,7 +110,7 @@ def test_errors(saved, tmp_path, monkeypatch, capsys):
 def test_one_line_out_per_line_in_even_when_a_translation_holds_a_newline(saved, monkeypatch, capsys):
     path, _, _ = saved
     monkeypatch.setattr(
-        "aayn.translate.TorchTranslator.nbest", lambda self, texts, n, **kw: [[(0.0, "a\nb")]] * len(texts)
+        "aayn.formats.aayn.engine.TorchTranslator.nbest", lambda self, texts, n, **kw: [[(0.0, "a\nb")]] * len(texts)
     )
     assert aayn(["translate", "--model", str(path), "One.", "Two."]) == 0
     assert capsys.readouterr().out.splitlines() == ["a b", "a b"]
@@ -220,7 +220,7 @@ def test_translating_and_scoring_warn_nothing_about_padding(saved):
     collators pad without the warning, and so do aayn's batches."""
     from transformers import AutoTokenizer
 
-    from aayn.scoring import score_texts
+    from aayn.translation.scoring import score_texts
 
     path, model, _ = saved
     tokenizer = AutoTokenizer.from_pretrained(path)  # fresh: the warning is given once per tokenizer
@@ -240,7 +240,7 @@ def test_translating_imports_no_dataset_library():
     """`aayn translate` does not import datasets, pandas and pyarrow (about a second), which it never uses."""
     import subprocess
 
-    code = "import sys, aayn.cli, aayn.translate, aayn.checks, aayn.scoring; "
+    code = "import sys, aayn.cli, aayn.formats.aayn.engine, aayn.checks, aayn.translation.scoring; "
     code += "print(sorted(m for m in ('datasets', 'pandas', 'pyarrow', 'evaluate') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.stdout.strip() == "[]", result.stderr[-2000:]

@@ -5,7 +5,7 @@ What adding a format to aayn takes: one `Format` subclass and one `register` lin
 from pathlib import Path
 
 from aayn.formats import FORMATS, Format, register
-from aayn.translator import Translator
+from aayn.translation.translator import Translator
 
 
 class ReversedTranslator(Translator):

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from .common import MissingExtra
 from .registration import register, register_later
-from .translator import DECODING_BATCH_TOKENS, TextError
+from .translation.translator import DECODING_BATCH_TOKENS, TextError
 
 
 def copy_task(args: argparse.Namespace) -> None:
@@ -74,8 +74,8 @@ def evaluate(args: argparse.Namespace) -> None:
     import json
 
     from .checks import check_device, check_direction
-    from .evaluation import evaluate_model
-    from .opening import locate_model
+    from .translation.evaluation import evaluate_model
+    from .translation.opening import locate_model
 
     check_device(args.device)
     if len(args.model) != 1:
@@ -149,7 +149,7 @@ def input_batches(stream, buffer_size: int | None):
 def translate(args: argparse.Namespace) -> None:
     """Translate the given sentences, or standard input as its lines arrive, to standard output (one line per
     line, flushed after each batch)."""
-    from .opening import open_translator, translator_format
+    from .translation.opening import open_translator, translator_format
 
     check_translate_arguments(args)
     if args.text or args.file or args.input:
@@ -172,7 +172,7 @@ def translate(args: argparse.Namespace) -> None:
             raise FileNotFoundError(f"--glossary {args.glossary}: no such file")
         generate["glossary"] = Glossary.read(args.glossary)
     if args.print_alignment:
-        from .alignment import AlignmentSettings
+        from .translation.alignment import AlignmentSettings
 
         if args.show_attention:
             generate["alignment_settings"] = AlignmentSettings(args.alignment_layer, args.alignment_heads)
@@ -230,14 +230,14 @@ def translate_documents(translator, batches, args, generate: dict) -> None:
     """--html and --split_sentences: each input line a document whose texts (an HTML fragment's text runs, a
     paragraph's sentences) are translated together and the line rebuilt around their translations, one line out per
     line in. With --html and an engine that aligns, inline markup is placed by the alignment of each sentence
-    translated whole (`aayn.markup`); --split_sentences splits by the rules of the source language
-    (`aayn.sentences`)."""
-    from .markup import Fragment
-    from .sentences import Sentences
+    translated whole (`aayn.translation.markup`); --split_sentences splits by the rules of the source language
+    (`aayn.translation.sentences`)."""
+    from .translation.markup import Fragment
+    from .translation.sentences import Sentences
 
     aligned = args.html and "alignment" in translator.abilities
     if aligned:
-        from .alignment import AlignmentSettings
+        from .translation.alignment import AlignmentSettings
 
         generate["alignment"] = AlignmentSettings()
     split = sentence_splitter(args)
@@ -311,13 +311,13 @@ def check_actor_device(device: str, gpus: float) -> None:
 
 def translate_corpus(translator, args: argparse.Namespace, generate: dict) -> None:
     """--input GLOB_OR_FOLDER --output_dir OUT: each shard without an output translated into one of the same name
-    and format (`aayn.bulk`), whole or not at all; a summary line on standard error."""
-    from .bulk import BulkSettings, shards_of, translate_shards
+    and format (`aayn.translation.bulk`), whole or not at all; a summary line on standard error."""
+    from .translation.bulk import BulkSettings, shards_of, translate_shards
 
     shards = shards_of(args.input)
     settings = BulkSettings(Path(args.output_dir), args.text_field, args.batch_tokens, generate)
     if args.ray or args.ray_address:
-        from .bulk_ray import translate_shards_on_ray
+        from .translation.bulk_ray import translate_shards_on_ray
 
         needs = ("glossary",) * bool(args.glossary) + ("alignment",) * bool(args.print_alignment)
         done = translate_shards_on_ray(args.model, args.device, needs, shards, settings, address=args.ray_address,
@@ -331,16 +331,17 @@ def translate_corpus(translator, args: argparse.Namespace, generate: dict) -> No
 
 def translate_file(translator, args: argparse.Namespace, generate: dict) -> None:
     """--file IN --output OUT: a document (.txt .html .srt .docx .odt .pptx .odp .epub) translated whole, its
-    sentences split by the source language's rules, its formatting kept (`aayn.documents`); OUT written whole."""
-    from .documents import read_document
+    sentences split by the source language's rules, its formatting kept (`aayn.translation.documents`); OUT written
+    whole."""
     from .folders import staged_file
+    from .translation.documents import read_document
 
     source = Path(args.file)
     if not source.is_file():
         raise FileNotFoundError(f"--file {args.file}: no such file")
     aligned = "alignment" in translator.abilities
     if aligned:
-        from .alignment import AlignmentSettings
+        from .translation.alignment import AlignmentSettings
 
         generate["alignment"] = AlignmentSettings()
     args.split_sentences = True
@@ -359,7 +360,7 @@ def sentence_splitter(args: argparse.Namespace):
     (None without the flag)."""
     if not args.split_sentences:
         return None
-    from .sentences import splitter
+    from .translation.sentences import splitter
 
     language = args.source_lang or card_languages(args.model)[0]
     if not language:
@@ -393,14 +394,14 @@ def nbest_line(index: int, rank: int, score: float, hypothesis: list, form: str 
 def score(args: argparse.Namespace) -> None:
     """Score given translations: per line pair, log P(target | source) (eos included) and the length-normalized
     score the paper's search ranks by, tab-separated, in input order (--per_token: each target token's too)."""
-    from .opening import open_translator
+    from .translation.opening import open_translator
 
     sources, targets = (read_lines(path, flag) for path, flag in ((args.source, "--source"), (args.target, "--target")))
     if len(sources) != len(targets):
         raise ValueError(f"--source {args.source} has {len(sources)} lines, --target {args.target} {len(targets)}")
     alignment = None
     if args.print_alignment:
-        from .alignment import AlignmentSettings
+        from .translation.alignment import AlignmentSettings
 
         alignment = AlignmentSettings(args.alignment_layer, args.alignment_heads)
     needs = ("scores",) + ("alignment",) * bool(alignment)
@@ -518,8 +519,8 @@ def card_languages(names: list[str]) -> tuple[str | None, str | None]:
 def open_served(args: argparse.Namespace, names: list[str]) -> list:
     """The translators of one served pair: one in this process, or --workers processes of its own."""
     from .checks import available_cores
-    from .opening import open_translator
     from .serve import start_workers
+    from .translation.opening import open_translator
 
     # CTranslate2 folders need no torch, nor does the server itself where worker processes hold the model
     setup = functools.partial(prepare_transformers, progress_bars=args.verbose)

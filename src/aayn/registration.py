@@ -5,7 +5,6 @@ imported. Importing this module installs the finder (or registers at once where 
 
 import functools
 import importlib.abc
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -75,33 +74,12 @@ class _RegisterWhenReady(importlib.abc.MetaPathFinder):
         return spec
 
 
-class _OldModelPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """`aayn.modeling_aayn` and the other model files' paths before they moved into `aayn.model`: the same module
-    objects (one class, one place to patch), imported only when asked for."""
-
-    def find_spec(self, fullname, path, target=None):
-        package, _, stem = fullname.partition(".")
-        if package == "aayn" and stem in _STEMS:
-            return importlib.util.spec_from_loader(fullname, self)
-        return None
-
-    def create_module(self, spec):
-        module = importlib.import_module(f"aayn.model.{spec.name.partition('.')[2]}")
-        self._spec = module.__spec__  # the import system sets the alias's spec on it; put the module's own back
-        return module
-
-    def exec_module(self, module):
-        module.__spec__ = self._spec
-
-
 def register_later() -> None:
     """For the `aayn` command: no registration on `import transformers` (parsing a recipe imports it); each
     command calls `register()` once its arguments are known to be good."""
     sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _RegisterWhenReady)]
 
 
-if not any(isinstance(finder, _OldModelPaths) for finder in sys.meta_path):
-    sys.meta_path.append(_OldModelPaths())
 if "transformers" in sys.modules:
     register()
 elif not any(isinstance(finder, _RegisterWhenReady) for finder in sys.meta_path):

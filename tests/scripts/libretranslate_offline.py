@@ -117,8 +117,8 @@ def main() -> int:
     parser.add_argument("--work", default=tempfile.mkdtemp(prefix="libre-"))
     parser.add_argument("--whole_sentences", action="store_true", help="no MiniSBD (it needs the network)")
     args = parser.parse_args()
-    from aayn.ct2 import ExportedModel
     from aayn.formats import export_model
+    from aayn.formats.ctranslate2.engine import ExportedModel
     from aayn.hub import card_metadata
 
     work = Path(args.work)

@@ -5,9 +5,9 @@ Both models are the paper's base shape, randomly initialized, with Marian's weig
 warm-up; training rows time each model alone in fresh processes, as a training job runs (`train_in_own_process`).
 Generation rows force both models to the same number of new tokens (no early stop) with transformers' own search
 (`paper_decoding=False`), so both do equal work. Where the `ctranslate2` package is installed (CPU, float32), the
-same weights exported by `aayn.export` add a `ct2` column to the generation rows, forced to the same token counts
-(`min_decoding_length = max_decoding_length`), and a `ct2_int8` column: the same export with int8 weights (`aayn
-export --quantization int8`), whose outputs are close to but no longer those of the model.
+same weights exported by `aayn.formats.ctranslate2.writer` add a `ct2` column to the generation rows, forced to the
+same token counts (`min_decoding_length = max_decoding_length`), and a `ct2_int8` column: the same export with int8
+weights (`aayn export --quantization int8`), whose outputs are close to but no longer those of the model.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def ctranslate2_translators(model: AaynForConditionalGeneration, folder: str):
         import ctranslate2
     except ImportError:
         return {}, []
-    from ..export import save_ctranslate2
+    from ..formats.ctranslate2.writer import save_ctranslate2
 
     config = model.config
     names = {config.pad_token_id: "<pad>", config.bos_token_id: "<s>", config.eos_token_id: "</s>"}

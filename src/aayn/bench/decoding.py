@@ -247,10 +247,10 @@ ENGINE_ARMS = {"ct2": ("ctranslate2", None), "ct2_int8": ("ctranslate2", "int8")
 def engine_arms(folder: Path, device: str, tokenizer) -> dict:
     """{arm: a function decoding (token ids rows, padded batch, beams) to output tokens} for the arms whose engine is
     installed and runs on `device`; each engine is timed on token ids as aayn's arms, outside the tokenizer."""
-    from ..ct2 import ExportedModel
     from ..formats import export_model
-    from ..onnx_engine import OnnxTranslator
-    from ..onnx_export import quantized_copy
+    from ..formats.ctranslate2.engine import ExportedModel
+    from ..formats.onnx.engine import OnnxTranslator
+    from ..formats.onnx.writer import quantized_copy
 
     arms = {}
     for arm, (form, quantization) in ENGINE_ARMS.items():

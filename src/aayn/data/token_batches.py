@@ -1,7 +1,7 @@
 """Batches of similar-length sentences under a token budget, and source sentences cut to a length limit, with numpy
-and the standard library only: translating with an exported CTranslate2 folder (`aayn.ct2`) imports no torch, and
-batches exactly as translating with the model does (the batch's longest source sets the length limit, so the
-batches decide outputs)."""
+and the standard library only: translating with an exported CTranslate2 folder (`aayn.formats.ctranslate2.engine`)
+imports no torch, and batches exactly as translating with the model does (the batch's longest source sets the length
+limit, so the batches decide outputs)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-logger = logging.getLogger("aayn.translate")
+logger = logging.getLogger("aayn.formats.aayn.engine")
 
 
 def length_order(lengths: np.ndarray, seed: int) -> np.ndarray:

@@ -6,20 +6,20 @@
 - `fairseq_checkpoint.FairseqCheckpoint`: `aayn import fairseq`.
 
 `FORMATS` is the registry: `aayn export` and `aayn import` are built from it (their choices and arguments),
-`aayn.opening` opens any `--model` through it, and adding a format is one module and one `register` line here.
-Reading it imports no heavy library: each format imports its own inside the methods that need them.
+`aayn.translation.opening` opens any `--model` through it, and adding a format is one module and one `register` line
+here. Reading it imports no heavy library: each format imports its own inside the methods that need them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .aayn_folder import AaynFolder
-from .argos_package import ArgosPackage
+from .aayn import AaynFolder
+from .argos import ArgosPackage
 from .base import Format
-from .ctranslate2_folder import CTranslate2Folder
-from .fairseq_checkpoint import FairseqCheckpoint, import_fairseq
-from .onnx_folder import OnnxFolder
+from .ctranslate2 import CTranslate2Folder
+from .fairseq import FairseqCheckpoint, import_fairseq
+from .onnx import OnnxFolder
 
 FORMATS: dict[str, Format] = {}
 

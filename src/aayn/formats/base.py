@@ -28,7 +28,9 @@ class Format:
     output_metavar: str = "DIR"  # what the output option names, in messages
     source_help: str = ""  # for an import: what its source is
     files: tuple[str, ...] = ()  # a folder holding all of these is of this format
-    abilities: frozenset = frozenset()  # what its engine does beyond translating (`aayn.translator.ABILITIES`)
+    abilities: frozenset = (
+        frozenset()
+    )  # what its engine does beyond translating (`aayn.translation.translator.ABILITIES`)
     ensembles: frozenset | None = None  # None: one folder translates alone; else the abilities of an ensemble
     setup: bool = False  # whether its engine uses transformers (aayn registered first)
     devices: tuple[str, ...] = ("cpu", "cuda")  # the device kinds its engine translates on
@@ -60,8 +62,8 @@ class Format:
         return bool(self.files) and all((path / name).is_file() for name in self.files)
 
     def engine(self):
-        """The `aayn.translator.Translator` class translating a folder of it (imported here, not before), or None
-        where aayn does not translate it."""
+        """The `aayn.translation.translator.Translator` class translating a folder of it (imported here, not before),
+        or None where aayn does not translate it."""
 
     def open(self, locations: list[str], names: list[str], device: str, threads: int | None):
         """The translator of the folders `locations` (as `names` gave them) on `device`; one unless `ensembles`."""

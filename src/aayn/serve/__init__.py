@@ -7,7 +7,7 @@ The rooms: the API-neutral core (`settings.py`: limits and errors; `service.py`:
 shape asks of them; `batcher.py`: each pair's batcher, which decodes concurrent requests together through the same
 `Translator` as `aayn translate`; `detect.py`), one room per request shape that owns its fields, answers, errors and
 part of the OpenAPI document (`hub_api.py`, `libretranslate.py`), and `app.py`, the routes. Inline markup is
-`aayn.markup` (`aayn translate --html` uses it too)."""
+`aayn.translation.markup` (`aayn translate --html` uses it too)."""
 
 from .app import build_app, serve
 from .batcher import Batcher, Job, WorkerTranslator, describe, one_line, share_out, start_workers

@@ -1,8 +1,8 @@
 """The batching behind `aayn serve`: sentences of concurrent requests wait at most `max_wait_ms` in a bounded
 queue, then one worker thread (the event loop never runs the model) translates those with the same parameters
-together through the same `Translator` as `aayn translate` (`aayn.translator`): sorted by length, one model call per
-batch of at most `batch_tokens`. A call that fails is made again on each half of its requests, down to the request
-that fails alone: one client's text fails only its own request, and the worker goes on. With `workers` above 1,
+together through the same `Translator` as `aayn translate` (`aayn.translation.translator`): sorted by length, one model
+call per batch of at most `batch_tokens`. A call that fails is made again on each half of its requests, down to the
+request that fails alone: one client's text fails only its own request, and the worker goes on. With `workers` above 1,
 each of that many threads hands its batches to its own process holding the model (`WorkerTranslator`, `threads`
 CPU threads each), and batches decode side by side: the batches a few dozen clients make are small, and a small
 batch keeps one thread busier than it keeps two, so two one-thread processes translate two such batches faster than
@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..translator import DecodingSettings, Translator
+from ..translation.translator import DecodingSettings, Translator
 from .settings import QueueFull, ServeSettings
 
 
@@ -283,7 +283,7 @@ def _worker(connection, names: list[str], device: str, threads: int, setup) -> N
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        from ..opening import open_translator
+        from ..translation.opening import open_translator
 
         translator = open_translator(names, device, threads=threads, setup=setup)
         known = (describe(translator, names), translator.generation, translator.source_limit, translator.abilities)

@@ -9,7 +9,7 @@ The translated files live in a folder of the server's own (made at start, remove
 random hex and the extension); a name a client sends is only looked up among those issued, never joined to a path
 (an unknown, expired or crafted name: 400 `Invalid filename`). A file expires `files_expire_s` after it was written
 and is deleted at the next file request. A file over `max_file_bytes`, a corrupt archive or a zip bomb gets a 400
-and the server goes on (`aayn.documents`)."""
+and the server goes on (`aayn.translation.documents`)."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ class Files:
 
 async def translate_file(service, fields: dict, request) -> tuple[dict, int]:
     """`POST /translate_file`: (answer, status), or RequestError in LibreTranslate's words."""
-    from ..documents import FORMATS, DocumentError, read_document
+    from ..translation.documents import FORMATS, DocumentError, read_document
 
     settings = service.settings
     if settings.disable_files_translation:
@@ -96,7 +96,7 @@ async def translate_file(service, fields: dict, request) -> tuple[dict, int]:
             found = await loop.run_in_executor(None, lambda: read_document(filename, data, aligned=False))
             source = service.detect(" ".join(found.texts)[:4096])[0]["language"]
         pair = service.pair_for(source, target)
-        from ..sentences import splitter
+        from ..translation.sentences import splitter
 
         aligned = pair.can("alignment")
         read = lambda: read_document(filename, data, aligned=aligned, split=splitter(source))
@@ -117,7 +117,7 @@ async def translated(service, pair, texts: list[str], aligned: bool, request):
     went away)."""
     options = {}
     if aligned:
-        from ..alignment import AlignmentSettings
+        from ..translation.alignment import AlignmentSettings
 
         options["alignment"] = AlignmentSettings()
     best = []
@@ -138,7 +138,7 @@ def download_file(service, name: str) -> tuple[bytes, str]:
 
 def issued_name_pattern() -> str:
     """What a name `Files.store` issues looks like: a UUID's hex and a document's extension."""
-    from ..documents import FORMATS
+    from ..translation.documents import FORMATS
 
     return f"^[0-9a-f]{{32}}({'|'.join(re.escape(extension) for extension in FORMATS)})$"
 

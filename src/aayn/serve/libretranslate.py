@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from ..languages import language_name
-from ..markup import Fragment
-from ..sentences import Sentences, splitter
+from ..translation.markup import Fragment
+from ..translation.sentences import Sentences, splitter
 from .settings import (
     GLOSSARY_SCHEMA,
     Limits,
@@ -49,7 +49,7 @@ class LibreRequest:
         """Each text as the sentences to translate, split by the rules of `language` (the source), with html's
         inline markup placed by alignments where the engine `aligns` (each sentence then translated whole).
         Returns the alignment to decode with: the one asked for, else for the markup (not answered), else None."""
-        from ..alignment import AlignmentSettings
+        from ..translation.alignment import AlignmentSettings
 
         split = splitter(language)
         if self.form == "html":
@@ -207,7 +207,7 @@ def frontend_settings(service) -> dict:
          for side, code in (("source", first.source), ("target", first.target))}
         if first else {}
     )  # fmt: skip
-    from ..documents import FORMATS as FILE_FORMATS
+    from ..translation.documents import FORMATS as FILE_FORMATS
 
     keys, required = service.access.keys is not None, service.access.key_required
     files = not service.settings.disable_files_translation

@@ -9,7 +9,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from ..languages import language_name
-from ..translator import TextError, Translator, lacking
+from ..translation.translator import TextError, Translator, lacking
 from .batcher import Batcher, Job, WorkerDied, WorkerTranslator, describe, one_line
 from .detect import Detector
 from .keys import Access, client_address

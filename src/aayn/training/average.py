@@ -114,7 +114,7 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from ..formats import HOME
-    from ..formats.aayn_folder import SavedModel
+    from ..formats.aayn import SavedModel
     from ..hub import card_metadata
 
     checkpoints = [Path(c) for c in checkpoints]

@@ -83,8 +83,8 @@ class AaynTrainer(Seq2SeqTrainer):
 
     def _save(self, output_dir: str | None = None, state_dict=None):
         """The Trainer's folder (weights, config), with the rest of an aayn folder written as every aayn folder is
-        (`aayn.formats.aayn_folder`): a tokenizer that loads on both transformers lines, and aayn's card."""
-        from ..formats.aayn_folder import AaynFolder, SavedModel
+        (`aayn.formats.aayn`): a tokenizer that loads on both transformers lines, and aayn's card."""
+        from ..formats.aayn import AaynFolder, SavedModel
 
         output_dir = output_dir or self.args.output_dir
         super()._save(output_dir, state_dict)

@@ -26,8 +26,8 @@ from typing import NamedTuple
 
 from transformers.utils import logging
 
-from .folders import staged_file
-from .languages import language_name
+from ...folders import staged_file
+from ...languages import language_name
 
 logger = logging.get_logger(__name__)
 
@@ -36,7 +36,7 @@ ARGOS_SEARCH = {"num_beams": 4, "length_penalty": 0.2}  # what Argos Translate 1
 
 def package_metadata(model_dir: Path, source_lang, target_lang, source_name, target_name, version: str) -> dict:
     """metadata.json: the languages from the flags, else the model card's; names from the flags, else the table."""
-    from .hub import card_metadata
+    from ...hub import card_metadata
 
     card = card_metadata(model_dir) or {}
     source_lang, target_lang = source_lang or card.get("source_lang"), target_lang or card.get("target_lang")
@@ -84,9 +84,9 @@ def argos_source(
     """The saved aayn folder `model_dir` read and checked for an Argos Translate package (nothing written)."""
     from transformers import AutoTokenizer
 
-    from .data.tokenizer import sentencepiece_model_of
-    from .export import vocabularies
-    from .model.modeling_aayn import AaynForConditionalGeneration
+    from ...data.tokenizer import sentencepiece_model_of
+    from ...model.modeling_aayn import AaynForConditionalGeneration
+    from ..ctranslate2.writer import vocabularies
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     spm_model = sentencepiece_model_of(tokenizer)
@@ -105,8 +105,8 @@ def argos_source(
 def write_package(parts: Path, source: ArgosSource, quantization: str | None = None) -> Path:
     """The package's folder (`source.package_name`) in `parts`, with its CTranslate2 model, SentencePiece model and
     metadata.json; its path."""
-    from .data.tokenizer import SENTENCEPIECE_FILE
-    from .export import write_ctranslate2
+    from ...data.tokenizer import SENTENCEPIECE_FILE
+    from ..ctranslate2.writer import write_ctranslate2
 
     package = parts / source.package_name
     (package / "model").mkdir(parents=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .model.policy_aayn import gnmt_length_penalty
-from .translate import TorchTranslator, token_log_probs
+from ..formats.aayn.engine import TorchTranslator, token_log_probs
+from ..model.policy_aayn import gnmt_length_penalty
 from .translator import DECODING_BATCH_TOKENS, Score
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .model.policy_aayn import alignment_in_force
+from ..model.policy_aayn import alignment_in_force
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def align_ids(model, tokenizer, sources: list[list[int]], targets: list[list[int
     teacher-forced forward of the batch."""
     import torch
 
-    from .data.token_batches import padded
+    from ..data.token_batches import padded
 
     config = model.config
     inputs = padded(tokenizer, sources).to(model.device)

@@ -1,13 +1,13 @@
 """The ONNX folder (`aayn export --format onnx`): an encoder graph and two decoder graphs (the first step, and a
-step with the cache) beside aayn's companions; translated by `aayn.onnx_engine.OnnxTranslator`, which runs aayn's
-own search in numpy over ONNX Runtime."""
+step with the cache) beside aayn's companions; translated by `aayn.formats.onnx.engine.OnnxTranslator`, which runs
+aayn's own search in numpy over ONNX Runtime."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..companions import write_beside_weights
-from .base import Format, aayn_source
+from ...companions import write_beside_weights
+from ..base import Format, aayn_source
 
 
 class OnnxFolder(Format):
@@ -19,18 +19,18 @@ class OnnxFolder(Format):
     arguments = {"--quantization": dict(help="onnx: int8 (ONNX Runtime's dynamic quantization)")}
 
     def engine(self):
-        from ..onnx_engine import OnnxTranslator
+        from .engine import OnnxTranslator
 
         return OnnxTranslator
 
     def load(self, source: Path, quantization: str | None = None):
-        from ..onnx_export import onnx_source
+        from .writer import onnx_source
 
         source = aayn_source(source)
         return (source, *onnx_source(source, quantization))
 
     def write_files(self, staging: Path, loaded, quantization: str | None = None) -> None:
-        from ..onnx_export import write_onnx
+        from .writer import write_onnx
 
         write_onnx(staging, loaded[1], quantization)
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import torch
 from transformers.utils import logging
 
-from .companions import write_beside_weights
-from .ct2 import import_ctranslate2
-from .folders import check_new_folder, staged_folder
-from .model.modeling_aayn import AaynForConditionalGeneration
-from .model.policy_aayn import EXTRA_TARGET_TOKENS
-from .model.tokenization_fairseq_aayn import FairseqMosesBPETokenizer
+from ...companions import write_beside_weights
+from ...folders import check_new_folder, staged_folder
+from ...model.modeling_aayn import AaynForConditionalGeneration
+from ...model.policy_aayn import EXTRA_TARGET_TOKENS
+from ...model.tokenization_fairseq_aayn import FairseqMosesBPETokenizer
+from .engine import import_ctranslate2
 
 logger = logging.get_logger(__name__)
 
@@ -59,7 +59,8 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str], tar
     # copies: CTranslate2 converts and quantizes the arrays it is given in place, which must not reach the model
     weights = {name: tensor.detach().to("cpu", torch.float32, copy=True) for name, tensor in model.state_dict().items()}
     # a table, not a function as ours: long enough for the longest source the tokenizer passes and §6.1's 50 more
-    # target tokens (aayn.ct2 caps both so; our sinusoids extend past max_position_embeddings the same way)
+    # target tokens (aayn.formats.ctranslate2.engine caps both so; our sinusoids extend past max_position_embeddings
+    # the same way)
     rows = config.max_position_embeddings + EXTRA_TARGET_TOKENS + 1
     positions = model.get_encoder().embed.encodings(rows, torch.device("cpu"))
 

@@ -113,7 +113,7 @@ class Sentences:
 
     def rebuilt(self, translations: list[str], alignments=None) -> str:
         """The text with each sentence replaced by its translation (in `texts` order; `alignments` are not needed:
-        the signature is `aayn.markup.Fragment`'s)."""
+        the signature is `aayn.translation.markup.Fragment`'s)."""
         if len(translations) != len(self.texts):
             raise ValueError(f"{len(translations)} translations for {len(self.texts)} sentences")
         return "".join(kept + text for kept, text in zip(self.kept, translations)) + self.kept[-1]

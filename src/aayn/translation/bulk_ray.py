@@ -1,10 +1,10 @@
 """`aayn translate --input ... --output_dir ... --ray`: the shards still missing handed to Ray Data
 (`ray.data.from_items(...).map_batches`) with a callable class that opens one translator per actor (any format the
 command line opens: an aayn folder, a CTranslate2 or ONNX export; the same settings, glossary and alignments) and
-writes each shard as `aayn.bulk` does, whole or not at all. `--ray_address` joins an existing cluster; without it a
-local one is started (`--concurrency` actors, `--num_cpus_per_worker`, `--num_gpus_per_worker` each). Ray shows its
-progress; a summary line follows. Ray and torch do the distributing; aayn gives them the model, the shards and the
-translator (`pip install 'aayn[ray]'`)."""
+writes each shard as `aayn.translation.bulk` does, whole or not at all. `--ray_address` joins an existing cluster;
+without it a local one is started (`--concurrency` actors, `--num_cpus_per_worker`, `--num_gpus_per_worker` each). Ray
+shows its progress; a summary line follows. Ray and torch do the distributing; aayn gives them the model, the shards
+and the translator (`pip install 'aayn[ray]'`)."""
 
 from __future__ import annotations
 

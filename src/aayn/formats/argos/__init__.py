@@ -1,6 +1,6 @@
 """The Argos Translate package (`aayn export --format argos --output NAME.argosmodel`), which Argos Translate and
 LibreTranslate install: a zip of one folder holding a CTranslate2 model, the SentencePiece model, metadata.json and
-the model card (`aayn.argos_export`). aayn does not translate it: its CTranslate2 export is the same model."""
+the model card (`aayn.formats.argos.writer`). aayn does not translate it: its CTranslate2 export is the same model."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from .base import Format, aayn_source
+from ..base import Format, aayn_source
 
 
 class ArgosPackage(Format):
@@ -29,8 +29,8 @@ class ArgosPackage(Format):
         super().check_output(output)
 
     def load(self, source: Path, **options):
-        from ..argos_export import argos_source
-        from .ctranslate2_folder import QUANTIZATIONS
+        from ..ctranslate2 import QUANTIZATIONS
+        from .writer import argos_source
 
         if options.get("quantization") not in (None, *QUANTIZATIONS):
             raise ValueError(f"--quantization {options['quantization']}: CTranslate2 takes one of {QUANTIZATIONS}")
@@ -38,13 +38,13 @@ class ArgosPackage(Format):
 
     @contextlib.contextmanager
     def staged(self, output: Path) -> Iterator[Path]:
-        from ..argos_export import zipped_package
+        from .writer import zipped_package
 
         with zipped_package(output) as parts:
             yield parts
 
     def write_files(self, staging: Path, loaded, quantization: str | None = None, **package) -> None:
-        from ..argos_export import write_package
+        from .writer import write_package
 
         write_package(staging, loaded, quantization)
 

@@ -1,7 +1,7 @@
 """The archive formats: Word (.docx: the body, tables, headers and footers, footnotes and endnotes, comments),
 PowerPoint (.pptx: every shape's and table's text, slide notes), OpenDocument (.odt, .odp: paragraphs and headings
 wherever they are, headers and footers in `styles.xml`, notes, comments) and EPUB (each XHTML document, as
-`aayn.markup` reads HTML, and the table of contents' titles). A paragraph's runs keep their formatting
+`aayn.translation.markup` reads HTML, and the table of contents' titles). A paragraph's runs keep their formatting
 (`core.runs_block`); fields, images, styles and every other entry come back as they were."""
 
 from __future__ import annotations

@@ -106,8 +106,8 @@ class _Pieces(HTMLParser):
 class Fragment:
     """An HTML fragment split into what is kept and the texts to translate (`texts`, in document order).
     `aligned`: a sentence with inline markup is one text, its elements placed by the alignment (`rebuilt`'s).
-    `split` (`aayn.sentences.splitter`): each block's text split into sentences where no inline element spans
-    the boundary."""
+    `split` (`aayn.translation.sentences.splitter`): each block's text split into sentences where no inline element
+    spans the boundary."""
 
     def __init__(self, source: str, aligned: bool = False, split=None):
         self.source, self.aligned = source, aligned
@@ -127,7 +127,7 @@ class Fragment:
     def rebuilt(self, translations: list[str], alignments: list | None = None) -> str:
         """The fragment with each text replaced by its translation (escaped; the text's leading and trailing
         spaces kept); a sentence with inline markup gets its elements back around the words `alignments`
-        (`aayn.alignment.Alignment`, one per text) links to theirs."""
+        (`aayn.translation.alignment.Alignment`, one per text) links to theirs."""
         pieces = [raw for _, raw in self.pieces]
         for index, ((start, end), translation) in enumerate(zip(self.slots, translations)):
             raw = "".join(pieces[start:end]) if end - start == 1 else "".join(self._texts_of((start, end)))

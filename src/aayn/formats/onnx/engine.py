@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import MissingExtra
-from .model.policy_aayn import folder_rules, length_penalty, source_limit
-from .translator import DecodingSettings, Translator
+from ... import MissingExtra
+from ...model.policy_aayn import folder_rules, length_penalty, source_limit
+from ...translation.translator import DecodingSettings, Translator
 
 FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
 

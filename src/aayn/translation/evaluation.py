@@ -7,11 +7,11 @@ from pathlib import Path
 import evaluate
 from transformers.utils import logging
 
-from .data import load_translation_dataset
-from .folders import write_text_atomically
+from ..data import load_translation_dataset
+from ..folders import write_text_atomically
+from ..paper_bleu import paper_bleu_scores
+from ..training.trainer import METRICS_MODULE
 from .opening import ModelFolder, open_translator
-from .paper_bleu import paper_bleu_scores
-from .training.trainer import METRICS_MODULE
 from .translator import DECODING_BATCH_TOKENS
 
 logger = logging.get_logger(__name__)

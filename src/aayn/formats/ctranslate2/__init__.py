@@ -1,12 +1,13 @@
 """The CTranslate2 folder (`aayn export --format ctranslate2`): CTranslate2's model.bin, vocabularies and
-config.json beside aayn's companions; translated by `aayn.ct2.ExportedModel` without torch or transformers."""
+config.json beside aayn's companions; translated by `aayn.formats.ctranslate2.engine.ExportedModel` without torch or
+transformers."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..companions import write_beside_weights
-from .base import Format, aayn_source
+from ...companions import write_beside_weights
+from ..base import Format, aayn_source
 
 QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
 
@@ -23,16 +24,16 @@ class CTranslate2Folder(Format):
     }
 
     def engine(self):
-        from ..ct2 import ExportedModel
+        from .engine import ExportedModel
 
         return ExportedModel
 
     def load(self, source: Path, quantization: str | None = None):
         from transformers import AutoTokenizer
 
-        from ..ct2 import import_ctranslate2
-        from ..export import vocabularies
-        from ..model.modeling_aayn import AaynForConditionalGeneration
+        from ...model.modeling_aayn import AaynForConditionalGeneration
+        from .engine import import_ctranslate2
+        from .writer import vocabularies
 
         import_ctranslate2()
         if quantization not in (None, *QUANTIZATIONS):
@@ -43,7 +44,7 @@ class CTranslate2Folder(Format):
         return source, model, tokenizer, vocabularies(tokenizer)
 
     def write_files(self, staging: Path, loaded, quantization: str | None = None) -> None:
-        from ..export import write_ctranslate2
+        from .writer import write_ctranslate2
 
         _, model, _, (tokens, target_tokens) = loaded
         write_ctranslate2(model, tokens, staging, quantization, target_tokens)
@@ -56,11 +57,12 @@ class CTranslate2Folder(Format):
 
 def state_rules(path: Path, config) -> None:
     """The search rules the folder decodes by, into its generation config: the model's length limit, and
-    CTranslate2's own beam-search rules (`aayn.ct2.CT2_RULES`), with one line where they differ from the model's."""
+    CTranslate2's own beam-search rules (`aayn.formats.ctranslate2.engine.CT2_RULES`), with one line where they differ
+    from the model's."""
     import json
 
-    from ..ct2 import CT2_RULES
-    from ..export import logger
+    from .engine import CT2_RULES
+    from .writer import logger
 
     settings = json.loads(path.read_text(encoding="utf-8"))
     if getattr(config, "length_limit", None) is not None:

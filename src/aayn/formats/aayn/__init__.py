@@ -1,5 +1,5 @@
 """The aayn folder, aayn's own format: what `save_pretrained` writes (weights, config, generation config, the
-model's code, tokenizer, card), or a Hub id of one. Translated by `aayn.translate.TorchTranslator` with every
+model's code, tokenizer, card), or a Hub id of one. Translated by `aayn.formats.aayn.engine.TorchTranslator` with every
 ability, one folder or an ensemble of several sharing a tokenizer."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from ..translator import ABILITIES
-from .base import Format
+from ...translation.translator import ABILITIES
+from ..base import Format
 
 
 class SavedModel(NamedTuple):
@@ -43,8 +43,8 @@ class AaynFolder(Format):
         """The folder's files into `folder` as it is (a checkpoint the Trainer writes, a staging folder): the
         weights, config, generation config and code (`weights`: not where the Trainer wrote them already), the
         tokenizer in a form both transformers lines load, and the card."""
-        from ..data.tokenizer import save_tokenizer
-        from ..hub import write_model_card
+        from ...data.tokenizer import save_tokenizer
+        from ...hub import write_model_card
 
         if weights:
             saved.model.save_pretrained(folder)
@@ -54,13 +54,13 @@ class AaynFolder(Format):
             write_model_card(folder, saved.model, **saved.card)
 
     def engine(self):
-        from ..translate import TorchTranslator
+        from .engine import TorchTranslator
 
         return TorchTranslator
 
     def open(self, locations: list[str], names: list[str], device: str, threads: int | None):
-        from ..checks import check_device
-        from ..translate import TorchTranslator, check_same_tokenizer
+        from ...checks import check_device
+        from .engine import TorchTranslator, check_same_tokenizer
 
         check_device(device)
         if threads:

@@ -13,10 +13,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import MissingExtra
-from .checks import json_fault, python_tokenizer_class
-from .model.policy_aayn import length_penalty as penalty_of_length
-from .translator import DecodingSettings, Translator
+from ... import MissingExtra
+from ...checks import json_fault, python_tokenizer_class
+from ...model.policy_aayn import length_penalty as penalty_of_length
+from ...translation.translator import DecodingSettings, Translator
 
 NO_LIMIT = int(1e30)  # transformers' model_max_length when a tokenizer sets none (VERY_LARGE_INTEGER)
 
@@ -85,7 +85,7 @@ class PythonExportedTokenizer:
     or SentencePiece reading pieces its dictionary lacks as <unk>), the class `name`: the same answers."""
 
     def __init__(self, folder: str | Path, name: str):
-        from .model import tokenization_fairseq_aayn
+        from ...model import tokenization_fairseq_aayn
 
         self.tokenizer = getattr(tokenization_fairseq_aayn, name).from_pretrained(str(Path(folder).expanduser()))
         self.source_tokens = {index: token for token, index in self.tokenizer.get_vocab().items()}
@@ -153,8 +153,8 @@ def ct2_fault(settings: DecodingSettings) -> str | None:
 
 class ExportedModel(Translator):
     """A CTranslate2 model folder (`aayn export`: tokenizer and generation config beside the model), loaded once
-    onto `device` ("cpu", "cuda", "cuda:N"), translating as `aayn.translate.TorchTranslator.nbest` does: the same
-    batches, each sentence under the folder's length limit (sources of one length decoded together: CTranslate2
+    onto `device` ("cpu", "cuda", "cuda:N"), translating as `aayn.formats.aayn.engine.TorchTranslator.nbest` does: the
+    same batches, each sentence under the folder's length limit (sources of one length decoded together: CTranslate2
     has one limit per call); the beam size and alpha of the exported generation config unless given. The folder
     states CTranslate2's own beam-search rules (`CT2_RULES`; a folder exported before aayn wrote them is read as
     stating them): the torch engine under the same rules gives the same text. A search CTranslate2 cannot run
@@ -298,7 +298,7 @@ class ExportedModel(Translator):
         text = self.tokenizer.text
         if alignment is None:
             return [[(score, text(pieces).strip()) for pieces, score in zip(r.hypotheses, r.scores)] for r in results]
-        from .alignment import pieces_alignment
+        from ...translation.alignment import pieces_alignment
 
         special = set(self.tokenizer.special_tokens)
         return [[(score, text(pieces).strip(), pieces_alignment(rows, source, pieces, special))

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import torch
 from transformers.utils import logging
 
-from .model.configuration_aayn import AaynConfig
+from ...model.configuration_aayn import AaynConfig
 
 logger = logging.get_logger(__name__)
 
@@ -235,7 +235,7 @@ def fairseq_weights(config: AaynConfig, weights: dict[str, torch.Tensor]) -> dic
 
 def fairseq_model(checkpoint: str | Path):
     """(the checkpoint's model as an `AaynForConditionalGeneration` in eval, fairseq's settings, where they were)."""
-    from .model.modeling_aayn import AaynForConditionalGeneration
+    from ...model.modeling_aayn import AaynForConditionalGeneration
 
     settings, weights, source = read_checkpoint(checkpoint)
     config = fairseq_config(settings, weights)
@@ -315,7 +315,7 @@ BPE_CODES_NAMES = ("bpecodes", "bpe.codes", "codes", "code")  # fairseq's publis
 def moses_bpe_tokenizer(codes_path: Path, symbols: dict[str, list[str]], settings: dict, langs: list[str], work: Path):
     """fairseq's `--tokenizer moses --bpe subword_nmt` pipeline as `FairseqMosesBPETokenizer`, its files (the
     dictionaries in FSMT's layout, the codes as merges) written into `work`: the ids fairseq's pipeline gives."""
-    from .model.tokenization_fairseq_aayn import FairseqMosesBPETokenizer
+    from ...model.tokenization_fairseq_aayn import FairseqMosesBPETokenizer
 
     lines = codes_path.read_text(encoding="utf-8").splitlines()
     if not lines or not lines[0].startswith("#version: 0.2"):
@@ -440,7 +440,7 @@ def read_fairseq(
 
 def write_import(staging: Path, imported: FairseqImport):
     """The tokenizer's own files (built from the dictionaries and the subword model) and `imported_from.json` into
-    `staging`; the tokenizer, for the aayn folder's files (`aayn.formats.fairseq_checkpoint`)."""
+    `staging`; the tokenizer, for the aayn folder's files (`aayn.formats.fairseq`)."""
     kind, subword_path = imported.subword
     tokenizer = imported_tokenizer(kind, subword_path, imported.symbols, imported.settings, imported.languages, staging)
     tokenizer.model_max_length = imported.model.config.max_position_embeddings
@@ -451,7 +451,7 @@ def write_import(staging: Path, imported: FairseqImport):
 
 def write_import_card(staging: Path, imported: FairseqImport, repo_id: str) -> None:
     """The model card: where the model comes from and how it decodes (`repo_id`: the folder's name)."""
-    from .hub import write_model_card
+    from ...hub import write_model_card
 
     provenance, languages = imported.provenance, imported.languages
     training = (
@@ -489,7 +489,7 @@ def imported_tokenizer(kind: str, subword_path: Path, symbols: dict, settings: d
     """The tokenizer of the checkpoint's subword pipeline; the subword model's own files are written into
     `staging`."""
     if kind == "sentencepiece" and lacked_pieces(subword_path, symbols["source"]):
-        from .model.tokenization_fairseq_aayn import FairseqSentencePieceTokenizer
+        from ...model.tokenization_fairseq_aayn import FairseqSentencePieceTokenizer
 
         shutil.copyfile(subword_path, staging / "sentencepiece.model")
         encoder = {}

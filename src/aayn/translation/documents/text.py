@@ -1,6 +1,6 @@
 """The text formats: .txt (paragraphs, lines and spacing kept; each sentence translated), .srt (each subtitle's text
-as one, its number and timing untouched; the `srt` package), .html (the whole document as `aayn.markup` reads a
-fragment: every tag, attribute and comment kept, `<script>` and `<style>` untouched)."""
+as one, its number and timing untouched; the `srt` package), .html (the whole document as `aayn.translation.markup`
+reads a fragment: every tag, attribute and comment kept, `<script>` and `<style>` untouched)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ class DocumentError(ValueError):
 
 class Document:
     """`blocks`: each has `texts` (what to translate) and `rebuilt(translations, alignments)` (`Fragment`,
-    `aayn.sentences.Sentences`); `finish`: from each block's rebuilt text, the translated file's bytes."""
+    `aayn.translation.sentences.Sentences`); `finish`: from each block's rebuilt text, the translated file's bytes."""
 
     def __init__(self, blocks: list, finish: Callable[[list[str]], bytes]):
         self.blocks, self.finish = blocks, finish

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from .formats import FORMATS, HOME, folder_format
+from ..formats import FORMATS, HOME, folder_format
 from .translator import ABILITIES, Translator, without
 
 
@@ -24,7 +24,7 @@ class ModelFolder(NamedTuple):
 def locate_model(value: str) -> ModelFolder:
     """--model as given: a saved folder here, or else a Hub id. Names that cannot be a Hub id (absolute or
     relative paths other than `owner/name`) must be folders that exist."""
-    from .checks import check_local_name, check_model_folder
+    from ..checks import check_local_name, check_model_folder
 
     path = Path(value).expanduser()
     if path.is_dir():

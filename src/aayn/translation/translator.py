@@ -5,9 +5,9 @@ order, with a progress bar. An engine implements `encode` and one batch decode, 
 `DecodingSettings` value resolved once per call from its folder's generation config (and `score_batch` where it
 scores pairs).
 
-Engines: `aayn.translate.TorchTranslator` (saved aayn models, one or an ensemble, with the paper's search),
-`aayn.ct2.ExportedModel` (CTranslate2), `aayn.onnx_engine.OnnxTranslator` (ONNX Runtime) and
-`aayn.serve.WorkerTranslator` (another engine in a process of its own); `aayn.formats` names which opens a
+Engines: `aayn.formats.aayn.engine.TorchTranslator` (saved aayn models, one or an ensemble, with the paper's search),
+`aayn.formats.ctranslate2.engine.ExportedModel` (CTranslate2), `aayn.formats.onnx.engine.OnnxTranslator` (ONNX Runtime)
+and `aayn.serve.WorkerTranslator` (another engine in a process of its own); `aayn.formats` names which opens a
 folder. Only `aayn.model.policy_aayn` is imported here (it imports nothing), and numpy on first use.
 """
 
@@ -16,14 +16,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .model.policy_aayn import (
+from ..model.policy_aayn import (
     LENGTH_NORMALIZATIONS,
     STOPPING_RULES,
     beams_for,
     length_penalty_in_force,
     sentence_length_limit,
 )
-from .model.policy_aayn import length_penalty as penalty_of_length
+from ..model.policy_aayn import length_penalty as penalty_of_length
 
 DECODING_BATCH_TOKENS = 4096  # padded source tokens a decoding (or scoring) batch holds by default
 
@@ -166,7 +166,7 @@ class Score:
     GNMT's lp(|Y|) = ((5 + |Y|) / 6)^alpha (fairseq's |Y|^alpha for a folder whose `length_normalization` says so),
     |Y| counting eos (what the search ranks its own outputs by);
     `tokens`: the log-probability of each target token, eos last (empty unless asked for); `alignment`: the
-    pair's `aayn.alignment.Alignment` where asked for."""
+    pair's `aayn.translation.alignment.Alignment` where asked for."""
 
     log_prob: float
     score: float
@@ -200,8 +200,8 @@ class Translator:
         """The `settings.nbest` best hypotheses of each source of one batch (similar lengths, at most the batch
         budget); `prefixes`: a target prefix per source ("" for none), where the engine has that ability;
         `terms=` (given only with the "glossary" ability): the target terms each translation must contain;
-        `alignment=` (`aayn.alignment.AlignmentSettings`, only with the "alignment" ability): each hypothesis
-        comes with its `Alignment` as a third element."""
+        `alignment=` (`aayn.translation.alignment.AlignmentSettings`, only with the "alignment" ability): each
+        hypothesis comes with its `Alignment` as a third element."""
         raise NotImplementedError
 
     def settings(self, nbest: int = 1, **given) -> DecodingSettings:
@@ -228,7 +228,7 @@ class Translator:
         engine. An empty or blank line gives one empty hypothesis with score 0. `prefixes` (one per input, "" for
         none): target prefixes each translation continues from. `glossary` (`aayn.model.glossary_aayn.Glossary`): the
         target terms of the source terms each input contains must appear in its translations. `alignment`
-        (`aayn.alignment.AlignmentSettings`): each hypothesis is (score, text, `Alignment`). `progress`: a
+        (`aayn.translation.alignment.AlignmentSettings`): each hypothesis is (score, text, `Alignment`). `progress`: a
         description for a progress bar over the sentences on stderr, shown once the work has taken a second."""
         check_texts(texts)
         settings = self.settings(nbest, num_beams=num_beams, length_penalty=length_penalty,
@@ -270,7 +270,7 @@ class Translator:
     def _batches(self, texts: list[str], batch_tokens: int, progress: str | None):
         """(the indices of the texts that are not blank, a batch of positions in that list, their token ids), batch
         by batch, with the progress bar."""
-        from .data.token_batches import decoding_batches, encode_sources
+        from ..data.token_batches import decoding_batches, encode_sources
 
         todo, encoded = encode_sources(self.encode, texts, self.source_limit)
         bar = progress_bar(len(todo), progress)
@@ -292,7 +292,8 @@ class Translator:
         raise NotImplementedError
 
     def align_batch(self, sources: list[list[int]], targets: list[list[int]], settings) -> list:
-        """Per pair of one batch, its `aayn.alignment.Alignment` (teacher-forced; the "alignment" ability)."""
+        """Per pair of one batch, its `aayn.translation.alignment.Alignment` (teacher-forced; the "alignment"
+        ability)."""
         raise NotImplementedError
 
     def score(
@@ -307,8 +308,9 @@ class Translator:
     ) -> list[Score]:
         """Scores of the pairs (sources[i], targets[i]) in input order (fairseq's `--score-reference`);
         `length_penalty` is alpha (default: the folder's generation config's); `alignment`
-        (`aayn.alignment.AlignmentSettings`): each `Score` carries the pair's `Alignment` (teacher-forced)."""
-        from .data.token_batches import decoding_batches
+        (`aayn.translation.alignment.AlignmentSettings`): each `Score` carries the pair's `Alignment`
+        (teacher-forced)."""
+        from ..data.token_batches import decoding_batches
 
         if "scores" not in self.abilities:
             raise ValueError(without(self.name, "scores"))

@@ -5,7 +5,7 @@ shards give their translations a line each; `.jsonl` and `.parquet` shards give 
 field beside the text field (`--text_field`, default `text`; `alignment` too with `--print_alignment`).
 
 This process translates the shards one after another with the translator it opened; `--ray` hands them to the
-actors of a Ray cluster (`aayn.bulk_ray`)."""
+actors of a Ray cluster (`aayn.translation.bulk_ray`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .folders import _alive, staged_file
+from ..folders import _alive, staged_file
 from .translator import TextError
 
 TABLES = (".jsonl", ".parquet")  # row formats; any other shard is text lines

@@ -6,7 +6,7 @@ input_ids, encoder_attention_mask, encoder_hidden_states -> logits and every lay
 `present.N.decoder.key` ... `present.N.encoder.value`) and `decoder_with_past_model.onnx` (later steps: one token a
 row and `past_key_values.N.*` -> logits and the grown self-attention keys and values), batch and lengths dynamic,
 with what every exported folder carries beside them (`aayn.companions.write_beside_weights`). optimum-onnx needs
-transformers < 4.58, so aayn's own engine runs the graphs (`aayn.onnx_engine.OnnxTranslator`).
+transformers < 4.58, so aayn's own engine runs the graphs (`aayn.formats.onnx.engine.OnnxTranslator`).
 The graphs are exported with torch's exporter from the model's own modules (eager attention), over a stand-in for
 the transformers cache that holds plain tensors: the same code that `generate()` runs. Needs `aayn[onnx]`.
 """
@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from transformers.utils import logging
 
-from .onnx_engine import FILES, import_onnxruntime
+from .engine import FILES, import_onnxruntime
 
 logger = logging.get_logger(__name__)
 
@@ -167,7 +167,7 @@ def onnx_source(model_dir: Path, quantization: str | None = None):
     attention (plain matrix products and a softmax: every runtime has them); one line where it cannot be."""
     from transformers import AutoTokenizer
 
-    from .model.modeling_aayn import AaynForConditionalGeneration
+    from ...model.modeling_aayn import AaynForConditionalGeneration
 
     import_onnxruntime()
     if quantization not in (None, "int8"):

@@ -10,11 +10,11 @@ import torch
 from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .alignment import attention_alignments
-from .data.token_batches import padded
-from .model.glossary_aayn import term_ids
-from .model.policy_aayn import FOLDER_RULES, folder_rules, source_limit
-from .translator import ABILITIES, DecodingSettings, Translator
+from ...data.token_batches import padded
+from ...model.glossary_aayn import term_ids
+from ...model.policy_aayn import FOLDER_RULES, folder_rules, source_limit
+from ...translation.alignment import attention_alignments
+from ...translation.translator import ABILITIES, DecodingSettings, Translator
 
 
 class TorchTranslator(Translator):
@@ -70,7 +70,7 @@ class TorchTranslator(Translator):
             layer, heads = alignment.check(model.config)
             options.update(output_alignments=True, alignment_layer=layer, alignment_heads=heads)
         if len(self.models) > 1:
-            from .model.generation_aayn import generate_ensemble
+            from ...model.generation_aayn import generate_ensemble
 
             out = generate_ensemble(self.models, **inputs, **options, return_dict_in_generate=True)
         else:
@@ -101,7 +101,7 @@ class TorchTranslator(Translator):
         return [per_token[row, : len(ids)].tolist() for row, ids in enumerate(targets)]
 
     def align_batch(self, sources: list[list[int]], targets: list[list[int]], settings) -> list:
-        from .alignment import align_ids
+        from ...translation.alignment import align_ids
 
         return align_ids(self.model, self.tokenizer, sources, targets, settings)
 
@@ -116,8 +116,8 @@ class TorchTranslator(Translator):
         alignment=None,
     ) -> str:
         """Translate `text`, then draw the last decoder layer's cross-attention (target rows, source columns) to a PNG,
-        averaged over heads or one panel per head. `alignment` (`aayn.alignment.AlignmentSettings`): draw that
-        layer's attention instead, and its alignment's links over it (red squares). Returns the translation (one
+        averaged over heads or one panel per head. `alignment` (`aayn.translation.alignment.AlignmentSettings`): draw
+        that layer's attention instead, and its alignment's links over it (red squares). Returns the translation (one
         model only)."""
         model, tokenizer = self.model, self.tokenizer
         import matplotlib
@@ -130,7 +130,7 @@ class TorchTranslator(Translator):
         outputs = model(**inputs, decoder_input_ids=output[None, :-1], output_attentions=True)
         layer, links = -1, []
         if alignment is not None:
-            from .alignment import align_ids
+            from ...translation.alignment import align_ids
 
             layer, heads = alignment.check(model.config)
             source_ids = inputs["input_ids"][0].tolist()

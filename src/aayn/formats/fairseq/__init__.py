@@ -1,12 +1,12 @@
 """fairseq's Transformer checkpoints, in (`aayn import fairseq CHECKPOINT.pt --output_dir FOLDER`): read by
-`aayn.fairseq_import`, written as an aayn folder that decodes as `fairseq-interactive` does by default."""
+`aayn.formats.fairseq.reader`, written as an aayn folder that decodes as `fairseq-interactive` does by default."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .aayn_folder import AaynFolder, SavedModel
-from .base import Format
+from ..aayn import AaynFolder, SavedModel
+from ..base import Format
 
 
 class FairseqCheckpoint(Format):
@@ -22,19 +22,19 @@ class FairseqCheckpoint(Format):
     }
 
     def load(self, source: Path, **options):
-        from ..fairseq_import import read_fairseq
+        from .reader import read_fairseq
 
         return read_fairseq(Path(source).expanduser(), **options)
 
     def write_files(self, staging: Path, loaded, **options) -> None:
         """The tokenizer's sources and the provenance, then the aayn folder's files as every aayn folder's."""
-        from ..fairseq_import import write_import
+        from .reader import write_import
 
         tokenizer = write_import(staging, loaded)
         AaynFolder.write_into(staging, SavedModel(loaded.model, tokenizer))
 
     def write_companions(self, staging: Path, loaded, output: Path) -> None:
-        from ..fairseq_import import write_import_card
+        from .reader import write_import_card
 
         write_import_card(staging, loaded, output.name)
 

@@ -5,9 +5,9 @@ slide note, a subtitle, an HTML document) and how to write the file back around 
 in the file (styles, images, timing, markup) comes back as it was.
 
 A paragraph whose text runs carry different formatting (bold, italic, a link) is one sentence to the model: its runs
-are inline elements (`aayn.markup`), placed by the alignment of the sentence translated whole where the engine
-aligns, and translated run by run where it does not. Archives (.docx .odt .pptx .odp .epub) are checked before they
-are read (`archive.check`): a corrupt one, or one whose entries would unpack past `MAX_UNPACKED` bytes or at a
+are inline elements (`aayn.translation.markup`), placed by the alignment of the sentence translated whole where the
+engine aligns, and translated run by run where it does not. Archives (.docx .odt .pptx .odp .epub) are checked before
+they are read (`archive.check`): a corrupt one, or one whose entries would unpack past `MAX_UNPACKED` bytes or at a
 ratio beyond `MAX_RATIO` (a zip bomb), is refused in one line; their XML is parsed without entities or network."""
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ FORMATS = (".txt", ".html", ".htm", ".srt", ".docx", ".odt", ".pptx", ".odp", ".
 
 def read_document(name: str, data: bytes, *, aligned: bool, split=None) -> Document:
     """The `Document` of a file called `name` (its extension says the format) holding `data`; `aligned`: the engine
-    aligns (inline formatting placed by alignments); `split`: a sentence splitter (`aayn.sentences.splitter`)."""
+    aligns (inline formatting placed by alignments); `split`: a sentence splitter
+    (`aayn.translation.sentences.splitter`)."""
     from . import archive, office, text
 
     extension = Path(name).suffix.lower()
