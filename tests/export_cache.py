@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from aayn import onnx_export
+from aayn.formats.onnx import writer as onnx_export
 from aayn.model.policy_aayn import FOLDER_RULES
 
 

@@ -65,6 +65,11 @@ def test_aayn_translate_with_several_models(saved, tmp_path, capsys):
     alone = capsys.readouterr().out
     assert aayn([*flags, "--model", str(folder), "--model", str(folder)]) == 0  # the same model twice: itself
     assert capsys.readouterr().out == alone
+    aligned = [*flags, "--num_beams", "1", "--print_alignment", "hard"]  # the models' averaged attention aligns
+    assert aayn([*aligned, "--model", str(folder)]) == 0
+    alone = capsys.readouterr().out
+    assert aayn([*aligned, "--model", str(folder), "--model", str(folder)]) == 0
+    assert capsys.readouterr().out == alone and "-" in alone
     other = tmp_path / "other"
     shutil.copytree(folder, other)
     tokenizer = type(tokenizer).from_pretrained(folder)

@@ -17,18 +17,25 @@ from training_helpers import write_numbers_corpus
 
 from aayn import AaynForConditionalGeneration
 from aayn.cli import main as aayn
-from aayn.formats.ctranslate2.writer import save_ctranslate2
+from aayn.data.tokenizer import word_tokenizer
+from aayn.formats import FORMATS, export_model
+from aayn.formats.aayn import SavedModel
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 TOKENS = ["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(4, 40)]
 
 
+def exported(model, folder, quantization=None):
+    """`model` (in memory, over TOKENS) written as a CTranslate2 folder by the format's template."""
+    return FORMATS["ctranslate2"].write(SavedModel(model, word_tokenizer(TOKENS)), folder, quantization=quantization)
+
+
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
 def test_ctranslate2_scores_equal_ours(norm_first, tmp_path):
     torch.manual_seed(0)
     model = AaynForConditionalGeneration(tiny_config(norm_first=norm_first)).eval()
-    translator = ctranslate2.Translator(str(save_ctranslate2(model, TOKENS, tmp_path / "ct2")), device="cpu")
+    translator = ctranslate2.Translator(str(exported(model, tmp_path / "ct2")), device="cpu")
     source = torch.randint(4, 40, (3, 7))
     source[:, -1] = 2
     target = torch.randint(4, 40, (3, 6))
@@ -51,7 +58,7 @@ def test_export_leaves_the_model_untouched(quantization, tmp_path):
     torch.manual_seed(0)
     model = AaynForConditionalGeneration(tiny_config())
     before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
-    save_ctranslate2(model, TOKENS, tmp_path / "ct2", quantization=quantization)
+    exported(model, tmp_path / "ct2", quantization=quantization)
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, before[name]), name
 
@@ -156,9 +163,7 @@ def test_exported_tokenizer_is_transformers_tokenizer(saved, tmp_path):
 
     from aayn.formats.ctranslate2.engine import ExportedTokenizer
 
-    _, model, tokenizer = saved
-    save_ctranslate2(model, tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))), tmp_path / "ct2",
-                     tokenizer=tokenizer)  # fmt: skip
+    export_model(saved[0], tmp_path / "ct2")
     reference, ours = AutoTokenizer.from_pretrained(tmp_path / "ct2"), ExportedTokenizer(tmp_path / "ct2")
     ids = reference(TEXTS)["input_ids"]
     assert ours.encode(TEXTS) == ids
@@ -193,16 +198,14 @@ def test_exported_model_keeps_our_length_limits(saved, tmp_path, capsys):
 
 
 def test_exported_folder_errors(saved, tmp_path, monkeypatch, capsys):
-    _, model, tokenizer = saved
-    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    from aayn import export
+    from aayn.formats.ctranslate2 import writer
 
-    monkeypatch.setattr(export, "EXTRA_TARGET_TOKENS", -1)  # an export from before the table made room for + 50
-    old = str(save_ctranslate2(model, tokens, tmp_path / "old", tokenizer=tokenizer))
+    monkeypatch.setattr(writer, "EXTRA_TARGET_TOKENS", -1)  # an export from before the table made room for + 50
+    old = str(export_model(saved[0], tmp_path / "old"))
     monkeypatch.undo()
     error = translate_fails(capsys, "--model", old, "--num_beams", "1", "twenty five " * 20)
     assert "No position encodings are defined" in error and "export the model again" in error
-    folder = str(save_ctranslate2(model, tokens, tmp_path / "ct2", tokenizer=tokenizer))
+    folder = str(export_model(saved[0], tmp_path / "ct2"))
     one = tmp_path / "one.txt"
     one.write_text("One.\n")
     assert aayn(["score", "--model", folder, "--source", str(one), "--target", str(one)]) == 2
@@ -251,7 +254,7 @@ def export_fails(capsys, *flags: str) -> str:
 
 
 def test_export_errors(saved, tmp_path, monkeypatch, capsys):
-    folder, model, _ = saved
+    folder = saved[0]
     assert "(no config.json)" in export_fails(capsys, "--model", str(tmp_path), "--output_dir", str(tmp_path / "out"))
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "keep.txt").write_text("mine")
@@ -279,8 +282,8 @@ def test_export_errors(saved, tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         aayn(["export", "--format", "openvino", "--model", str(folder), "--output_dir", str(tmp_path / "x")])
     with pytest.raises(ValueError, match="activation_function"):
-        save_ctranslate2(AaynForConditionalGeneration(tiny_config(activation_function="tanh")), TOKENS, tmp_path / "t")
+        exported(AaynForConditionalGeneration(tiny_config(activation_function="tanh")), tmp_path / "t")
     monkeypatch.setitem(sys.modules, "ctranslate2", None)
     with pytest.raises(ImportError, match=r"pip install 'aayn\[ct2\]'"):
-        save_ctranslate2(model, TOKENS, tmp_path / "none")
+        exported(AaynForConditionalGeneration(tiny_config()), tmp_path / "none")
     assert not (tmp_path / "t").exists() and not (tmp_path / "none").exists()

@@ -1,5 +1,5 @@
 """The format registry (`aayn.formats`): every format a `Format` subclass in a module of its own, reachable from
-the command line through the registry alone. A toy format (tests/toy_format.py: a folder whose engine reverses its
+the command line through the registry alone. A toy format (tests/toy_format/, a room: a folder whose engine reverses its
 input) registered here is exported, translated, scored and served by the same commands as aayn's own formats."""
 
 import json
@@ -33,8 +33,23 @@ def test_each_format_declares_what_its_engine_does_and_the_registry_names_them()
         assert type(entry).__module__.startswith("aayn.formats.")
         if entry.translates:  # the engine's own table of what it does is the format's
             assert entry.engine().abilities <= entry.abilities, name
-    assert len({type(entry).__module__ for entry in FORMATS.values()}) == len(FORMATS)  # one module each
+    assert len({type(entry).__module__ for entry in FORMATS.values()}) == len(FORMATS)  # one room each
     assert folder_format(TESTS / "data") is HOME  # anything else is for aayn's own checks to name
+
+
+def test_a_folder_is_recognized_by_the_files_its_format_declares(tmp_path):
+    """Each translated format's declared files make a folder of it, whatever else it holds (a stray
+    model.safetensors does not make an export an aayn folder); a folder holding none is aayn's to check."""
+    for name, entry in FORMATS.items():
+        if not entry.translates:
+            continue
+        folder = tmp_path / name
+        folder.mkdir()
+        for file in (*entry.files, "config.json", "model.safetensors"):
+            (folder / file).write_text("{}")
+        assert folder_format(folder) is entry, name
+        (folder / entry.files[-1]).unlink()
+        assert folder_format(folder) is (entry if entry is HOME else HOME), name
 
 
 def test_reading_the_registry_imports_no_engine_and_no_heavy_library():

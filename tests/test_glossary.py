@@ -93,12 +93,10 @@ def test_aayn_translate_glossary(saved, tmp_path, capsys):
 
 def test_an_export_refuses_a_glossary_in_one_line(saved, tmp_path):
     pytest.importorskip("ctranslate2")
-    from aayn import export
+    from aayn.formats import export_model
     from aayn.translation.opening import open_translator
 
-    _, model, tokenizer = saved
-    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    folder = export.save_ctranslate2(model, tokens, tmp_path / "ct2", tokenizer=tokenizer)
+    folder = export_model(saved[0], tmp_path / "ct2")
     with pytest.raises(ValueError, match="it translates without --glossary"):
         open_translator([str(folder)], needs=("glossary",))
 

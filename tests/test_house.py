@@ -139,3 +139,32 @@ def test_every_link_of_the_readme_and_the_docs_reaches_its_file_and_heading():
             elif anchor and target.suffix == ".md" and anchor not in heading_anchors(target.read_text("utf-8")):
                 broken.append(f"{page.relative_to(root)}: {link} (no such heading)")
     assert broken == []
+
+
+def test_no_branch_on_a_format_outside_its_room():
+    """A format's name compared, or its tokenizer class tested, only inside its own room (`aayn/formats/<name>/`):
+    elsewhere the code asks the format (a `Format` attribute or method), so that adding one touches nothing else."""
+    names = {path.name for path in (SRC / "formats").iterdir() if (path / "__init__.py").is_file()}
+    assert {"aayn", "ctranslate2", "onnx", "argos", "fairseq"} <= names
+    names.discard("aayn")  # the package's own name is everywhere
+    found = []
+    for path in SRC.rglob("*.py"):
+        room = path.relative_to(SRC).parts[1] if path.relative_to(SRC).parts[0] == "formats" else None
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                values = [node.left, *node.comparators]
+                if "normalization" in ast.unparse(node):
+                    continue  # "fairseq" is a length normalization too (fairseq's |Y|^alpha), not the format
+                named = {v.value for v in values if isinstance(v, ast.Constant) and v.value in names}
+                found += [f"{path.relative_to(SRC)}:{node.lineno} == {name!r}" for name in named if name != room]
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+                text = ast.unparse(node)
+                if "Fairseq" in text and room != "fairseq":
+                    found.append(f"{path.relative_to(SRC)}:{node.lineno} {text}")
+    assert found == []
+
+
+def test_the_top_floor_holds_few_loose_modules():
+    """`aayn/` holds its rooms (packages) and a few modules every room uses; a new module goes into a room."""
+    loose = sorted(path.name for path in SRC.glob("*.py"))
+    assert len(loose) <= 16, loose

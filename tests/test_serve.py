@@ -258,12 +258,11 @@ def test_a_model_error_answers_500_in_one_line_and_the_server_goes_on(saved, tmp
     """A CTranslate2 export whose position table is too short for a long source (as exports made before it held
     source + 50 positions): that request fails in the model, the next one is answered."""
     pytest.importorskip("ctranslate2")
-    from aayn import export
+    from aayn.formats import export_model
+    from aayn.formats.ctranslate2 import writer
 
-    _, model, tokenizer = saved
-    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    monkeypatch.setattr(export, "EXTRA_TARGET_TOKENS", -1)
-    folder = export.save_ctranslate2(model, tokens, tmp_path / "old", tokenizer=tokenizer)
+    monkeypatch.setattr(writer, "EXTRA_TARGET_TOKENS", -1)
+    folder = export_model(saved[0], tmp_path / "old")
     server = Server(folder, "--max_wait_ms", "1")
     try:
         assert server.get("/health")["model"]["type"] == "ctranslate2"

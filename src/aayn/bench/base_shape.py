@@ -120,7 +120,9 @@ def ctranslate2_translators(model: AaynForConditionalGeneration, folder: str):
         import ctranslate2
     except ImportError:
         return {}, []
-    from ..formats.ctranslate2.writer import save_ctranslate2
+    from ..data.tokenizer import word_tokenizer
+    from ..formats import FORMATS
+    from ..formats.aayn import SavedModel
 
     config = model.config
     names = {config.pad_token_id: "<pad>", config.bos_token_id: "<s>", config.eos_token_id: "</s>"}
@@ -131,7 +133,8 @@ def ctranslate2_translators(model: AaynForConditionalGeneration, folder: str):
     for arm, compute_type in CT2_ARMS.items():
         if compute_type in supported:
             path = Path(folder) / arm
-            save_ctranslate2(model, tokens, path, quantization=None if compute_type == "float32" else compute_type)
+            saved = SavedModel(model, word_tokenizer(tokens))
+            FORMATS["ctranslate2"].write(saved, path, quantization=None if compute_type == "float32" else compute_type)
             translators[arm] = ctranslate2.Translator(str(path), device="cpu", compute_type=compute_type,
                                                       intra_threads=torch.get_num_threads())  # fmt: skip
     return translators, tokens

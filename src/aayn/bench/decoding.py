@@ -28,7 +28,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from ..model.policy_aayn import paper_length_limit
@@ -246,50 +245,29 @@ ENGINE_ARMS = {"ct2": ("ctranslate2", None), "ct2_int8": ("ctranslate2", "int8")
 
 def engine_arms(folder: Path, device: str, tokenizer) -> dict:
     """{arm: a function decoding (token ids rows, padded batch, beams) to output tokens} for the arms whose engine is
-    installed and runs on `device`; each engine is timed on token ids as aayn's arms, outside the tokenizer."""
-    from ..formats import export_model
-    from ..formats.ctranslate2.engine import ExportedModel
-    from ..formats.onnx.engine import OnnxTranslator
-    from ..formats.onnx.writer import quantized_copy
+    installed and runs on `device` (`Format.runs_here`); each engine is timed on token ids as aayn's arms, outside
+    the tokenizer (`Translator.best_ids`)."""
+    from ..formats import FORMATS, export_model
 
     arms = {}
     for arm, (form, quantization) in ENGINE_ARMS.items():
-        try:
-            if form == "ctranslate2":
-                import ctranslate2
-
-                if (quantization or "float32") not in ctranslate2.get_supported_compute_types(device.split(":")[0]):
-                    continue
-            elif device != "cpu":
-                continue
-            else:
-                import onnxruntime  # noqa: F401
-                import onnxscript  # noqa: F401
-        except (ImportError, RuntimeError, ValueError):  # not installed; a CPU-only CTranslate2 on a GPU machine
+        entry = FORMATS[form]
+        if not entry.runs_here(device, quantization):
             continue
-        if arm == "onnx_int8" and "onnx" in arms:  # the float32 graphs, quantized: the same as exporting again
-            quantized_copy(Path(folder, "onnx"), Path(folder, arm))
-        else:
+        plain = next(other for other, (its, weights) in ENGINE_ARMS.items() if its == form and weights is None)
+        copied = None  # an int8 copy of the float32 folder, where the format makes one without exporting again
+        if quantization and plain in arms:
+            copied = entry.requantize(Path(folder, plain), Path(folder, arm), quantization)
+        if copied is None:
             export_model(Path(folder, "model"), Path(folder, arm), format=form, quantization=quantization)
-        if form == "ctranslate2":
-            try:
-                engine = ExportedModel(Path(folder, arm), device, compute_type=quantization or "float32",
-                                       threads=torch.get_num_threads())  # fmt: skip
-            except ValueError as error:  # a CTranslate2 built for another CUDA than this machine's
-                print(f"{arm}: left out: {error}")
-                continue
+        try:
+            engine = entry.open([str(Path(folder, arm))], [arm], device, torch.get_num_threads())
+        except ValueError as error:  # a CTranslate2 built for another CUDA than this machine's
+            print(f"{arm}: left out: {error}")
+            continue
 
-            def decode(rows, batch, beams, engine=engine):  # as `aayn translate` decodes, on token ids
-                tokens = [engine.tokenizer.tokens(ids) for ids in rows]
-                results = engine.translate_tokens(tokens, engine.settings(num_beams=beams, length_penalty=DEMO_ALPHA))
-                return [tokenizer.convert_tokens_to_ids(r.hypotheses[0]) for r in results]
-        else:
-            engine = OnnxTranslator(Path(folder, arm), threads=torch.get_num_threads())
-
-            def decode(rows, batch, beams, engine=engine):  # as `aayn translate` decodes, on token ids
-                found = engine.hypotheses(rows, engine.settings(num_beams=beams, length_penalty=DEMO_ALPHA))
-                sequences = torch.tensor(np.stack([hypotheses[0][1] for hypotheses in found]))
-                return output_tokens(sequences, engine.eos, engine.pad)
+        def decode(rows, batch, beams, engine=engine):  # as `aayn translate` decodes, on token ids
+            return engine.best_ids(rows, engine.settings(num_beams=beams, length_penalty=DEMO_ALPHA))
 
         arms[arm] = decode
     return arms

@@ -236,3 +236,15 @@ def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: str | Path) -> No
     if config.get("tokenizer_class") == "TokenizersBackend":
         config["tokenizer_class"] = "PreTrainedTokenizerFast"
         path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
+    """A tokenizer whose ids are `words`' positions (space-separated words, `</s>` appended), for models over a
+    made-up vocabulary (the bench's, the tests'): `words` holds `<pad>`, `<s>`, `</s>` and `<unk>`."""
+    backend = Tokenizer(models.WordLevel({word: i for i, word in enumerate(words)}, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(
+        single="$A </s>", special_tokens=[("</s>", words.index("</s>"))]
+    )
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                   unk_token="<unk>")  # fmt: skip

@@ -9,6 +9,7 @@ the methods that need them, so reading the registry imports none of them."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +18,13 @@ from ..folders import check_new_folder, staged_folder
 
 
 class Format:
-    """One format. Subclasses set the class attributes and implement `load` and `write_files` (formats aayn writes),
-    `engine` (formats aayn translates); the rest has defaults."""
+    """One format. Subclasses set the class attributes and implement `load` and `write_files` (formats aayn writes);
+    a format aayn translates names its engine's class (`engine_class`); the rest has defaults.
+
+    A format is a package (`aayn/formats/<name>/`): this declaration in its `__init__`, its writer and its engine in
+    modules beside it (`part`), imported on first use. The writer and the engine read the format's facts from the
+    declaration (its files, abilities, name); the declaration reaches them by name only, so the registry imports
+    neither, and each fact is stated once."""
 
     name: str = ""  # `aayn export --format NAME`, `aayn import NAME`, what /health and messages call it
     title: str = ""  # its name in messages ("CTranslate2")
@@ -32,6 +38,7 @@ class Format:
         frozenset()
     )  # what its engine does beyond translating (`aayn.translation.translator.ABILITIES`)
     ensembles: frozenset | None = None  # None: one folder translates alone; else the abilities of an ensemble
+    engine_class: str | None = None  # its engine: a class of the `engine` module beside it (None: not translated)
     setup: bool = False  # whether its engine uses transformers (aayn registered first)
     devices: tuple[str, ...] = ("cpu", "cuda")  # the device kinds its engine translates on
     # its own command-line arguments beside --model and the output: {"--flag": argparse keyword arguments}
@@ -48,7 +55,11 @@ class Format:
     @property
     def translates(self) -> bool:
         """Whether aayn translates a folder of it (it has an engine), known without importing the engine."""
-        return type(self).engine is not Format.engine
+        return self.engine_class is not None or type(self).engine is not Format.engine
+
+    def part(self, name: str):
+        """The module `name` (its "writer", "reader" or "engine") of the format's own package, imported now."""
+        return importlib.import_module(f"{type(self).__module__}.{name}")
 
     @property
     def described(self) -> str:
@@ -64,6 +75,16 @@ class Format:
     def engine(self):
         """The `aayn.translation.translator.Translator` class translating a folder of it (imported here, not before),
         or None where aayn does not translate it."""
+        return getattr(self.part("engine"), self.engine_class) if self.engine_class else None
+
+    def runs_here(self, device: str, quantization: str | None = None) -> bool:
+        """Whether its engine is installed and translates on `device` a folder written with `quantization`."""
+        return self.translates and device.split(":")[0] in self.devices
+
+    def requantize(self, exported: Path, output: Path, quantization: str) -> Path | None:
+        """`exported` (a folder of it, float32) copied to `output` with `quantization`'s weights, where the format
+        can do so without being written again (None: it cannot; write it again)."""
+        return None
 
     def open(self, locations: list[str], names: list[str], device: str, threads: int | None):
         """The translator of the folders `locations` (as `names` gave them) on `device`; one unless `ensembles`."""

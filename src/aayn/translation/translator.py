@@ -291,6 +291,11 @@ class Translator:
         """Per pair of one batch, the log-probability of each target token (teacher-forced), eos last."""
         raise NotImplementedError
 
+    def best_ids(self, sources: list[list[int]], settings: DecodingSettings) -> list[list[int]]:
+        """Per source (token ids), the best hypothesis' target ids, without the start token, eos and padding:
+        what the decoding bench compares across engines."""
+        raise NotImplementedError
+
     def align_batch(self, sources: list[list[int]], targets: list[list[int]], settings) -> list:
         """Per pair of one batch, its `aayn.translation.alignment.Alignment` (teacher-forced; the "alignment"
         ability)."""

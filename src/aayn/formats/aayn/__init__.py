@@ -24,8 +24,8 @@ class AaynFolder(Format):
     name, title, direction = "aayn", "aayn", "home"
     files = ("config.json", "model.safetensors")
     abilities = frozenset(ABILITIES)
-    ensembles = frozenset({"prefixes", "glossary"})
-    setup = True
+    ensembles = frozenset({"prefixes", "glossary", "alignment"})  # the models' averaged cross-attention aligns
+    engine_class, setup = "TorchTranslator", True
 
     def load(self, source: SavedModel, **options) -> SavedModel:
         """An aayn folder is written from a model in memory (trained, averaged, imported): nothing to read."""
@@ -53,23 +53,18 @@ class AaynFolder(Format):
         if saved.card is not None:
             write_model_card(folder, saved.model, **saved.card)
 
-    def engine(self):
-        from .engine import TorchTranslator
-
-        return TorchTranslator
-
     def open(self, locations: list[str], names: list[str], device: str, threads: int | None):
         from ...checks import check_device
-        from .engine import TorchTranslator, check_same_tokenizer
 
+        engine = self.part("engine")
         check_device(device)
         if threads:
             import torch
 
             torch.set_num_threads(threads)
         models, tokenizers = zip(*(load_model(location, name, device) for location, name in zip(locations, names)))
-        check_same_tokenizer(list(tokenizers), names)
-        return TorchTranslator(list(models), tokenizers[0], names[0])
+        engine.check_same_tokenizer(list(tokenizers), names)
+        return engine.TorchTranslator(list(models), tokenizers[0], names[0])
 
 
 def load_model(location: str, name: str, device: str):

@@ -14,7 +14,8 @@ from ...data.token_batches import padded
 from ...model.glossary_aayn import term_ids
 from ...model.policy_aayn import FOLDER_RULES, folder_rules, source_limit
 from ...translation.alignment import attention_alignments
-from ...translation.translator import ABILITIES, DecodingSettings, Translator
+from ...translation.translator import DecodingSettings, Translator
+from . import AaynFolder
 
 
 class TorchTranslator(Translator):
@@ -25,7 +26,7 @@ class TorchTranslator(Translator):
         self.models, self.tokenizer = list(models), tokenizer
         self.model = self.models[0]
         self.name = name or getattr(self.model.config, "_name_or_path", None) or "the model"
-        self.abilities = frozenset(ABILITIES if len(self.models) == 1 else ("prefixes", "glossary", "alignment"))
+        self.abilities = AaynFolder.abilities if len(self.models) == 1 else AaynFolder.ensembles
         config = self.model.generation_config
         rules = folder_rules({key: getattr(self.model.config, key, None) for key in FOLDER_RULES})
         self.generation = {"num_beams": config.num_beams, "length_penalty": config.length_penalty,

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..base import Format, aayn_source
+from ..ctranslate2 import check_quantization
 
 
 class ArgosPackage(Format):
@@ -29,24 +30,16 @@ class ArgosPackage(Format):
         super().check_output(output)
 
     def load(self, source: Path, **options):
-        from ..ctranslate2 import QUANTIZATIONS
-        from .writer import argos_source
-
-        if options.get("quantization") not in (None, *QUANTIZATIONS):
-            raise ValueError(f"--quantization {options['quantization']}: CTranslate2 takes one of {QUANTIZATIONS}")
-        return argos_source(aayn_source(source), **options)
+        check_quantization(options.get("quantization"))
+        return self.part("writer").argos_source(aayn_source(source), **options)
 
     @contextlib.contextmanager
     def staged(self, output: Path) -> Iterator[Path]:
-        from .writer import zipped_package
-
-        with zipped_package(output) as parts:
+        with self.part("writer").zipped_package(output) as parts:
             yield parts
 
     def write_files(self, staging: Path, loaded, quantization: str | None = None, **package) -> None:
-        from .writer import write_package
-
-        write_package(staging, loaded, quantization)
+        self.part("writer").write_package(staging, loaded, quantization)
 
     def write_companions(self, staging: Path, loaded, output: Path) -> None:
         card = loaded.model_dir / "README.md"

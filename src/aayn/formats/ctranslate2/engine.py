@@ -13,20 +13,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import MissingExtra
 from ...checks import json_fault, python_tokenizer_class
 from ...model.policy_aayn import length_penalty as penalty_of_length
 from ...translation.translator import DecodingSettings, Translator
+from . import CT2_RULES, CTranslate2Folder, import_ctranslate2
 
 NO_LIMIT = int(1e30)  # transformers' model_max_length when a tokenizer sets none (VERY_LARGE_INTEGER)
-
-
-def import_ctranslate2():
-    try:
-        import ctranslate2
-    except ImportError as error:
-        raise MissingExtra("CTranslate2 models need the ctranslate2 package: pip install 'aayn[ct2]'") from error
-    return ctranslate2
 
 
 def read_json(path: Path) -> dict:
@@ -75,6 +67,9 @@ class ExportedTokenizer:
     def tokens(self, ids: list[int]) -> list[str]:
         return [self.backend.id_to_token(i) for i in ids]
 
+    def target_ids(self, tokens: list[str]) -> list[int]:
+        return [self.backend.token_to_id(token) for token in tokens]
+
     def text(self, tokens: list[str]) -> str:
         decoder = self.backend.decoder
         return decoder.decode(tokens) if decoder is not None else " ".join(tokens)
@@ -97,6 +92,10 @@ class PythonExportedTokenizer:
 
     def tokens(self, ids: list[int]) -> list[str]:
         return [self.source_tokens[i] for i in ids]
+
+    def target_ids(self, tokens: list[str]) -> list[int]:
+        vocabulary = getattr(self.tokenizer, "target_encoder", None) or self.tokenizer.get_vocab()
+        return [vocabulary[token] for token in tokens]
 
     def text(self, tokens: list[str]) -> str:
         return self.tokenizer.convert_tokens_to_string(tokens)
@@ -121,12 +120,6 @@ def max_decoding_length(limit: int) -> int:
     counts the eos it forces at the limit among those tokens; CTranslate2 stops at its limit without one, so its
     limit is one less: the same text either way."""
     return max(limit - 1, 1)
-
-
-# the rules of CTranslate2's beam search (its `decoding.cc`), which its folders state (`aayn.companions`): of 2k
-# candidates, an eos among the first k finishes a hypothesis, and a sentence is done once k have finished (patience
-# 1); finished hypotheses rank by log P / |Y|^alpha, |Y| counting eos (with `return_end_token`): fairseq's rules
-CT2_RULES = {"length_normalization": "fairseq", "search_early_stopping": True}
 
 
 def ct2_fault(settings: DecodingSettings) -> str | None:
@@ -161,8 +154,7 @@ class ExportedModel(Translator):
     (`ct2_fault`) is refused in one line. At a sentence's length limit, where our search forces eos, a beam
     search of CTranslate2 ranks its last candidates without it: a hypothesis that long may differ."""
 
-    kind = "ctranslate2"
-    abilities = frozenset({"alignment"})  # the export's own: the last layer, all heads
+    kind, abilities = CTranslate2Folder.name, CTranslate2Folder.abilities
 
     def __init__(self, folder: str | Path, device: str = "cpu", threads: int | None = None, **engine):
         """`threads`: CTranslate2's `intra_threads` (default: all cores); `engine`: more of
@@ -193,6 +185,10 @@ class ExportedModel(Translator):
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         return self.tokenizer.encode(texts)
+
+    def best_ids(self, sources: list[list[int]], settings: DecodingSettings) -> list[list[int]]:
+        found = self.translate_tokens([self.tokenizer.tokens(ids) for ids in sources], settings)
+        return [self.tokenizer.target_ids(result.hypotheses[0]) for result in found]
 
     def translate_tokens(self, tokens: list[list[str]], settings: DecodingSettings, attention: bool = False) -> list:
         """Each source's (pieces) `Found`, in order. CTranslate2 has one length limit per call: the sources are

@@ -9,17 +9,15 @@ interleaved), and the vocabulary is the tokenizer's, token for token. Needs `pip
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
 from transformers.utils import logging
 
-from ...companions import write_beside_weights
-from ...folders import check_new_folder, staged_folder
 from ...model.modeling_aayn import AaynForConditionalGeneration
 from ...model.policy_aayn import EXTRA_TARGET_TOKENS
-from ...model.tokenization_fairseq_aayn import FairseqMosesBPETokenizer
-from .engine import import_ctranslate2
+from . import CT2_RULES, import_ctranslate2
 
 logger = logging.get_logger(__name__)
 
@@ -124,31 +122,28 @@ def write_ctranslate2(
     spec.save(str(folder))
 
 
-def save_ctranslate2(
-    model: AaynForConditionalGeneration,
-    tokens: list[str],
-    output_dir: str | Path,
-    quantization: str | None = None,
-    tokenizer=None,
-    target_tokens: list[str] | None = None,
-    model_dir: Path | None = None,
-) -> Path:
-    """Writes the CTranslate2 model and, with `tokenizer`, what every exported folder carries beside it
-    (`aayn.companions.write_beside_weights`) into a new `output_dir`, whole or not at all."""
-    output_dir = Path(output_dir)
-    check_new_folder(output_dir)
-    with staged_folder(output_dir) as staging:
-        write_ctranslate2(model, tokens, staging, quantization, target_tokens)
-        if tokenizer is not None:
-            write_beside_weights(staging, model, tokenizer, model_dir, config=False)  # CTranslate2 has its config
-    return output_dir
-
-
 def vocabularies(tokenizer) -> tuple[list[str], list[str]]:
-    """(source, target) tokens in id order: the tokenizer's (shared), or an imported fairseq folder's two
-    dictionaries."""
-    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    if isinstance(tokenizer, FairseqMosesBPETokenizer):
+    """(source, target) tokens in id order: the tokenizer's (shared), or its two where the target side has a
+    vocabulary of its own (`target_encoder`: an imported fairseq folder's two dictionaries)."""
+    target = getattr(tokenizer, "target_encoder", None)
+    if target is not None:
         by_id = lambda vocab: [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
-        return by_id(tokenizer.get_vocab()), by_id(tokenizer.target_encoder)
+        return by_id(tokenizer.get_vocab()), by_id(target)
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
     return tokens, tokens
+
+
+def state_rules(path: Path, config) -> None:
+    """The search rules the folder decodes by, into its generation config: the model's length limit, and
+    CTranslate2's own beam-search rules (`CT2_RULES`), with one line where they differ from the model's."""
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    if getattr(config, "length_limit", None) is not None:
+        settings["length_limit"] = list(config.length_limit)
+    stated = {key: getattr(config, key, None) for key in CT2_RULES}
+    if stated != CT2_RULES and (settings.get("num_beams") or 1) > 1:
+        logger.warning(
+            "CTranslate2 runs a beam search by its own rules (fairseq's: log P / |Y|^alpha, stopping at k finished "
+            "hypotheses), not the model's (GNMT's lp, the exact stop): beam outputs may differ; greedy ones do not"
+        )
+    settings.update(CT2_RULES)
+    path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")

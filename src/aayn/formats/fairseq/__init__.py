@@ -22,21 +22,15 @@ class FairseqCheckpoint(Format):
     }
 
     def load(self, source: Path, **options):
-        from .reader import read_fairseq
-
-        return read_fairseq(Path(source).expanduser(), **options)
+        return self.part("reader").read_fairseq(Path(source).expanduser(), **options)
 
     def write_files(self, staging: Path, loaded, **options) -> None:
         """The tokenizer's sources and the provenance, then the aayn folder's files as every aayn folder's."""
-        from .reader import write_import
-
-        tokenizer = write_import(staging, loaded)
+        tokenizer = self.part("reader").write_import(staging, loaded)
         AaynFolder.write_into(staging, SavedModel(loaded.model, tokenizer))
 
     def write_companions(self, staging: Path, loaded, output: Path) -> None:
-        from .reader import write_import_card
-
-        write_import_card(staging, loaded, output.name)
+        self.part("reader").write_import_card(staging, loaded, output.name)
 
 
 def import_fairseq(checkpoint: str | Path, output_dir: str | Path, **options) -> Path:

@@ -5,9 +5,27 @@ aayn's own search in numpy over ONNX Runtime."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
+from ... import MissingExtra
 from ...companions import write_beside_weights
 from ..base import Format, aayn_source
+
+
+def import_onnxruntime():
+    try:
+        import onnxruntime
+    except ImportError as error:
+        raise MissingExtra("ONNX models need onnxruntime: pip install 'aayn[onnx]'") from error
+    return onnxruntime
+
+
+class Loaded(NamedTuple):
+    """What an ONNX folder is written from: the aayn folder, its model (float32, eager attention) and tokenizer."""
+
+    source: Path
+    model: object
+    tokenizer: object
 
 
 class OnnxFolder(Format):
@@ -17,23 +35,25 @@ class OnnxFolder(Format):
     setup = True  # its tokenizer is read with transformers (an imported folder's is aayn's own class)
     devices = ("cpu",)  # ONNX Runtime's CPU provider
     arguments = {"--quantization": dict(help="onnx: int8 (ONNX Runtime's dynamic quantization)")}
+    engine_class = "OnnxTranslator"
 
-    def engine(self):
-        from .engine import OnnxTranslator
+    def runs_here(self, device: str, quantization: str | None = None) -> bool:
+        try:
+            import onnxruntime  # noqa: F401
+            import onnxscript  # noqa: F401  torch.onnx's exporter
+        except ImportError:
+            return False
+        return super().runs_here(device, quantization)
 
-        return OnnxTranslator
+    def requantize(self, exported: Path, output: Path, quantization: str) -> Path | None:
+        return self.part("writer").quantized_copy(exported, output) if quantization == "int8" else None
 
-    def load(self, source: Path, quantization: str | None = None):
-        from .writer import onnx_source
-
+    def load(self, source: Path, quantization: str | None = None) -> Loaded:
         source = aayn_source(source)
-        return (source, *onnx_source(source, quantization))
+        return Loaded(source, *self.part("writer").onnx_source(source, quantization))
 
-    def write_files(self, staging: Path, loaded, quantization: str | None = None) -> None:
-        from .writer import write_onnx
+    def write_files(self, staging: Path, loaded: Loaded, quantization: str | None = None) -> None:
+        self.part("writer").write_onnx(staging, loaded.model, quantization)
 
-        write_onnx(staging, loaded[1], quantization)
-
-    def write_companions(self, staging: Path, loaded, output: Path) -> None:
-        source, model, tokenizer = loaded
-        write_beside_weights(staging, model, tokenizer, source)
+    def write_companions(self, staging: Path, loaded: Loaded, output: Path) -> None:
+        write_beside_weights(staging, loaded.model, loaded.tokenizer, loaded.source)

@@ -19,19 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import MissingExtra
 from ...model.policy_aayn import folder_rules, length_penalty, source_limit
 from ...translation.translator import DecodingSettings, Translator
+from . import OnnxFolder, import_onnxruntime
 
-FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
-
-
-def import_onnxruntime():
-    try:
-        import onnxruntime
-    except ImportError as error:
-        raise MissingExtra("ONNX models need onnxruntime: pip install 'aayn[onnx]'") from error
-    return onnxruntime
+FILES = OnnxFolder.files  # the encoder, the first decoder step, the later steps (with the cache)
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -195,8 +187,7 @@ class OnnxTranslator(Translator):
     lists with their scores, and scoring given pairs (one teacher-forced decoder call), equal to the torch model's
     outputs. `threads`: ONNX Runtime's intra-op threads (default: all cores)."""
 
-    kind = "onnx"
-    abilities = frozenset({"scores"})
+    kind, abilities = OnnxFolder.name, OnnxFolder.abilities
     normalization = "gnmt"  # the folder's length normalization (`DecodingSettings.normalization`)
 
     def __init__(self, folder: str | Path, device: str = "cpu", threads: int | None = None):
@@ -233,6 +224,10 @@ class OnnxTranslator(Translator):
         start token, the tokens, eos, padding): what `decode_batch` turns into text (and the bench compares)."""
         input_ids, mask = self.padded(sources, self.pad)
         return self.search(input_ids, mask, settings)
+
+    def best_ids(self, sources: list[list[int]], settings: DecodingSettings) -> list[list[int]]:
+        best = [hypotheses[0][1][1:].tolist() for hypotheses in self.hypotheses(sources, settings)]
+        return [[i for i in (row[: row.index(self.eos)] if self.eos in row else row) if i != self.pad] for row in best]
 
     def decode_batch(
         self, sources: list[list[int]], settings: DecodingSettings, prefixes: list[str] | None

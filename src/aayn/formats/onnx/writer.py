@@ -21,7 +21,9 @@ import torch
 from torch import nn
 from transformers.utils import logging
 
-from .engine import FILES, import_onnxruntime
+from . import OnnxFolder, import_onnxruntime
+
+FILES = OnnxFolder.files  # the encoder, the first decoder step, the later steps (with the cache)
 
 logger = logging.get_logger(__name__)
 
