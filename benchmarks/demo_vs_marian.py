@@ -24,7 +24,7 @@ import time
 
 from transformers import MarianMTModel
 
-from aayn.cli import setup_logging
+from aayn.cli.common import setup_logging
 from aayn.marian import aayn_state_dict_from_marian, marian_config_for
 from aayn.training.arguments import parse_arguments
 from aayn.training.job import run_plan

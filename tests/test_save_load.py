@@ -199,6 +199,45 @@ print(type(AutoConfig.for_model("aayn")).__module__)
 
 
 @ONCE_ACROSS_LINES  # aayn's own import hook, the same on both lines
+def test_the_paths_from_before_the_rooms_import_the_same_modules(tmp_path):
+    """Every import path the README, docs/reference.md or users' scripts named before the formats, the translation
+    path and the command line moved into rooms: the same module object as the new path (a patch of one is a patch
+    of the other), its own name kept, a module inside a moved package one object too; `aayn.cli:main` and
+    `python -m aayn.train` / `-m aayn.cli` answer; a pickle naming an old path loads."""
+    script = """
+import importlib, pickle, sys
+import aayn
+assert "transformers" not in sys.modules and "torch" not in sys.modules
+from aayn.moved import MOVED
+for old, new in MOVED.items():
+    module = importlib.import_module(old)
+    assert module is importlib.import_module(new) and module.__name__ == new, old
+from aayn.translate import TorchTranslator
+from aayn.scoring import score_texts
+from aayn.opening import open_translator
+from aayn.ct2 import ExportedModel
+from aayn.onnx_engine import OnnxTranslator
+from aayn.formats.ctranslate2_folder import CTranslate2Folder
+from aayn.formats import FORMATS, export_model, folder_format, import_fairseq
+from aayn.translator import Translator
+import aayn.documents.office, aayn.translation.documents.office
+assert aayn.documents.office is aayn.translation.documents.office
+assert TorchTranslator.__module__ == "aayn.formats.aayn.engine" and type(FORMATS["ctranslate2"]) is CTranslate2Folder
+from aayn.alignment import AlignmentSettings
+data = pickle.dumps(AlignmentSettings(1, 2), protocol=0).replace(b"aayn.translation.alignment", b"aayn.alignment")
+assert b"aayn.alignment" in data and pickle.loads(data) == AlignmentSettings(1, 2)
+from aayn.cli import main
+print(main.__module__)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["aayn.cli"]
+    for module in ("aayn.train", "aayn.cli"):
+        done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and "usage:" in done.stdout, done.stderr[-2000:]
+
+
+@ONCE_ACROSS_LINES  # aayn's own import hook, the same on both lines
 def test_any_model_file_imported_first_registers_aayn_with_the_auto_classes():
     """In a fresh process, importing any of the files that travel with a checkpoint first (`aayn.model.decoding_aayn`,
     say, as a benchmark does) leaves no half-imported module behind, and aayn is registered: AutoConfig knows it.

@@ -185,7 +185,7 @@ def test_standard_input_is_answered_line_by_line_as_it_arrives(saved):
 
 @pytest.mark.parametrize("buffer_size", [None, 2])
 def test_input_batches_take_what_is_there_at_most_buffer_size(tmp_path, buffer_size):
-    from aayn.cli import input_batches
+    from aayn.cli.translate import input_batches
 
     lines = ["one", "", "two", "three", "four"]
     (tmp_path / "in.txt").write_bytes(("\n".join(lines) + "\n").encode())

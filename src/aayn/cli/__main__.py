@@ -1,0 +1,7 @@
+"""`python -m aayn.cli`: the `aayn` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
