@@ -27,7 +27,7 @@ def toy(monkeypatch):
 
 
 def test_each_format_declares_what_its_engine_does_and_the_registry_names_them():
-    assert exports() == ("ctranslate2", "onnx", "argos") and imports() == ("fairseq",)
+    assert exports() == ("ctranslate2", "onnx", "argos") and imports() == ("fairseq", "marian")
     for name, entry in FORMATS.items():
         assert entry.name == name and entry.title and entry.direction in ("out", "in", "home")
         assert type(entry).__module__.startswith("aayn.formats.")

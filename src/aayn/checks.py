@@ -69,11 +69,12 @@ SENTENCEPIECE_UNK_TOKENIZER = "FairseqSentencePieceTokenizer"
 PYTHON_TOKENIZER_FILES = {
     MOSES_BPE_TOKENIZER: ["tokenizer_config.json", "vocab-src.json", "vocab-tgt.json"],
     SENTENCEPIECE_UNK_TOKENIZER: ["tokenizer_config.json", "vocab.json"],  # and sentencepiece.model
+    "MarianTokenizer": ["tokenizer_config.json", "vocab.json"],  # an imported Marian folder's; and its .spm files
 }
 
 
 def python_tokenizer_class(folder: Path) -> str | None:
-    """The class of an imported fairseq folder's Python tokenizer (no tokenizer.json), or None."""
+    """The class of an imported folder's Python tokenizer (no tokenizer.json: fairseq's, Marian's), or None."""
     path = folder / "tokenizer_config.json"
     if (folder / "tokenizer.json").exists() or not path.is_file() or json_fault(path):
         return None

@@ -82,8 +82,10 @@ def marian_state_dict_from_aayn(model, marian: MarianMTModel) -> dict[str, torch
     }
 
 
-def _mapped(weights: dict[str, torch.Tensor], config) -> dict[str, torch.Tensor]:
-    perm = residual_permutation(config.d_model)
+def _mapped(weights: dict[str, torch.Tensor], config, permuted: bool = True) -> dict[str, torch.Tensor]:
+    """Marian's layers' weights under aayn's names, fused (QKV, KV); `permuted`: into the residual order of the
+    paper's interleaved sinusoids (else Marian's own, for `position_encoding="marian"`)."""
+    perm = residual_permutation(config.d_model) if permuted else slice(None)
     reads = lambda w: w[:, perm]
     writes = lambda w: w[perm]
 
@@ -113,7 +115,7 @@ def _mapped(weights: dict[str, torch.Tensor], config) -> dict[str, torch.Tensor]
             f"{ours}.fc2.bias": writes(weights[f"{marian_layer}.fc2.bias"]),
         }
 
-    ours = {"model.shared.weight": reads(weights["model.shared.weight"])}
+    ours = {"model.shared.weight": reads(weights["model.shared.weight"])} if "model.shared.weight" in weights else {}
     for stack, n in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
         for i in range(n):
             layer, mine = f"model.{stack}.layers.{i}", f"model.{stack}.layers.{i}"

@@ -15,6 +15,7 @@ ROOMS = (
     "onnx:OnnxFolder",
     "argos:ArgosPackage",
     "fairseq:FairseqCheckpoint",
+    "marian:MarianFolder",
     "aayn:AaynFolder",
 )
 

@@ -24,7 +24,7 @@ TRANSLATION_PIPELINE = {
 }
 
 
-POSITION_ENCODINGS = ("paper", "tensor2tensor")  # the layouts of §3.5's sinusoids (`position_encoding`)
+POSITION_ENCODINGS = ("paper", "tensor2tensor", "marian")  # the layouts of §3.5's sinusoids (`position_encoding`)
 
 
 class AaynConfig(PretrainedConfig):
@@ -63,8 +63,12 @@ class AaynConfig(PretrainedConfig):
         max_position_embeddings: the longest sequence the model is meant for. Positional encodings are
             sinusoids computed on the fly (§3.5), so longer inputs still work; a warning says when they occur.
         position_encoding: the layout of §3.5's sinusoids: "paper" (the formula: sin and cos interleaved,
-            frequencies 10000^(-2i/d_model)) or "tensor2tensor" (the paper authors' code, also fairseq's: all
-            sines then all cosines, frequencies 10000^(-i/(d_model/2 - 1))), which imported models use.
+            frequencies 10000^(-2i/d_model)), "tensor2tensor" (the paper authors' code, also fairseq's and
+            marian-nmt's: all sines then all cosines, frequencies 10000^(-i/(d_model/2 - 1))) or "marian"
+            (transformers' MarianMTModel: all sines then all cosines, the paper's frequencies), which imported
+            models use.
+        output_bias: a bias on the output layer (the pre-softmax projection), as Marian's `final_logits_bias`; the
+            paper has none (False).
         position_offset: the position number of a sequence's first token (fairseq counts from its padding id
             + 1; 0 in the paper).
         pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: special token ids; the decoder
@@ -107,6 +111,7 @@ class AaynConfig(PretrainedConfig):
         max_position_embeddings: int = MAX_POSITIONS,
         position_encoding: str = "paper",
         position_offset: int = 0,
+        output_bias: bool = False,
         use_cache: bool = True,
         pad_token_id: int = 0,
         bos_token_id: int = 1,
@@ -124,8 +129,7 @@ class AaynConfig(PretrainedConfig):
         self.vocab_size = vocab_size
         self.decoder_vocab_size = vocab_size if decoder_vocab_size is None else decoder_vocab_size
         self.d_model = d_model
-        self.encoder_layers = encoder_layers
-        self.decoder_layers = decoder_layers
+        self.encoder_layers, self.decoder_layers = encoder_layers, decoder_layers
         self.encoder_attention_heads = encoder_attention_heads
         self.decoder_attention_heads = decoder_attention_heads
         self.encoder_ffn_dim = encoder_ffn_dim
@@ -143,6 +147,7 @@ class AaynConfig(PretrainedConfig):
         self.max_position_embeddings = max_position_embeddings
         self.position_encoding = position_encoding
         self.position_offset = position_offset
+        self.output_bias = output_bias
         self.use_cache = use_cache
         self.decoder_start_token_id = decoder_start_token_id
         self._validate()

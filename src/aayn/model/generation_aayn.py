@@ -83,6 +83,8 @@ def resolve_options(base: GenerationConfig, kwargs: dict) -> tuple[GenerationCon
     unused = config.update(**{key: kwargs[key] for key in passed - {"length_normalization"}})
     given = _given(config, passed - set(unused))
     others = (set(given) - SERVED - SAMPLING_ONLY) | (set(unused) - MODEL_INPUTS)
+    if given.get("forced_eos_token_id") in (None, config.eos_token_id):  # the search forces eos at a limit anyway
+        others.discard("forced_eos_token_id")
     return config, given, others
 
 

@@ -48,6 +48,7 @@ from .ops_aayn import (
     fused_label_smoothed_loss,
     label_smoothed_loss,
     plain_linear,
+    sinusoidal_positions,
 )
 from .pipeline_aayn import AaynTranslationPipeline  # noqa: F401  (relative imports travel with the remote code)
 from .policy_aayn import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS, paper_length_limit  # noqa: F401
@@ -78,30 +79,6 @@ def tie_target(source: nn.Embedding) -> nn.Embedding:
     embedding = nn.Embedding(*source.weight.shape, source.padding_idx, _weight=source.weight)  # no draw of its own
     embedding.tied = True
     return embedding
-
-
-def sinusoidal_positions(
-    start: int, length: int, d_model: int, device: torch.device, layout: str = "paper"
-) -> torch.Tensor:
-    """§3.5 Positional Encoding: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
-
-    Computed, not learned and not stored, for any positions: the paper chose sinusoids because they "may allow
-    the model to extrapolate to sequence lengths longer than the ones encountered during training".
-    `layout="tensor2tensor"` (`config.position_encoding`) is the paper authors' code's, which fairseq copied:
-    all sines, then all cosines, frequencies 10000^(-i / (d/2 - 1)); imported models also count positions from
-    `config.position_offset` (fairseq: its padding id + 1).
-    """
-    position = torch.arange(start, start + length, dtype=torch.float32, device=device)
-    if layout == "tensor2tensor":
-        half = d_model // 2
-        inv_freq = torch.exp(torch.arange(half, dtype=torch.float32, device=device) * -(math.log(10000) / (half - 1)))
-        angles = position[:, None] * inv_freq[None, :]
-        return torch.cat((angles.sin(), angles.cos()), dim=1)  # (length, d_model): sines, then cosines
-    inv_freq = torch.exp(
-        torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / d_model)
-    )
-    angles = position[:, None] * inv_freq[None, :]
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)[:, :d_model]  # interleave sin, cos
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -562,7 +539,7 @@ class AaynForConditionalGeneration(AaynDecodingMixin, AaynResizing, AaynPreTrain
     def __init__(self, config: AaynConfig):
         super().__init__(config)
         self.model = AaynModel(config)
-        self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=config.output_bias)
         self._tied_weights_keys = tied_weights_keys(self.ties())
         # stored once (under their source); listed so the Trainer's resume ties them instead of warning of them
         self._keys_to_ignore_on_save = set(self.ties())
@@ -627,7 +604,7 @@ class AaynForConditionalGeneration(AaynDecodingMixin, AaynResizing, AaynPreTrain
         fusable = plain_linear(self.lm_head)  # an adapted output layer (LoRA) is called, not read
         if labels is not None and self.training and torch.is_grad_enabled() and not return_logits and fusable:
             logits = None  # the loss straight from the hidden states, no logits kept
-            loss = fused_label_smoothed_loss(outputs.last_hidden_state, self.lm_head.weight, labels, smoothing, items)
+            loss = fused_label_smoothed_loss(outputs.last_hidden_state, self.lm_head, labels, smoothing, items)
         else:  # logits in the parameters' precision, as Marian's: CPU autocast would not upcast a log_softmax
             logits = self._output_logits(outputs.last_hidden_state).to(self.lm_head.weight.dtype)
             loss = None if labels is None else label_smoothed_loss(logits, labels, smoothing, items)

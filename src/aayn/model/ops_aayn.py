@@ -1,10 +1,11 @@
 """Kernels of the AAYN model, apart from its architecture (as Liger-Kernel keeps `ops/` beside its models): the
-attention kernel and its masks, the CPU dropout, the §5.4 loss fused with the output layer, and the CPU decoding
-layout of the output matrix. Each computes only what the model needs, and only the gradients it needs.
+attention kernel and its masks, §3.5's sinusoids, the CPU dropout, the §5.4 loss fused with the output layer, and
+the CPU decoding layout of the output matrix. Each computes only what the model needs, and only the gradients it needs.
 
 This file travels with saved checkpoints as Hub remote code (the model file imports it): it imports only torch.
 """
 
+import math
 from contextlib import contextmanager
 
 import torch
@@ -76,6 +77,35 @@ def additive_bias(blocked: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     adding a score to it never overflows to -inf, and the softmax gives exactly 0 there either way."""
     bias = torch.zeros(blocked.shape, dtype=dtype, device=blocked.device)
     return bias.masked_fill_(blocked, torch.finfo(dtype).min / 2)
+
+
+def sinusoidal_positions(
+    start: int, length: int, d_model: int, device: torch.device, layout: str = "paper"
+) -> torch.Tensor:
+    """§3.5 Positional Encoding: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
+
+    Computed, not learned and not stored, for any positions: the paper chose sinusoids because they "may allow
+    the model to extrapolate to sequence lengths longer than the ones encountered during training".
+    `layout="tensor2tensor"` (`config.position_encoding`) is the paper authors' code's, which fairseq and marian-nmt
+    copied: all sines, then all cosines, frequencies 10000^(-i / (d/2 - 1)); "marian" is transformers' MarianMTModel's:
+    all sines, then all cosines, the paper's frequencies (in float64, as it computes them). Imported models count
+    positions from `config.position_offset` (fairseq: its padding id + 1)."""
+    position = torch.arange(start, start + length, dtype=torch.float32, device=device)
+    if layout in ("tensor2tensor", "marian"):  # all sines, then all cosines
+        half = d_model // 2
+        if layout == "marian":
+            exponent = torch.arange(half, dtype=torch.float64, device=device) * 2 / d_model
+            angles = position.double()[:, None] / torch.pow(10000.0, exponent)[None, :]
+        else:
+            steps = torch.arange(half, dtype=torch.float32, device=device)
+            inv_freq = torch.exp(steps * -(math.log(10000) / (half - 1)))
+            angles = position[:, None] * inv_freq[None, :]
+        return torch.cat((angles.sin(), angles.cos()), dim=1).float()  # (length, d_model)
+    inv_freq = torch.exp(
+        torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / d_model)
+    )
+    angles = position[:, None] * inv_freq[None, :]
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)[:, :d_model]  # interleave sin, cos
 
 
 def eager_attention_forward(
@@ -211,7 +241,7 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
     log-sum-exp(z) - (1 - eps) z[label] - eps mean(z), with no log-softmax pass."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets, epsilon: float, unlabelled_rows: bool):
+    def forward(ctx, hidden, weight, bias, targets, epsilon: float, unlabelled_rows: bool):
         rows, vocab = hidden.shape[0], weight.shape[0]
         chunk = fused_loss_chunk_rows(vocab, hidden.shape[1])
         device = hidden.device.type
@@ -220,6 +250,7 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
         exact = torch.promote_types(dtype, torch.float32)
         with torch.autocast(device, enabled=False):
             matrix, states = weight.to(dtype), hidden.to(dtype)
+            offset = None if bias is None else bias.to(dtype)  # the output bias (Marian's), where there is one
             weights = None
             if unlabelled_rows:  # weighted 0; their states are zeroed, so they add nothing to the weight's gradient
                 labelled = targets != -100
@@ -229,7 +260,8 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
             targets = targets[:, None]  # (rows, 1)
             total = torch.zeros((), dtype=exact, device=hidden.device)
             # only the gradients asked for: a frozen output matrix (or frozen states) costs no buffer and no product
-            need_hidden, need_weight = ctx.needs_input_grad[:2]
+            need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
+            grad_bias = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if need_bias else None
             grad_hidden = torch.empty(hidden.shape, dtype=dtype, device=hidden.device) if need_hidden else None
             grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_weight else None
             # one set of buffers for all chunks, written in place: fresh memory costs the CPU a page fault at the
@@ -241,6 +273,8 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
                 h, y = states[start : start + chunk], targets[start : start + chunk]  # (n, d), (n, 1)
                 n = h.shape[0]
                 logits = torch.mm(h, matrix.t(), out=products[:n])  # (n, vocab)
+                if offset is not None:
+                    logits += offset
                 if scores is not products:
                     logits = scores[:n].copy_(logits)
                 loss = logits.amax(dim=-1) - (1 - epsilon) * logits.gather(1, y)[:, 0]  # (n,) per-row losses
@@ -253,6 +287,8 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
                     grad = products[:n].copy_(grad)
                 if need_hidden:
                     torch.mm(grad, matrix, out=grad_hidden[start : start + n])
+                if need_bias:  # an unlabelled row's gradient is not zeroed: weighted out here
+                    grad_bias += grad.sum(0) if weights is None else weights[start : start + n].to(grad.dtype) @ grad
                 if not need_weight:
                     continue
                 if partial is None:
@@ -264,15 +300,17 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
         ctx.save_for_backward(
             None if grad_hidden is None else grad_hidden.to(hidden.dtype),
             None if grad_weight is None else grad_weight.to(weight.dtype),
+            None if grad_bias is None else grad_bias.to(bias.dtype),
         )
         return total.float()
 
     @staticmethod
     def backward(ctx, grad_total):
-        grad_hidden, grad_weight = ctx.saved_tensors
+        grad_hidden, grad_weight, grad_bias = ctx.saved_tensors
         return (
             None if grad_hidden is None else grad_hidden * grad_total.to(grad_hidden.dtype),
             None if grad_weight is None else grad_weight * grad_total.to(grad_weight.dtype),
+            None if grad_bias is None else grad_bias * grad_total.to(grad_bias.dtype),
             None,
             None,
             None,
@@ -281,35 +319,32 @@ class _LinearLabelSmoothedLoss(torch.autograd.Function):
 
 def fused_label_smoothed_loss(
     hidden_states: torch.Tensor,
-    weight: torch.Tensor,
+    output_layer: nn.Linear,
     labels: torch.Tensor,
     epsilon: float,
     num_items_in_batch: torch.Tensor | int | None = None,
 ) -> torch.Tensor:
-    """`label_smoothed_loss(hidden_states @ weight.T, ...)` without the full logits (the base model's 37000-way
-    output layer: 600 MB of float32 per 4096 tokens).
+    """`label_smoothed_loss(output_layer(hidden_states), ...)` without the full logits (the base model's 37000-way
+    output layer: 600 MB of float32 per 4096 tokens); its bias, where it has one, is added to each chunk's logits.
 
     Positions whose label is -100 add nothing. On the CPU they are selected out (about a tenth of a demo batch's
     target positions are padding, and the output layer is most of a small model's step); elsewhere they are
     computed with a weight of 0, since a selection's size would be read back from the device on every step."""
     labels = labels.to(hidden_states.device)
+    weight, bias = output_layer.weight, output_layer.bias
     if reads_are_free(labels):
         keep = labels != -100
-        total = _LinearLabelSmoothedLoss.apply(hidden_states[keep], weight, labels[keep], epsilon, False)
+        total = _LinearLabelSmoothedLoss.apply(hidden_states[keep], weight, bias, labels[keep], epsilon, False)
     else:
-        total = _LinearLabelSmoothedLoss.apply(hidden_states.flatten(0, -2), weight, labels.flatten(), epsilon, True)
+        flat = hidden_states.flatten(0, -2)
+        total = _LinearLabelSmoothedLoss.apply(flat, weight, bias, labels.flatten(), epsilon, True)
     return _per_label(total, labels, num_items_in_batch)
 
 
 def plain_linear(module: nn.Module) -> bool:
-    """Whether `module` computes exactly `x @ weight.T`, so that the kernels here may read its weight directly: a
-    plain nn.Linear without bias or hooks (an adapter, such as peft's LoRA, or a hook must be called instead)."""
-    return (
-        type(module) is nn.Linear
-        and module.bias is None
-        and not module._forward_hooks
-        and not module._forward_pre_hooks
-    )
+    """Whether `module` computes exactly `x @ weight.T (+ bias)`, so that the kernels here may read its weight and
+    bias directly: a plain nn.Linear without hooks (an adapter, such as peft's LoRA, or a hook must be called)."""
+    return type(module) is nn.Linear and not module._forward_hooks and not module._forward_pre_hooks
 
 
 # The output layer while decoding on CPU
@@ -353,4 +388,5 @@ def output_logits(lm_head: nn.Linear, hidden_states: torch.Tensor, decoding_matr
         return lm_head(hidden_states)
     if decoding_matrix[0] is None:
         decoding_matrix[0] = weight.detach().t().contiguous()
-    return hidden_states @ decoding_matrix[0]
+    logits = hidden_states @ decoding_matrix[0]
+    return logits if lm_head.bias is None else logits + lm_head.bias

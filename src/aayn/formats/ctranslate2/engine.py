@@ -76,13 +76,17 @@ class ExportedTokenizer:
 
 
 class PythonExportedTokenizer:
-    """An imported fairseq folder's Python tokenizer (`tokenization_fairseq_aayn`, with transformers: Moses + BPE,
-    or SentencePiece reading pieces its dictionary lacks as <unk>), the class `name`: the same answers."""
+    """An imported folder's Python tokenizer, the class `name`: fairseq's (`tokenization_fairseq_aayn`, with
+    transformers: Moses + BPE, or SentencePiece reading pieces its dictionary lacks as <unk>) or transformers'
+    `MarianTokenizer`: the same answers."""
 
     def __init__(self, folder: str | Path, name: str):
+        import transformers
+
         from ...model import tokenization_fairseq_aayn
 
-        self.tokenizer = getattr(tokenization_fairseq_aayn, name).from_pretrained(str(Path(folder).expanduser()))
+        kind = getattr(tokenization_fairseq_aayn, name, None) or getattr(transformers, name)  # Marian's: transformers'
+        self.tokenizer = kind.from_pretrained(str(Path(folder).expanduser()))
         self.source_tokens = {index: token for token, index in self.tokenizer.get_vocab().items()}
         self.model_max_length = self.tokenizer.model_max_length
         self.special_tokens = {self.tokenizer.eos_token, self.tokenizer.pad_token}

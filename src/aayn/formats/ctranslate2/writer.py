@@ -22,6 +22,18 @@ from . import CT2_RULES, import_ctranslate2
 logger = logging.get_logger(__name__)
 
 
+def activation_of(config, common_spec):
+    """CTranslate2's name for the model's activation (relu: the paper's; swish: OPUS-MT's), or one line."""
+    activations = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+                   "swish": common_spec.Activation.SWISH, "silu": common_spec.Activation.SWISH}  # fmt: skip
+    if config.activation_function not in activations:
+        raise ValueError(
+            f"CTranslate2 export supports activation_function in {sorted(activations)}, "
+            f"got {config.activation_function!r}"
+        )
+    return activations[config.activation_function]
+
+
 def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str], target_tokens: list[str] | None = None):
     """The CTranslate2 TransformerSpec holding `model`'s weights, with `tokens` (id order) as its vocabulary (the
     source's, with `target_tokens` the target's where the sides have their own)."""
@@ -29,12 +41,7 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str], tar
     from ctranslate2.specs import common_spec, transformer_spec
 
     config = model.config
-    activations = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
-    if config.activation_function not in activations:
-        raise ValueError(
-            f"CTranslate2 export supports activation_function in {sorted(activations)}, "
-            f"got {config.activation_function!r}"
-        )
+    activation = activation_of(config, common_spec)
     if config.encoder_attention_heads != config.decoder_attention_heads:
         raise ValueError(
             "CTranslate2's Transformer has one head count: encoder_attention_heads and decoder_attention_heads "
@@ -49,7 +56,7 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str], tar
         (config.encoder_layers, config.decoder_layers),
         config.encoder_attention_heads,
         pre_norm=config.norm_first,
-        activation=activations[config.activation_function],
+        activation=activation,
         # `return_attention`'s attention: the last decoder layer's, averaged over all heads (fairseq's alignment)
         alignment_layer=-1,
         alignment_heads=config.decoder_attention_heads,
@@ -92,6 +99,8 @@ def ctranslate2_spec(model: AaynForConditionalGeneration, tokens: list[str], tar
     stack(spec.encoder, "encoder")
     stack(spec.decoder, "decoder")
     spec.decoder.projection.weight = weights["lm_head.weight"]
+    if "lm_head.bias" in weights:  # an output bias (an imported Marian model's final_logits_bias)
+        spec.decoder.projection.bias = weights["lm_head.bias"]
     vocabulary = lambda known, size: known[:size] + [f"<madeupword{i}>" for i in range(size - len(known))]
     spec.register_source_vocabulary(vocabulary(tokens, config.vocab_size))
     spec.register_target_vocabulary(vocabulary(target_tokens, config.decoder_vocab_size))

@@ -1,0 +1,156 @@
+"""`aayn import marian` (OPUS-MT's MarianMTModel folders), against transformers' own MarianMTModel: tiny Marian models
+trained a few steps by transformers here (tests/marian_helpers.py: swish and a shared vocabulary, relu and separate
+ones, a non-zero output bias) give, once imported, transformers' logits and its greedy and beam outputs token for
+token; the position tables each side uses against their formulas written out here; the output bias through the
+fused loss, resizing and the CTranslate2 export; what aayn cannot map refused in one line."""
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from cli_helpers import fails
+from marian_helpers import tiny_marian
+
+from aayn.cli import main as aayn
+
+pytest.importorskip("sentencepiece")
+TEXTS = ["Six one eight.", "Two zero four nine.", "One.", "Three three three seven two."]
+
+
+@pytest.fixture(scope="module")
+def marians(tmp_path_factory):
+    """{kind: (the Marian folder, its aayn import)} for swish with one vocabulary and relu with two."""
+    root = tmp_path_factory.mktemp("marian")
+    made = {}
+    for kind, activation, shared in (("swish-shared", "swish", True), ("relu-separate", "relu", False)):
+        folder = tiny_marian(root / kind, activation=activation, shared=shared)
+        assert aayn(["import", "marian", str(folder), "--output_dir", str(root / f"{kind}-aayn")]) == 0
+        made[kind] = folder, root / f"{kind}-aayn"
+    return made
+
+
+@pytest.mark.parametrize("kind", ["swish-shared", "relu-separate"])
+def test_an_imported_marian_folder_gives_transformers_logits_and_outputs(marians, kind):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianMTModel
+
+    folder, imported = marians[kind]
+    marian = MarianMTModel.from_pretrained(folder).eval()
+    ours = AutoModelForSeq2SeqLM.from_pretrained(imported).eval()
+    tokenizer = AutoTokenizer.from_pretrained(imported)
+    assert type(tokenizer).__name__ == "MarianTokenizer" and type(ours).__name__ == "AaynForConditionalGeneration"
+    assert ours.config.output_bias and ours.config.position_encoding == "marian"
+    batch = tokenizer(TEXTS, return_tensors="pt", padding=True)  # padded: the masks too
+    labels = tokenizer(text_target=["Six un huit.", "Deux zero.", "Un.", "Trois."], return_tensors="pt", padding=True)
+    start = marian.prepare_decoder_input_ids_from_labels(labels["input_ids"])
+    with torch.no_grad():
+        torch.testing.assert_close(ours(**batch, decoder_input_ids=start).logits,
+                                   marian(**batch, decoder_input_ids=start).logits, atol=1e-5, rtol=1e-5)  # fmt: skip
+    greedy = marian.generate(**batch, num_beams=1).tolist()
+    assert len({token for row in greedy for token in row}) > 3 and all(0 in row for row in greedy)  # varied, ended
+    assert ours.generate(**batch, num_beams=1, paper_decoding=False).tolist() == greedy
+    assert ours.generate(**batch, num_beams=1).tolist() == greedy  # the paper's greedy search: the same tokens
+    assert ours.generate(**batch, paper_decoding=False).tolist() == marian.generate(**batch).tolist()  # beam 3
+
+
+def test_the_position_tables_against_their_formulas():
+    """transformers' MarianMTModel: PE(pos, i) = sin(pos / 10000^(2i/d)) for i < d/2, then the cosines at the same
+    frequencies (its `_init_weight`, in float64); marian-nmt (and tensor2tensor, fairseq): sines then cosines at
+    10000^(-i/(d/2 - 1)) (marian-nmt's `sinusoidalPositionEmbeddings`)."""
+    from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+
+    from aayn.model.ops_aayn import sinusoidal_positions
+
+    d, n = 16, 40
+    half = np.arange(d // 2)
+    angles = np.arange(n)[:, None] / np.power(10000.0, 2 * half / d)[None, :]
+    formula = torch.tensor(np.concatenate([np.sin(angles), np.cos(angles)], axis=1), dtype=torch.float32)
+    assert torch.equal(sinusoidal_positions(0, n, d, torch.device("cpu"), "marian"), formula)
+    table = MarianSinusoidalPositionalEmbedding(n, d)
+    made = table.create_weight() if hasattr(table, "create_weight") else table._init_weight()  # 5.x, 4.57
+    assert torch.equal(table.weight if made is None else made, formula)  # transformers' own table
+    increment = math.log(10000.0) / (d / 2 - 1)
+    angles = np.arange(n)[:, None] * np.exp(-increment * half)[None, :]
+    marian_nmt = torch.tensor(np.concatenate([np.sin(angles), np.cos(angles)], axis=1), dtype=torch.float32)
+    torch.testing.assert_close(sinusoidal_positions(0, n, d, torch.device("cpu"), "tensor2tensor"), marian_nmt)
+    assert not torch.allclose(marian_nmt, formula, atol=1e-3)  # two tables: a Marian checkpoint reads one
+
+
+def test_the_output_bias_trains_through_the_fused_loss_and_survives_resizing(marians):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    folder = marians["swish-shared"][1]
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder, dropout=0.0, attention_dropout=0.0).train()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    batch = tokenizer(TEXTS, text_target=["Six un huit.", "Deux.", "Un.", "Trois."], return_tensors="pt", padding=True)
+    batch["labels"] = batch["labels"].masked_fill(batch["labels"] == tokenizer.pad_token_id, -100)
+    grads = []
+    for fused in (True, False):  # the fused loss (training) against the logits' loss (return_logits)
+        model.zero_grad()
+        output = model(**batch, return_logits=not fused)
+        assert (output.logits is None) == fused
+        output.loss.backward()
+        grads.append(model.lm_head.bias.grad.clone())
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-5)
+    assert grads[0].abs().sum() > 0
+    bias = model.lm_head.bias.detach().clone()
+    model.resize_token_embeddings(len(bias) + 3)
+    assert torch.equal(model.lm_head.bias[: len(bias)], bias) and model.lm_head.bias.shape[0] == len(bias) + 3
+
+
+def test_the_ctranslate2_export_of_an_imported_marian_folder_translates_as_it(marians, tmp_path, capsys):
+    pytest.importorskip("ctranslate2")
+    outputs = []
+    for kind, (_, imported) in marians.items():
+        exported = tmp_path / kind
+        assert aayn(["export", "--format", "ctranslate2", "--model", str(imported), "--output_dir", str(exported)]) == 0
+        capsys.readouterr()
+        for model in (imported, exported):  # greedy: swish and the output bias in CTranslate2's spec
+            assert aayn(["translate", "--model", str(model), "--num_beams", "1", *TEXTS]) == 0
+            outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and outputs[2] == outputs[3] and outputs[0] != outputs[2]
+
+
+def test_what_aayn_cannot_map_is_refused_in_one_line(marians, saved, tmp_path, capsys):
+    folder = marians["swish-shared"][0]
+    command = ["import", "marian"]
+    error = fails(capsys, *command, saved[0], "--output_dir", tmp_path / "a")
+    assert "holds a 'aayn' model, not a Marian one" in error and not (tmp_path / "a").exists()
+    odd = tmp_path / "odd"
+    shutil.copytree(folder, odd)
+    config = json.loads((odd / "config.json").read_text())
+    (odd / "config.json").write_text(json.dumps({**config, "activation_function": "cube"}))
+    error = fails(capsys, *command, odd, "--output_dir", tmp_path / "b")
+    assert "activation_function='cube' is not one aayn knows" in error
+    (odd / "config.json").write_text(json.dumps(config))
+    settings = json.loads((odd / "tokenizer_config.json").read_text())
+    settings.pop("source_lang"), settings.pop("target_lang")
+    (odd / "tokenizer_config.json").write_text(json.dumps(settings))
+    error = fails(capsys, *command, odd, "--output_dir", tmp_path / "c")
+    assert "does not name its languages: give --source_lang and --target_lang" in error
+    assert aayn([*command, str(odd), "--output_dir", str(tmp_path / "c"), "--source_lang", "en", "--target_lang",
+                 "fr"]) == 0  # fmt: skip
+
+
+def test_an_imported_marian_folder_takes_a_glossary_alignments_and_scores(marians, tmp_path, capsys):
+    """What no other tool gives an OPUS-MT model: a glossary's term in the translation of each source holding it;
+    alignments from one head of the last layer (OPUS-MT's guided-alignment head); its pairs scored."""
+    imported = str(marians["relu-separate"][1])
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("six\tsix\n", encoding="utf-8")
+    texts = ["Two six four nine.", "One six.", "Three."]
+    assert aayn(["translate", "--model", imported, "--num_beams", "2", *texts]) == 0
+    plain = capsys.readouterr().out.splitlines()
+    assert aayn(["translate", "--model", imported, "--num_beams", "2", "--glossary", str(glossary), *texts]) == 0
+    held = capsys.readouterr().out.splitlines()
+    assert all("six" in line for line in held[:2]) and held[2] == plain[2]
+    assert not all("six" in line for line in plain[:2])  # the glossary made the difference
+    flags = ["--num_beams", "1", "--print_alignment", "hard", "--alignment_heads", "1"]
+    assert aayn(["translate", "--model", imported, *flags, *texts]) == 0
+    assert all("-" in line.split("\t")[1] for line in capsys.readouterr().out.splitlines())
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text("One six.\n", encoding="utf-8")
+    assert aayn(["score", "--model", imported, "--source", str(pairs), "--target", str(pairs)]) == 0
+    assert len(capsys.readouterr().out.split("\t")) == 2
