@@ -6,7 +6,10 @@ fused loss, resizing and the CTranslate2 export; what aayn cannot map refused in
 
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -32,6 +35,7 @@ def marians(tmp_path_factory):
     return made
 
 
+@pytest.mark.both_lines
 @pytest.mark.parametrize("kind", ["swish-shared", "relu-separate"])
 def test_an_imported_marian_folder_gives_transformers_logits_and_outputs(marians, kind):
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianMTModel
@@ -55,6 +59,7 @@ def test_an_imported_marian_folder_gives_transformers_logits_and_outputs(marians
     assert ours.generate(**batch, paper_decoding=False).tolist() == marian.generate(**batch).tolist()  # beam 3
 
 
+@pytest.mark.both_lines
 def test_the_position_tables_against_their_formulas():
     """transformers' MarianMTModel: PE(pos, i) = sin(pos / 10000^(2i/d)) for i < d/2, then the cosines at the same
     frequencies (its `_init_weight`, in float64); marian-nmt (and tensor2tensor, fairseq): sines then cosines at
@@ -100,17 +105,51 @@ def test_the_output_bias_trains_through_the_fused_loss_and_survives_resizing(mar
     assert torch.equal(model.lm_head.bias[: len(bias)], bias) and model.lm_head.bias.shape[0] == len(bias) + 3
 
 
-def test_the_ctranslate2_export_of_an_imported_marian_folder_translates_as_it(marians, tmp_path, capsys):
+def test_the_exports_of_an_imported_marian_folder_translate_as_it(marians, tmp_path, capsys):
+    """CTranslate2 (swish and the output bias in its spec; greedy, as its beam search has its own rules) and ONNX
+    (the paper's search by the folder's rules, beam 3): the folder's own outputs."""
     pytest.importorskip("ctranslate2")
     outputs = []
     for kind, (_, imported) in marians.items():
         exported = tmp_path / kind
         assert aayn(["export", "--format", "ctranslate2", "--model", str(imported), "--output_dir", str(exported)]) == 0
         capsys.readouterr()
-        for model in (imported, exported):  # greedy: swish and the output bias in CTranslate2's spec
+        for model in (imported, exported):
             assert aayn(["translate", "--model", str(model), "--num_beams", "1", *TEXTS]) == 0
             outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1] and outputs[2] == outputs[3] and outputs[0] != outputs[2]
+    pytest.importorskip("onnxruntime")
+    imported = marians["relu-separate"][1]
+    assert aayn(["export", "--format", "onnx", "--model", str(imported), "--output_dir", str(tmp_path / "onnx")]) == 0
+    capsys.readouterr()
+    for model in (imported, tmp_path / "onnx"):
+        assert aayn(["translate", "--model", str(model), *TEXTS]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[-1] == outputs[-2]
+
+
+@pytest.mark.both_lines
+def test_pipeline_translates_an_imported_marian_folder_without_aayn_on_either_line(marians, capsys):
+    """`pipeline("translation", trust_remote_code=True)` in a process that never imports aayn, on this line and (with
+    AAYN_OTHER_PYTHON) the other: `aayn translate`'s outputs."""
+    imported = str(marians["swish-shared"][1])
+    assert aayn(["translate", "--model", imported, *TEXTS]) == 0
+    expected = capsys.readouterr().out.splitlines()
+    script = (
+        "import json, sys\n"
+        "from transformers import pipeline\n"
+        "translate = pipeline('translation', model=sys.argv[1], trust_remote_code=True)\n"
+        "assert 'aayn' not in sys.modules\n"
+        "print(json.dumps([row['translation_text'] for row in translate(json.loads(sys.argv[2]))]))\n"
+    )
+    for python in filter(None, (sys.executable, os.environ.get("AAYN_OTHER_PYTHON"))):
+        env = dict(
+            os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(marians["swish-shared"][1].parent / python[-9:])
+        )
+        done = subprocess.run([python, "-c", script, imported, json.dumps(TEXTS)], capture_output=True, text=True,
+                              env=env, cwd="/")  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
 
 
 def test_what_aayn_cannot_map_is_refused_in_one_line(marians, saved, tmp_path, capsys):
