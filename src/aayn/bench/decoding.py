@@ -243,10 +243,21 @@ ENGINE_ARMS = {"ct2": ("ctranslate2", None), "ct2_int8": ("ctranslate2", "int8")
                "onnx": ("onnx", None), "onnx_int8": ("onnx", "int8")}  # fmt: skip
 
 
-def engine_arms(folder: Path, device: str, tokenizer) -> dict:
+def opened_engine(entry, folder: Path, device: str):
+    """The engine of an exported `folder`: one that needs neither torch nor transformers (CTranslate2's) in a
+    process of its own, as `aayn translate` runs it (in this one, where torch's OpenMP threads have run, CTranslate2
+    decoded ~6x slower: docs/measurements.md); the others here."""
+    if entry.setup:
+        return entry.open([str(folder)], [folder.name], device, torch.get_num_threads())
+    from ..serve.batcher import start_workers
+
+    return start_workers([str(folder)], device, 1, torch.get_num_threads())[0]
+
+
+def engine_arms(folder: Path, device: str, tokenizer, opened: list) -> dict:
     """{arm: a function decoding (token ids rows, padded batch, beams) to output tokens} for the arms whose engine is
     installed and runs on `device` (`Format.runs_here`); each engine is timed on token ids as aayn's arms, outside
-    the tokenizer (`Translator.best_ids`)."""
+    the tokenizer (`Translator.best_ids`); `opened` gets each engine (a process to close)."""
     from ..formats import FORMATS, export_model
 
     arms = {}
@@ -261,10 +272,11 @@ def engine_arms(folder: Path, device: str, tokenizer) -> dict:
         if copied is None:
             export_model(Path(folder, "model"), Path(folder, arm), format=form, quantization=quantization)
         try:
-            engine = entry.open([str(Path(folder, arm))], [arm], device, torch.get_num_threads())
+            engine = opened_engine(entry, Path(folder, arm), device)
         except ValueError as error:  # a CTranslate2 built for another CUDA than this machine's
             print(f"{arm}: left out: {error}")
             continue
+        opened.append(engine)
 
         def decode(rows, batch, beams, engine=engine):  # as `aayn translate` decodes, on token ids
             return engine.best_ids(rows, engine.settings(num_beams=beams, length_penalty=DEMO_ALPHA))
@@ -282,19 +294,26 @@ def engine_decoding_rows(setup: DecodingSetup, *, quick: bool = False, device: s
     differ only where two tokens tie within float rounding (an output cut short by one search's limit and not the
     other's is counted apart, `differ_by_limit`: none since the limits are per sentence in both). [] where no other
     engine is installed."""
-    model, tokenizer, batches = setup.model, setup.tokenizer, setup.batches
+    model, tokenizer = setup.model, setup.tokenizer
     repeats = 2 if quick else 5
     sources = []  # token id rows without padding, outside the timed calls
-    for batch in batches:
+    for batch in setup.batches:
         rows = zip(batch["input_ids"].tolist(), batch["attention_mask"].sum(1).tolist())
         sources.append([ids[:length] for ids, length in rows])
-    rows = []
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(Path(folder, "model"))
         tokenizer.save_pretrained(Path(folder, "model"))
-        translators = engine_arms(Path(folder), device, tokenizer)
-    if not translators:
-        return []
+        translators = engine_arms(Path(folder), device, tokenizer, opened := [])
+    try:
+        return timed_engine_rows(setup, sources, translators, repeats) if translators else []
+    finally:
+        for engine in opened:
+            getattr(engine, "close", lambda: None)()
+
+
+def timed_engine_rows(setup: DecodingSetup, sources: list, translators: dict, repeats: int) -> list[dict]:
+    """The rows of `engine_decoding_rows`: every arm's decoding of the batches, alternating, `repeats` times."""
+    model, batches, rows = setup.model, setup.batches, []
 
     def decode(arm: str, beams: int) -> list[list[int]]:
         outputs = []

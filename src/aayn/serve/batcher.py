@@ -258,6 +258,9 @@ class WorkerTranslator(Translator):
         """`asked`: `terms` and `alignment` where given (the engine in the process has those abilities)."""
         return self._call("decode_batch", sources, settings, prefixes, **asked)
 
+    def best_ids(self, sources: list[list[int]], settings: DecodingSettings) -> list[list[int]]:
+        return self._call("best_ids", sources, settings)
+
     def close(self) -> None:
         """Ends the process once it has answered what it was sent."""
         try:
@@ -271,7 +274,7 @@ class WorkerTranslator(Translator):
         self.connection.close()
 
 
-WORKER_METHODS = ("encode", "decode_batch")  # what a worker process answers
+WORKER_METHODS = ("encode", "decode_batch", "best_ids")  # what a worker process answers
 
 
 def _worker(connection, names: list[str], device: str, threads: int, setup) -> None:
