@@ -15,7 +15,7 @@ def main() -> None:
     args = parser.parse_args()
     setup, _ = decoding.decoding_rows(quick=True)
     own_process = decoding.opened_engine
-    in_process = lambda entry, folder, device: entry.open([str(folder)], [folder.name], device, None)  # noqa: E731
+    in_process = lambda entry, folder, device: entry.open([str(folder)], [folder.name], device, None)
     for round_ in range(args.rounds):
         for where, opener in (("own process", own_process), ("this process", in_process)):
             decoding.opened_engine = opener
