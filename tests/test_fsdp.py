@@ -7,8 +7,11 @@ Trainer hands it the model on GPUs."""
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -100,14 +103,23 @@ def test_aayn_train_on_accelerates_fsdp2_path_trains_saves_and_resumes_as_ddp(tm
     recipe = write_recipe(tmp_path / "r.yaml", recipe)
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
 
-    def train(name: str, *flags, fsdp: bool = True) -> subprocess.CompletedProcess:
+    def train(name: str, *flags, fsdp: bool = True, again: bool = True) -> subprocess.CompletedProcess:
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
                    str(free_port()), *([str(TESTS / "accelerate_fsdp_on_cpu.py")] if fsdp else ["-m", "aayn.train"]),
                    str(recipe), "--output_dir", str(tmp_path / name), *flags]  # fmt: skip
         done = subprocess.run(command, env={**env, **launcher_env()} if fsdp else env, capture_output=True, text=True,
                               timeout=300)  # fmt: skip
         said = [line for line in done.stderr.splitlines() if any(w in line for w in ("Error", "exitcode", "Signal"))]
-        assert done.returncode == 0, "\n".join(said)[-3000:]  # each rank's error, or its exit code and signal
+        last = done.stderr.splitlines()[-40:]  # a rank that aborted says why only in its last lines, if anywhere
+        why = ("\n".join(said) + "\n--- the last lines:\n" + "\n".join(last))[-6000:]
+        # twice in CI's runs (two sessions, 2 pytest workers beside it) a rank died by SIGABRT with no Python error;
+        # never alone nor beside two busy processes: once more, said, and a second death fails
+        aborted = re.search(r"exitcode\s*:\s*-6\b", done.stderr) and not re.search(r"exitcode\s*:\s*[1-9]", done.stderr)
+        if done.returncode != 0 and again and aborted:  # a rank killed by SIGABRT, none stopped by an error
+            warnings.warn(f"a rank of the {name!r} run died by SIGABRT; run once more:\n{why}", stacklevel=1)
+            shutil.rmtree(tmp_path / name, ignore_errors=True)
+            return train(name, *flags, fsdp=fsdp, again=False)
+        assert done.returncode == 0, why
         return done
 
     assert "FSDP2: 9 units" in train("fsdp").stderr
