@@ -175,7 +175,8 @@ def test_what_aayn_cannot_map_is_refused_in_one_line(marians, saved, tmp_path, c
 
 def test_an_imported_marian_folder_takes_a_glossary_alignments_and_scores(marians, tmp_path, capsys):
     """What no other tool gives an OPUS-MT model: a glossary's term in the translation of each source holding it;
-    alignments from one head of the last layer (OPUS-MT's guided-alignment head); its pairs scored."""
+    alignments from one head of the last layer (OPUS-MT's guided-alignment head); its pairs scored; a test split
+    evaluated."""
     imported = str(marians["relu-separate"][1])
     glossary = tmp_path / "terms.tsv"
     glossary.write_text("six\tsix\n", encoding="utf-8")
@@ -193,3 +194,28 @@ def test_an_imported_marian_folder_takes_a_glossary_alignments_and_scores(marian
     pairs.write_text("One six.\n", encoding="utf-8")
     assert aayn(["score", "--model", imported, "--source", str(pairs), "--target", str(pairs)]) == 0
     assert len(capsys.readouterr().out.split("\t")) == 2
+    corpus = marians["relu-separate"][0].parent / "relu-separate-corpus"  # the numbers it was trained on
+    flags = ["--dataset_name", str(corpus), "--source_lang", "en", "--target_lang", "fr", "--max_samples", "4"]
+    assert aayn(["evaluate", "--model", imported, *flags]) == 0
+    assert json.loads(capsys.readouterr().out)["sentences"] == 4
+
+
+@pytest.mark.both_lines
+def test_aayn_train_fine_tunes_an_imported_marian_folder(marians, tmp_path):
+    """`aayn train --model_name_or_path FOLDER` (the recipe gives the folder's shape): the output bias trains,
+    Marian's sinusoids and its tokenizer carry into the tuned folder."""
+    from training_helpers import FAST, tiny_recipe, write_numbers_corpus, write_recipe
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from aayn.training import parse_arguments, run
+
+    folder = marians["relu-separate"][1]
+    corpus = write_numbers_corpus(tmp_path / "numbers")
+    recipe = tiny_recipe(corpus, tmp_path / "tuned", **FAST, model_name_or_path=str(folder), d_model=16, ffn_dim=32)
+    assert "test_bleu" in run(*parse_arguments([write_recipe(tmp_path / "r.yaml", recipe).as_posix()]))
+    tuned, start = (AutoModelForSeq2SeqLM.from_pretrained(path) for path in (tmp_path / "tuned", folder))
+    assert tuned.config.output_bias and tuned.config.position_encoding == "marian"
+    assert not torch.equal(tuned.lm_head.bias, start.lm_head.bias)  # the bias trained
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tuned")
+    assert type(tokenizer).__name__ == "MarianTokenizer"
+    assert tokenizer("Six one.")["input_ids"] == AutoTokenizer.from_pretrained(folder)("Six one.")["input_ids"]
