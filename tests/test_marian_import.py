@@ -46,6 +46,9 @@ def test_an_imported_marian_folder_gives_transformers_logits_and_outputs(marians
     tokenizer = AutoTokenizer.from_pretrained(imported)
     assert type(tokenizer).__name__ == "MarianTokenizer" and type(ours).__name__ == "AaynForConditionalGeneration"
     assert ours.config.output_bias and ours.config.position_encoding == "marian"
+    # the rules the paper's search runs by: the folder's (beam 3, max_length 24), transformers' defaults for the rest
+    assert (ours.config.search_early_stopping, ours.config.length_limit) == (False, [0, 22])
+    assert (ours.generation_config.num_beams, ours.generation_config.length_penalty) == (3, 1.0)
     batch = tokenizer(TEXTS, return_tensors="pt", padding=True)  # padded: the masks too
     labels = tokenizer(text_target=["Six un huit.", "Deux zero.", "Un.", "Trois."], return_tensors="pt", padding=True)
     start = marian.prepare_decoder_input_ids_from_labels(labels["input_ids"])

@@ -34,9 +34,7 @@ class Format:
     output_metavar: str = "DIR"  # what the output option names, in messages
     source_help: str = ""  # for an import: what its source is
     files: tuple[str, ...] = ()  # a folder holding all of these is of this format
-    abilities: frozenset = (
-        frozenset()
-    )  # what its engine does beyond translating (`aayn.translation.translator.ABILITIES`)
+    abilities: frozenset = frozenset()  # what its engine does beyond translating (`translator.ABILITIES`)
     ensembles: frozenset | None = None  # None: one folder translates alone; else the abilities of an ensemble
     engine_class: str | None = None  # its engine: a class of the `engine` module beside it (None: not translated)
     setup: bool = False  # whether its engine uses transformers (aayn registered first)
