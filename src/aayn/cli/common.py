@@ -146,7 +146,7 @@ def generate_options(args: argparse.Namespace) -> dict:
     }
 
 
-def _decoded(data: bytes, where: str, first_line: int = 1) -> list[str]:
+def decoded_lines(data: bytes, where: str, first_line: int = 1) -> list[str]:
     """UTF-8 lines of `data` without their ends (decoded here: a C or surrogateescape locale would let undecodable
     bytes through), or ValueError naming the line (`first_line`: the number of the first line of `data`)."""
     try:
@@ -163,7 +163,7 @@ def read_lines(path: str, flag: str) -> list[str]:
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except FileNotFoundError:
         raise FileNotFoundError(f"{flag} {path}: no such file") from None
-    lines = _decoded(data, f"{flag} {path}")
+    lines = decoded_lines(data, f"{flag} {path}")
     return lines[:-1] if lines and lines[-1] == "" else lines  # the newline that ends the last line
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from ..translation.translator import TextError
 from .common import (
-    _decoded,
     alignment_arguments,
     card_languages,
+    decoded_lines,
     decoding_arguments,
     generate_options,
     non_negative_float,
@@ -114,7 +114,7 @@ def input_batches(stream, buffer_size: int | None):
     try:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):  # not a file descriptor (an in-memory stream): all at once
-        lines = _decoded(stream.read(), "standard input")
+        lines = decoded_lines(stream.read(), "standard input")
         yield lines[:-1] if lines and lines[-1] == "" else lines
         return
     pending, ended, seen = b"", False, 0  # lines read so far
@@ -134,7 +134,7 @@ def input_batches(stream, buffer_size: int | None):
         if ended and not pending:
             return
         whole, _, pending = pending.rpartition(b"\n") if not ended else (pending.removesuffix(b"\n"), b"", b"")
-        lines = _decoded(whole, "standard input", seen + 1)
+        lines = decoded_lines(whole, "standard input", seen + 1)
         seen += len(lines)
         step = buffer_size or len(lines)
         for start in range(0, len(lines), step):
