@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
-def marian_folder(work: Path, steps: int) -> Path:
+def marian_folder(work: Path, steps: int, bf16: bool) -> Path:
     """The MarianMTModel trained here (reused where `work` holds it already)."""
     from marian_helpers import sentencepiece_model, vocabulary
     from transformers import (
@@ -57,6 +57,7 @@ def marian_folder(work: Path, steps: int) -> Path:
         max_position_embeddings=256, pad_token_id=pad, eos_token_id=0, decoder_start_token_id=pad,
     )  # fmt: skip
     model = MarianMTModel(config)
+    model.config._attn_implementation = "eager"  # as the demo recipe: torch's SDPA backward is slow in bf16 on CPU
     model.generation_config = GenerationConfig(num_beams=4, max_length=256, bad_words_ids=[[pad]],
                                                forced_eos_token_id=0, eos_token_id=0, pad_token_id=pad,
                                                decoder_start_token_id=pad)  # fmt: skip
@@ -66,9 +67,14 @@ def marian_folder(work: Path, steps: int) -> Path:
         return tokenizer(sides["en"], text_target=sides["fr"], max_length=128, truncation=True)
 
     train = data["train"].map(encoded, batched=True, remove_columns=data["train"].column_names)
-    arguments = Seq2SeqTrainingArguments(str(work / "trainer"), max_steps=steps, per_device_train_batch_size=32,
-                                         learning_rate=2e-3, warmup_steps=min(100, steps // 4), report_to=[],
-                                         save_strategy="no", logging_steps=50)  # fmt: skip
+    # The demo recipe's optimizer and schedule (recipes/demo.yaml), in transformers' own arguments: with its linear
+    # schedule and 100 warmup steps this post-norm model learnt one sentence for every verse (docs/measurements.md).
+    arguments = Seq2SeqTrainingArguments(
+        str(work / "trainer"), max_steps=steps, per_device_train_batch_size=32, learning_rate=2e-3,
+        lr_scheduler_type="inverse_sqrt", warmup_steps=min(1000, steps // 4), adam_beta2=0.98, adam_epsilon=1e-9,
+        label_smoothing_factor=0.1, max_grad_norm=0.0, train_sampling_strategy="group_by_length", bf16=bf16,
+        use_cpu=True, seed=1, report_to=[], save_strategy="no", logging_steps=150,
+    )  # fmt: skip
     trainer = Seq2SeqTrainer(model=model, args=arguments, train_dataset=train, processing_class=tokenizer,
                              data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))  # fmt: skip
     trainer.train()
@@ -92,14 +98,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--verses", type=int, default=1116)
     parser.add_argument("--work", type=Path, default=Path("/tmp/marian-bench"))
+    parser.add_argument("--train_only", action="store_true", help="stop once the folder is trained and imported")
+    parser.add_argument("--bf16", action="store_true", help="train with bf16 autocast (a CPU with bf16 matmuls)")
     args = parser.parse_args()
     torch.manual_seed(0)
-    folder = marian_folder(args.work, args.steps)
+    folder = marian_folder(args.work, args.steps, args.bf16)
     imported = args.work / "imported"
     if not imported.is_dir():
         from aayn.cli import main as aayn
 
         assert aayn(["import", "marian", str(folder), "--output_dir", str(imported)]) == 0
+    if args.train_only:
+        return
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianMTModel
 
     from aayn.data import load_translation_dataset

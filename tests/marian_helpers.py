@@ -51,15 +51,37 @@ def teach(model, tokenizer, english: list[str], french: list[str], steps: int) -
     model.eval()
 
 
-def tiny_marian(folder: Path, *, activation: str = "swish", shared: bool = True, steps: int = 60, seed=0) -> Path:
+SPANISH = ["cero", "uno", "dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve"]
+
+
+def tiny_marian(
+    folder: Path,
+    *,
+    activation: str = "swish",
+    shared: bool = True,
+    steps: int = 60,
+    seed=0,
+    multi: bool = False,
+    d_model: int | None = None,
+) -> Path:
     """A MarianMTModel (d_model 16, two layers a side, non-zero final_logits_bias) trained `steps` steps by
-    transformers on the numbers corpus (en -> fr), and its MarianTokenizer, saved into `folder`."""
+    transformers on the numbers corpus (en -> fr), and its MarianTokenizer, saved into `folder`. `multi`: a
+    multi-target model as OPUS-MT's en-mul (d_model 32 unless given): `>>fr<<` or `>>es<<` before the English text
+    asks French or Spanish (200 steps make its outputs differ by target)."""
+    from training_helpers import FR
     from transformers import GenerationConfig, MarianConfig, MarianMTModel, MarianTokenizer
 
     corpus = write_numbers_corpus(folder.parent / f"{folder.name}-corpus")
     english = (corpus / "train.en").read_text(encoding="utf-8").splitlines()
     french = (corpus / "train.fr").read_text(encoding="utf-8").splitlines()
     source, target = sentencepiece_model(english, 40), sentencepiece_model(french, 40)
+    if multi:  # the same numbers in Spanish, word for word
+        spanish = [" ".join(SPANISH[FR.index(word)] for word in line.lower().rstrip(".").split()).capitalize() + "."
+                   for line in french]  # fmt: skip
+        target = sentencepiece_model(french + spanish, 60)
+        rows = [(f">>{code}<< {e}", t) for e, f, s in zip(english, french, spanish)
+                for code, t in (("fr", f), ("es", s))]  # fmt: skip
+        english, french = [row[0] for row in rows], [row[1] for row in rows]
     folder.mkdir(parents=True)
     (folder / "source.spm").write_bytes(source)
     (folder / "target.spm").write_bytes(target)
@@ -68,15 +90,21 @@ def tiny_marian(folder: Path, *, activation: str = "swish", shared: bool = True,
     else:
         vocab, target_vocab = vocabulary(source), vocabulary(target)
         (folder / "target_vocab.json").write_text(json.dumps(target_vocab), encoding="utf-8")
+    if multi:  # the target tokens before `<pad>`, as in OPUS-MT's vocabularies
+        vocab = target_vocab = {**{word: i for i, word in enumerate(list(vocab)[:-1])}, ">>es<<": len(vocab) - 1,
+                                ">>fr<<": len(vocab), "<pad>": len(vocab) + 1}  # fmt: skip
     (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
     tokenizer = MarianTokenizer(
         str(folder / "source.spm"), str(folder / "target.spm"), str(folder / "vocab.json"),
-        target_vocab_file=None if shared else str(folder / "target_vocab.json"), source_lang="en", target_lang="fr",
+        target_vocab_file=None if shared else str(folder / "target_vocab.json"), source_lang="en",
+        target_lang="mul" if multi else "fr",
         separate_vocabs=not shared, model_max_length=64,
     )  # fmt: skip
     pad = len(target_vocab) - 1
     config = MarianConfig(
-        vocab_size=len(vocab), decoder_vocab_size=len(target_vocab), d_model=16, encoder_layers=2, decoder_layers=2,
+        vocab_size=len(vocab), decoder_vocab_size=len(target_vocab), d_model=d_model or (32 if multi else 16),
+        encoder_layers=2,
+        decoder_layers=2,
         encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32,
         activation_function=activation, max_position_embeddings=64, pad_token_id=pad, eos_token_id=0,
         decoder_start_token_id=pad, share_encoder_decoder_embeddings=shared,

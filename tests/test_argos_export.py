@@ -96,11 +96,8 @@ print(json.dumps([argostranslate.translate.translate(text, "en", "fr") for text 
 """
 
 
-@ONCE_ACROSS_LINES  # Argos Translate's own venv: the package it installs does not depend on the line
-@pytest.mark.parametrize("beams", [4, 1])
-def test_argos_translate_installs_the_package_and_translates_as_aayn(spm_run, package, argos_python, tmp_path, beams):
-    """Argos's own search (`ARGOS_SEARCH`): CTranslate2, beam 4 (or `ARGOS_BEAM_SIZE`), length_penalty 0.2;
-    aayn's CTranslate2 export with the same settings gives the same text, and greedy equals aayn's torch model."""
+def argos_translations(argos_python, package: Path, texts: list[str], tmp_path: Path, beams: int = 1) -> list[str]:
+    """Argos Translate's translations of `texts` (en -> fr) by the package, installed in a home of its own."""
     env = dict(
         os.environ,
         ARGOS_PACKAGES_DIR=str(tmp_path / "packages"),
@@ -111,10 +108,18 @@ def test_argos_translate_installs_the_package_and_translates_as_aayn(spm_run, pa
         HF_HUB_OFFLINE="1",
         ARGOS_COMPUTE_TYPE="float32",
     )  # fmt: skip  Argos's "auto" takes int8 where CTranslate2 has its kernels
-    done = subprocess.run([str(argos_python), "-c", ARGOS_SCRIPT, str(package), json.dumps(VERSES)],
+    done = subprocess.run([str(argos_python), "-c", ARGOS_SCRIPT, str(package), json.dumps(texts)],
                           capture_output=True, text=True, env=env, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    argos = json.loads(done.stdout.splitlines()[-1])
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@ONCE_ACROSS_LINES  # Argos Translate's own venv: the package it installs does not depend on the line
+@pytest.mark.parametrize("beams", [4, 1])
+def test_argos_translate_installs_the_package_and_translates_as_aayn(spm_run, package, argos_python, tmp_path, beams):
+    """Argos's own search (`ARGOS_SEARCH`): CTranslate2, beam 4 (or `ARGOS_BEAM_SIZE`), length_penalty 0.2;
+    aayn's CTranslate2 export with the same settings gives the same text, and greedy equals aayn's torch model."""
+    argos = argos_translations(argos_python, package, VERSES, tmp_path, beams)
     assert argos == aayn_ct2_translations(spm_run, tmp_path, **{**ARGOS_SEARCH, "num_beams": beams})
     if beams == 1:
         from aayn.translation.opening import open_translator
@@ -137,14 +142,28 @@ def test_an_imported_fairseq_sentencepiece_folder_exports_to_argos_and_translate
     package = tmp_path / "en_fr.argosmodel"
     assert aayn(["export", "--format", "argos", "--model", str(folder), "--output", str(package)]) == 0
     texts = json.loads((fixture / "fairseq.json").read_text(encoding="utf-8"))["interactive"]["source_texts"][:6]
-    env = dict(os.environ, ARGOS_PACKAGES_DIR=str(tmp_path / "packages"), XDG_DATA_HOME=str(tmp_path / "data"),
-               XDG_CACHE_HOME=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "config"), ARGOS_BEAM_SIZE="1",
-               HF_HUB_OFFLINE="1", ARGOS_COMPUTE_TYPE="float32")  # fmt: skip
-    done = subprocess.run([str(argos_python), "-c", ARGOS_SCRIPT, str(package), json.dumps(texts)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    argos = json.loads(done.stdout.splitlines()[-1])
+    argos = argos_translations(argos_python, package, texts, tmp_path)
     ours = open_translator([str(folder)]).translate(texts, num_beams=1)
     # equal, but where aayn stops at §6.1's limit (source + 50) and Argos, with a limit of its own, goes on
     assert all(theirs == mine or theirs.startswith(mine) for theirs, mine in zip(argos, ours)), (argos, ours)
     assert sum(theirs == mine for theirs, mine in zip(argos, ours)) >= 3
+
+
+@ONCE_ACROSS_LINES
+def test_an_imported_marian_folder_exports_to_argos_and_translates_as_aayn(argos_python, tmp_path):
+    """OPUS-MT's layout (a SentencePiece model a side, one vocabulary): the package holds the source side's, which
+    Argos tokenizes with (it joins the target pieces as any pieces); Argos's greedy output equals the folder's."""
+    pytest.importorskip("sentencepiece")
+    from marian_helpers import tiny_marian
+
+    from aayn.translation.opening import open_translator
+
+    marian = tiny_marian(tmp_path / "marian", steps=200, d_model=32)  # outputs that differ by source
+    assert aayn(["import", "marian", str(marian), "--output_dir", str(tmp_path / "imported")]) == 0
+    package = tmp_path / "en_fr.argosmodel"
+    assert aayn(["export", "--format", "argos", "--model", str(tmp_path / "imported"), "--output", str(package)]) == 0
+    with zipfile.ZipFile(package) as archive:
+        name = next(n for n in archive.namelist() if n.endswith("/sentencepiece.model"))
+        assert archive.read(name) == (marian / "source.spm").read_bytes()
+    ours = open_translator([str(tmp_path / "imported")]).translate(VERSES, num_beams=1)
+    assert len(set(ours)) > 2 and argos_translations(argos_python, package, VERSES, tmp_path) == ours

@@ -25,22 +25,26 @@ TEXTS = ["Six one eight.", "Two zero four nine.", "One.", "Three three three sev
 
 @pytest.fixture(scope="module")
 def marians(tmp_path_factory):
-    """{kind: (the Marian folder, its aayn import)} for swish with one vocabulary and relu with two."""
+    """{kind: (the Marian folder, its aayn import)} for swish with one vocabulary, relu with two, and a multi-target
+    model (`>>fr<<` / `>>es<<`)."""
     root = tmp_path_factory.mktemp("marian")
     made = {}
-    for kind, activation, shared in (("swish-shared", "swish", True), ("relu-separate", "relu", False)):
-        folder = tiny_marian(root / kind, activation=activation, shared=shared)
+    kinds = (("swish-shared", "swish", True, False), ("relu-separate", "relu", False, False),
+             ("swish-multi", "swish", True, True))  # fmt: skip
+    for kind, activation, shared, multi in kinds:
+        folder = tiny_marian(root / kind, activation=activation, shared=shared, multi=multi, steps=200 if multi else 60)
         assert aayn(["import", "marian", str(folder), "--output_dir", str(root / f"{kind}-aayn")]) == 0
         made[kind] = folder, root / f"{kind}-aayn"
     return made
 
 
 @pytest.mark.both_lines
-@pytest.mark.parametrize("kind", ["swish-shared", "relu-separate"])
+@pytest.mark.parametrize("kind", ["swish-shared", "relu-separate", "swish-multi"])
 def test_an_imported_marian_folder_gives_transformers_logits_and_outputs(marians, kind):
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianMTModel
 
     folder, imported = marians[kind]
+    texts = [f">>{code}<< {text}" for code, text in zip(["fr", "es", "fr", "es"], TEXTS)] if "multi" in kind else TEXTS
     marian = MarianMTModel.from_pretrained(folder).eval()
     ours = AutoModelForSeq2SeqLM.from_pretrained(imported).eval()
     tokenizer = AutoTokenizer.from_pretrained(imported)
@@ -49,7 +53,7 @@ def test_an_imported_marian_folder_gives_transformers_logits_and_outputs(marians
     # the rules the paper's search runs by: the folder's (beam 3, max_length 24), transformers' defaults for the rest
     assert (ours.config.search_early_stopping, ours.config.length_limit) == (False, [0, 22])
     assert (ours.generation_config.num_beams, ours.generation_config.length_penalty) == (3, 1.0)
-    batch = tokenizer(TEXTS, return_tensors="pt", padding=True)  # padded: the masks too
+    batch = tokenizer(texts, return_tensors="pt", padding=True)  # padded: the masks too
     labels = tokenizer(text_target=["Six un huit.", "Deux zero.", "Un.", "Trois."], return_tensors="pt", padding=True)
     start = marian.prepare_decoder_input_ids_from_labels(labels["input_ids"])
     with torch.no_grad():
@@ -113,8 +117,8 @@ def test_the_exports_of_an_imported_marian_folder_translate_as_it(marians, tmp_p
     (the paper's search by the folder's rules, beam 3): the folder's own outputs."""
     pytest.importorskip("ctranslate2")
     outputs = []
-    for kind, (_, imported) in marians.items():
-        exported = tmp_path / kind
+    for kind in ("swish-shared", "relu-separate"):
+        exported, imported = tmp_path / kind, marians[kind][1]
         assert aayn(["export", "--format", "ctranslate2", "--model", str(imported), "--output_dir", str(exported)]) == 0
         capsys.readouterr()
         for model in (imported, exported):
@@ -174,6 +178,9 @@ def test_what_aayn_cannot_map_is_refused_in_one_line(marians, saved, tmp_path, c
     assert "does not name its languages: give --source_lang and --target_lang" in error
     assert aayn([*command, str(odd), "--output_dir", str(tmp_path / "c"), "--source_lang", "en", "--target_lang",
                  "fr"]) == 0  # fmt: skip
+    package = tmp_path / "multi.argosmodel"  # Argos puts no token before a text: a multi-target model is refused
+    error = fails(capsys, "export", "--format", "argos", "--model", marians["swish-multi"][1], "--output", package)
+    assert "is a multi-target model (>>es<<, >>fr<< before the text)" in error and not package.exists()
 
 
 def test_an_imported_marian_folder_takes_a_glossary_alignments_and_scores(marians, tmp_path, capsys):
@@ -222,3 +229,38 @@ def test_aayn_train_fine_tunes_an_imported_marian_folder(marians, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tuned")
     assert type(tokenizer).__name__ == "MarianTokenizer"
     assert tokenizer("Six one.")["input_ids"] == AutoTokenizer.from_pretrained(folder)("Six one.")["input_ids"]
+
+
+def test_aayn_serve_puts_a_multi_target_models_token_and_serves_files_glossaries_and_keys(marians, tmp_path, capsys):
+    """A multi-target model (OPUS-MT's en-mul: `>>fr<<`, `>>es<<`) behind `aayn serve --model`: a pair per target
+    token (/languages), the asked target's token put before each text (the answers are the folder's own
+    translations of the texts led by the token, which differ by target), a document (.txt), a glossary, API keys."""
+    from server_helpers import Server
+    from test_libretranslate import download, multipart
+
+    from aayn.translation.opening import open_translator
+
+    imported = marians["swish-multi"][1]
+    translator = open_translator([str(imported)])
+    expected = {code: translator.translate([f">>{code}<< {text}" for text in TEXTS]) for code in ("fr", "es")}
+    assert expected["fr"] != expected["es"]  # the token matters to this model: the test can tell them apart
+    database = tmp_path / "keys.db"
+    assert aayn(["serve", "keys", "add", "100", "--api_keys_db_path", str(database)]) == 0
+    key = capsys.readouterr().out.strip()
+    server = Server(imported, "--api_keys", "--api_keys_db_path", database)
+    try:
+        assert server.get("/languages")[0]["code"] == "en" and server.get("/languages")[0]["targets"] == ["es", "fr"]
+        for code in ("fr", "es"):
+            status, answer, _ = server.post({"q": TEXTS, "source": "en", "target": code, "api_key": key})
+            assert status == 200 and answer["translatedText"] == expected[code], answer
+        assert server.post({"q": "One.", "source": "en", "target": "fr", "api_key": "not-a-key"})[0] == 403
+        body, content_type = multipart({"file": ("a.txt", "\n".join(TEXTS).encode()), "source": "en", "target": "es",
+                                        "api_key": key})  # fmt: skip
+        status, answer, _ = server.post(body, raw=True, path="/translate_file", content_type=content_type)
+        assert status == 200, answer
+        assert download(answer["translatedFileUrl"])[1].decode().splitlines() == expected["es"]
+        term = {"One": "cuatro"}
+        status, answer, _ = server.post({"q": "One.", "source": "en", "target": "es", "glossary": term, "api_key": key})
+        assert status == 200 and "cuatro" in answer["translatedText"].lower(), answer
+    finally:
+        assert server.stop()[0] == 0

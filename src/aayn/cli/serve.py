@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+from pathlib import Path
 
 from .common import batch_tokens_argument, card_languages, device_argument, positive_int, prepare_transformers
 
@@ -41,7 +42,7 @@ def serve(args: argparse.Namespace) -> None:
     seen = [(source, target) for source, target, _ in served if source]
     if len(seen) != len(set(seen)):
         raise ValueError(f"--pair serves a direction twice: {sorted(seen)}")
-    pairs = [Pair(source, target, names, open_served(args, names)) for source, target, names in served]
+    pairs = served_pairs(args, served, Pair)
     settings = ServeSettings(
         batch_tokens=args.batch_tokens,
         max_wait_ms=args.max_wait_ms,
@@ -61,6 +62,31 @@ def serve(args: argparse.Namespace) -> None:
     if args.metrics_auth_token and not args.metrics:
         raise ValueError("--metrics_auth_token guards GET /metrics: give --metrics too")
     run_server(pairs, settings, args.host, args.port, access)
+
+
+def served_pairs(args: argparse.Namespace, served: list, Pair) -> list:
+    """The `Pair`s of `served` (source, target, names), each model opened once. A multi-target model (its
+    vocabulary has target-language tokens: OPUS-MT's `>>fr<<`) serves one pair per target token under --model, the
+    asked target's under --pair; the server puts the token before each text. A model named by several --pair
+    is opened once (its pairs share its batcher)."""
+    from ..languages import folder_language_tokens
+
+    pairs, opened = [], {}
+    for source, target, names in served:
+        tokens = folder_language_tokens(names[0]) if Path(names[0]).is_dir() else {}
+        translators = opened.get(tuple(names)) or opened.setdefault(tuple(names), open_served(args, names))
+        if not tokens or not source:  # no card's languages: the Hub's shape, the client writes the token
+            pairs.append(Pair(source, target, names, translators))
+        elif args.pair:
+            if target not in tokens:
+                raise ValueError(f"--pair {source}:{target}: {names[0]} has no token for {target} (its targets: "
+                                 f"{', '.join(sorted(tokens))})")  # fmt: skip
+            pairs.append(Pair(source, target, names, translators, target_token=tokens[target]))
+        else:
+            for code, token in sorted(tokens.items()):
+                if source and code != source:
+                    pairs.append(Pair(source, code, names, translators, target_token=token))
+    return pairs
 
 
 def served_pair(value: str) -> tuple[str, str, list[str]]:

@@ -207,10 +207,13 @@ def fast_tokenizer_of_sentencepiece(model: bytes, model_max_length: int = MAX_PO
 
 def sentencepiece_model_of(tokenizer) -> bytes | None:
     """The SentencePiece model a tokenizer was made from: trained in this process, or saved beside the tokenizer
-    in the local folder it was loaded from; None for a byte-level BPE."""
+    in the local folder it was loaded from, or the source side's of a tokenizer with one a side (`spm_files`:
+    Marian's source.spm, target.spm); None for a byte-level BPE."""
     model = getattr(tokenizer, "sentencepiece_model", None)
     if model is None:
         path = Path(str(getattr(tokenizer, "name_or_path", "") or "."), SENTENCEPIECE_FILE)
+        sides = getattr(tokenizer, "spm_files", None) or [None]
+        path = path if path.is_file() or sides[0] is None else Path(sides[0])
         model = path.read_bytes() if path.is_file() else None
     return model
 
@@ -228,7 +231,7 @@ def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: str | Path) -> No
         backend.no_truncation()
         backend.no_padding()
     tokenizer.save_pretrained(folder)
-    model = sentencepiece_model_of(tokenizer)
+    model = sentencepiece_model_of(tokenizer) if not getattr(tokenizer, "spm_files", None) else None  # saves its own
     if model is not None:
         Path(folder, SENTENCEPIECE_FILE).write_bytes(model)
     path = Path(folder) / "tokenizer_config.json"

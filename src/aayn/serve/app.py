@@ -168,7 +168,7 @@ ROUTES = [
 
 
 def build_app(pairs: list[Pair], settings: ServeSettings, access: Access | None = None):
-    """The Starlette application serving `pairs` (each with its own batcher)."""
+    """The Starlette application serving `pairs` (a batcher per model)."""
     import contextlib
 
     from starlette.applications import Starlette
@@ -178,12 +178,12 @@ def build_app(pairs: list[Pair], settings: ServeSettings, access: Access | None 
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        for pair in pairs:
-            pair.batcher.start()
+        for batcher in service.batchers:
+            batcher.start()
         service.files = files.Files(settings.files_expire_s)
         yield
         loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(None, pair.batcher.stop) for pair in pairs))
+        await asyncio.gather(*(loop.run_in_executor(None, batcher.stop) for batcher in service.batchers))
         service.files.close()
 
     routes = [Route(path, handler, methods=[method]) for path, handler, method in ROUTES]

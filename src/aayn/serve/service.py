@@ -19,13 +19,16 @@ from .settings import Limits, RequestError, ServeSettings
 @dataclass
 class Pair:
     """One served direction: its languages (None where the model's card names none: then it answers the Hub's
-    shape only), the model folders, and the translators that decode for it (one, or worker processes)."""
+    shape only), the model folders, and the translators that decode for it (one, or worker processes).
+    `target_token`: a multi-target model's token for this target (OPUS-MT's `>>fr<<`), put before each text; the
+    pairs of one multi-target model share its translators and one batcher, so their sentences batch together."""
 
     source: str | None
     target: str | None
     names: list[str]
     translators: list[Translator]
     batcher: Batcher | None = field(default=None, repr=False)
+    target_token: str = ""
 
     @property
     def label(self) -> str:
@@ -46,6 +49,26 @@ async def disconnected(request) -> None:
         pass
 
 
+def with_token(token: str, texts: list[str]) -> list[str]:
+    """`texts`, each that is not blank led by a multi-target model's target-language `token` ("" for none)."""
+    return [f"{token} {text}" if token and text.strip() else text for text in texts]
+
+
+def without_token(token: str, best: list) -> list:
+    """The hypotheses of texts led by `token`, their alignments (a third element) read on the text alone: the
+    token's links dropped, the other source positions one less."""
+    if not token:
+        return best
+    for hypotheses in best:
+        for k, hypothesis in enumerate(hypotheses):
+            if len(hypothesis) > 2 and hypothesis[2].source_tokens[:1] == [token]:
+                alignment = hypothesis[2]
+                links = [(source - 1, target, weight) for source, target, weight in alignment.links if source > 0]
+                alignment = type(alignment)(links, alignment.source_tokens[1:], alignment.target_tokens)
+                hypotheses[k] = (*hypothesis[:2], alignment, *hypothesis[3:])
+    return best
+
+
 class Service:
     """The served `pairs` and what every room asks of them; `access`: keys and request limits (`keys.Access`),
     which each room applies to its requests."""
@@ -59,8 +82,11 @@ class Service:
             from .suggestions import SuggestionDatabase
 
             self.suggestions = SuggestionDatabase(settings.suggestions_db_path)
+        batchers = {}  # one per model (the pairs of a multi-target model share it)
         for pair in pairs:
-            pair.batcher = Batcher(pair.translators, settings)
+            key = id(pair.translators)
+            pair.batcher = batchers[key] = batchers.get(key) or Batcher(pair.translators, settings)
+        self.batchers = list(batchers.values())
         self.named = [pair for pair in pairs if pair.source]
         self.sources = sorted({pair.source for pair in self.named})
         self.detector = Detector(self.sources) if self.sources else None
@@ -72,7 +98,7 @@ class Service:
         sentences are dropped); a full queue raises QueueFull (503), a text no engine takes RequestError (400), a
         worker process that died twice with it 503, any other model error 500, each saying `failed` and its line."""
         loop = asyncio.get_running_loop()
-        job = Job(texts, options, loop, loop.create_future())
+        job = Job(with_token(pair.target_token, texts), options, loop, loop.create_future())
         pair.batcher.submit(job)
         # the answer, or the client gone: once the body is read, the next message the server gets is a disconnect
         gone = asyncio.ensure_future(disconnected(request))
@@ -90,7 +116,7 @@ class Service:
             raise RequestError(f"{failed}: {one_line(error)}", 500)
         if self.metrics is not None:
             self.metrics.translated(pair, texts)
-        return job.answer.result()
+        return without_token(pair.target_token, job.answer.result())
 
     def admit(self, request, key, secret=None) -> int:
         """Lets one request through (`Access.admit`: its client's limit, its key) or RequestError; returns its
@@ -109,7 +135,7 @@ class Service:
 
     def health(self) -> dict:
         """`GET /health`: the model, the workers and pairs, and the batchers' counts."""
-        batchers = [pair.batcher for pair in self.pairs]
+        batchers = self.batchers
         counts = {
             "batches": sum(b.batches for b in batchers),
             "sentences": sum(b.sentences for b in batchers),

@@ -27,7 +27,7 @@ from typing import NamedTuple
 from transformers.utils import logging
 
 from ...folders import staged_file
-from ...languages import language_name
+from ...languages import folder_language_tokens, language_name
 
 logger = logging.get_logger(__name__)
 
@@ -88,6 +88,12 @@ def argos_source(
     from ...model.modeling_aayn import AaynForConditionalGeneration
     from ..ctranslate2.writer import vocabularies
 
+    targets = folder_language_tokens(model_dir)
+    if targets:
+        raise ValueError(
+            f"--model {model_dir} is a multi-target model ({', '.join(sorted(targets.values()))} before the text) and "
+            "Argos Translate puts no token before a text: serve it with `aayn serve --model`, which does"
+        )
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     spm_model = sentencepiece_model_of(tokenizer)
     if spm_model is None:

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import torch
 
+from ...languages import language_tokens
 from ...model.configuration_aayn import AaynConfig
 
 # what a Marian checkpoint holds that the import computes instead: its position tables (checked against the formula)
@@ -151,6 +152,9 @@ def read_marian(source: str, *, source_lang: str | None = None, target_lang: str
         "source_lang": languages[0],
         "target_lang": languages[1],
     }
+    targets = language_tokens(tokenizer.get_vocab())
+    if targets:  # a multi-target model: `aayn serve` serves a pair per token and puts it before each text
+        provenance["target_languages"] = sorted(targets)
     model.config.imported_from = provenance
     return MarianImport(str(source), model, tokenizer, languages, provenance)
 
@@ -172,6 +176,10 @@ def write_import_card(staging: Path, imported: MarianImport, repo_id: str) -> No
         f"(beam {generation.num_beams}, alpha {generation.length_penalty}, log P / |Y|^alpha); "
         "`paper_decoding=False` searches as `MarianMTModel.generate` does."
     )
+    targets = imported.provenance.get("target_languages")
+    if targets:
+        training += (f" A multi-target model: a text led by `>>xx<<` asks target xx ({', '.join(targets)}); "
+                     "`aayn serve --model` serves a pair per target and puts the token itself.")  # fmt: skip
     write_model_card(
         staging, imported.model, source_lang=imported.languages[0], target_lang=imported.languages[1],
         dataset="unknown", repo_id=repo_id, example="Hello world.", training=training,
