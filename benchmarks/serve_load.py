@@ -1,10 +1,14 @@
 """`aayn serve` under load, on loopback only: 1, 8, 32 and 128 concurrent clients, each sending test verses one
 request at a time, against the torch folder and its CTranslate2 export; the same sentences through one
-`Translator.translate` call (what one `aayn translate` call does) for reference.
+`Translator.translate` call (what one `aayn translate` call does) for reference. With `--arms pipeline` and
+`--marian FOLDER`, also that MarianMTModel behind transformers' own translation pipeline in one process
+(`benchmarks/pipeline_server.py`, run by `--pipeline_python`: a transformers 4.57 install, as 5.x has no
+translation pipeline): an imported OPUS-MT folder against the model it came from.
 
     python benchmarks/serve_load.py [--model FOLDER|none] [--sentences 256] [--clients 1 8 32 128] [--seconds 120]
                                     [--max_queue 1024] [--overflow_queue 16] [--max_wait_ms 10] [--arms torch ct2]
                                     [--torch_threads N] [--ct2_threads N] [--torch_workers N] [--ct2_workers N]
+                                    [--marian FOLDER --pipeline_python PYTHON]
 
 The model is the demo job's (runs/demo-bible-en-fr, what the README's first command trains) where it is there;
 else, or with --model none, a demo-shaped model trained 300 steps here (`aayn.bench.decoding.train_demo_model`),
@@ -39,10 +43,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(*flags: str) -> tuple[subprocess.Popen, str]:
-    """`aayn serve FLAGS` on a free loopback port, once it answers /health: (process, url)."""
+def start(*flags: str, command: list[str] | None = None) -> tuple[subprocess.Popen, str]:
+    """`aayn serve FLAGS` (or `command` with the port last) on a free loopback port, once it answers /health:
+    (process, url)."""
     port = free_port()
-    command = [sys.executable, "-m", "aayn.cli", "serve", "--port", str(port), *flags]
+    command = (
+        [*command, str(port)] if command else [sys.executable, "-m", "aayn.cli", "serve", "--port", str(port), *flags]
+    )
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -116,11 +123,34 @@ def level(url: str, texts: list[str], expected: dict, clients: int, seconds: flo
         "p99_s": quantile(0.99),
         "errors": len(results) - len(answered),
         "errors_503_with_retry_after": sum(r[1] == 503 and r[4] is not None for r in results),
-        "wrong": sum(r[2] != expected[r[0]] for r in answered),
+        "wrong": sum(r[2] != expected[r[0]] for r in answered) if expected else None,
         "sentences_per_model_call": (after["sentences"] - before["sentences"]) / calls if calls else None,
         "client_cpu_s": cpu,
         "wall_s": wall,
     }
+
+
+def levels(name: str, texts: list[str], expected: dict, args, *flags, command=None) -> list[dict]:
+    """Each --clients level against one server (`aayn serve FLAGS`, or `command`), stopped after."""
+    rows = []
+    process, url = start(*flags, command=command)
+    try:
+        for clients in args.clients:
+            rows.append(level(url, texts, expected, clients, args.seconds))
+            print(json.dumps({"arm": name, **rows[-1]}), flush=True)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=120)
+    return rows
+
+
+def pipeline_arm(args, texts: list[str]) -> dict:
+    """The --marian folder behind transformers' pipeline (`pipeline_server.py`), its --torch_threads; no reference
+    call, so "wrong" is not counted."""
+    server = [args.pipeline_python, str(Path(__file__).with_name("pipeline_server.py")), args.marian]
+    if args.torch_threads:
+        server[2:2] = ["--threads", args.torch_threads]
+    return {"levels": levels("pipeline", texts, {}, args, command=server)}
 
 
 def main() -> None:
@@ -139,7 +169,11 @@ def main() -> None:
     parser.add_argument("--ct2_threads", help="the CTranslate2 server's --threads (default: all cores)")
     parser.add_argument("--torch_workers", default="1", help="the torch server's --workers")
     parser.add_argument("--ct2_workers", default="1", help="the CTranslate2 server's --workers")
+    parser.add_argument("--marian", help="the pipeline arm's MarianMTModel folder")
+    parser.add_argument("--pipeline_python", default=sys.executable, help="a python with transformers 4.57")
     args = parser.parse_args()
+    if "pipeline" in args.arms and not args.marian:
+        parser.error("--arms pipeline serves --marian FOLDER: give it")
     args.model = None if args.model == "none" else args.model
     import torch
 
@@ -153,8 +187,11 @@ def main() -> None:
     export_model(Path(folder), Path(exported))
     report = {"machine": f"{os.cpu_count()} cores, torch {torch.__version__}", "model": folder, "arms": {}}
     report["sentences"] = len(texts)
-    for name, path in (("torch", folder), ("ct2", exported)):
+    for name, path in (("torch", folder), ("ct2", exported), ("pipeline", args.marian)):
         if name not in args.arms:
+            continue
+        if name == "pipeline":
+            report["arms"][name] = pipeline_arm(args, texts)
             continue
         translator = open_translator([path])
         started = time.perf_counter()
@@ -162,18 +199,10 @@ def main() -> None:
         single_call = len(texts) / (time.perf_counter() - started)
         del translator
         expected = dict(zip(texts, reference))
-        rows = []
         threads = getattr(args, f"{name}_threads")
         flags = ("--max_wait_ms", args.max_wait_ms, "--workers", getattr(args, f"{name}_workers"))
         flags += ("--threads", threads) if threads else ()
-        process, url = start("--model", path, "--max_queue", str(args.max_queue), *flags)
-        try:
-            for clients in args.clients:
-                rows.append(level(url, texts, expected, clients, args.seconds))
-                print(json.dumps({"arm": name, **rows[-1]}), flush=True)
-        finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=120)
+        rows = levels(name, texts, expected, args, "--model", path, "--max_queue", str(args.max_queue), *flags)
         process, url = start("--model", path, "--max_queue", str(args.overflow_queue), *flags)
         try:
             overflow = level(url, texts, expected, 128, args.seconds)
@@ -184,6 +213,12 @@ def main() -> None:
         report["arms"][name] = {"single_call_sentences_per_second": single_call, "levels": rows, "overflow": overflow}
     print(json.dumps(report, indent=1))
     for name, arm in report["arms"].items():
+        if name == "pipeline":
+            print("\npipeline (transformers' translation pipeline, one call at a time, MarianMTModel)")
+            for row in arm["levels"]:
+                print(f"| {row['clients']} | {row['sentences_per_second']:.1f} | {row['p50_s']:.3f} | "
+                      f"{row['p95_s']:.3f} | {row['errors']} |")  # fmt: skip
+            continue
         threads, one_call = getattr(args, f"{name}_threads") or "default", arm["single_call_sentences_per_second"]
         workers = getattr(args, f"{name}_workers")
         print(
