@@ -2,8 +2,8 @@
 (its own `Seq2SeqTrainer`, `--steps` steps on the embedded Bible data, en -> fr, SentencePiece models for each side
 as OPUS-MT has), then imported; both translate the `--verses` first test verses greedily and with transformers'
 beam search (the folder's generation config: beam 4; aayn with `paper_decoding=False`), batches of 32: how many
-outputs differ token for token, the first step's largest logit difference, and the seconds each took. Run alone on
-an idle machine.
+outputs differ token for token, the first step's largest logit difference, the seconds each took and BLEU; then
+aayn's default search (the paper's, by the folder's rules). Run alone on an idle machine.
 
     python benchmarks/marian_import.py --steps 300 --verses 1116 --work /tmp/marian-bench
 """
@@ -51,10 +51,13 @@ def marian_folder(work: Path, steps: int, bf16: bool) -> Path:
     tokenizer = MarianTokenizer(str(folder / "source.spm"), str(folder / "target.spm"), str(folder / "vocab.json"),
                                 source_lang="en", target_lang="fr", model_max_length=128)  # fmt: skip
     pad = len(vocab) - 1
+    # scaled embeddings, as OPUS-MT's (MarianConfig's default is unscaled: N(0, 0.02) embeddings under sinusoids of
+    # size 1, and a model that learnt to ignore its source, docs/measurements.md)
     config = MarianConfig(
         vocab_size=len(vocab), decoder_vocab_size=len(vocab), d_model=128, encoder_layers=3, decoder_layers=3,
         encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512,
         max_position_embeddings=256, pad_token_id=pad, eos_token_id=0, decoder_start_token_id=pad,
+        scale_embedding=True,
     )  # fmt: skip
     model = MarianMTModel(config)
     model.config._attn_implementation = "eager"  # as the demo recipe: torch's SDPA backward is slow in bf16 on CPU
@@ -93,6 +96,14 @@ def decoded(model, tokenizer, texts: list[str], **options) -> tuple[list[list[in
     return outputs, time.perf_counter() - start
 
 
+def bleu(tokenizer, outputs: list[list[int]], references: list[str]) -> float:
+    """sacreBLEU (13a) of the decoded outputs against the references."""
+    import sacrebleu
+
+    texts = [text.strip() for text in tokenizer.batch_decode(outputs, skip_special_tokens=True)]
+    return round(sacrebleu.corpus_bleu(texts, [references]).score, 2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=300)
@@ -115,7 +126,7 @@ def main() -> None:
     from aayn.data import load_translation_dataset
 
     test = load_translation_dataset("bible", source_lang="en", target_lang="fr")["test"]["translation"][: args.verses]
-    texts = [row["en"] for row in test]
+    texts, references = [row["en"] for row in test], [row["fr"] for row in test]
     marian = MarianMTModel.from_pretrained(folder).eval()
     ours = AutoModelForSeq2SeqLM.from_pretrained(imported).eval()
     tokenizer = AutoTokenizer.from_pretrained(imported)
@@ -128,8 +139,11 @@ def main() -> None:
         theirs, their_seconds = decoded(marian, tokenizer, texts, **options)
         mine, my_seconds = decoded(ours, tokenizer, texts, paper_decoding=False, **options)
         report[name] = {"differ": sum(a != b for a, b in zip(theirs, mine)), "marian_s": round(their_seconds, 1),
-                        "aayn_s": round(my_seconds, 1)}  # fmt: skip
+                        "aayn_s": round(my_seconds, 1), "bleu": bleu(tokenizer, theirs, references)}  # fmt: skip
         print(json.dumps({name: report[name]}), flush=True)
+    paper, seconds = decoded(ours, tokenizer, texts)  # aayn's default: the paper's search by the folder's rules
+    report["aayn_paper_search"] = {"bleu": bleu(tokenizer, paper, references), "aayn_s": round(seconds, 1)}
+    print(json.dumps({"aayn_paper_search": report["aayn_paper_search"]}), flush=True)
     print(json.dumps(report))
 
 

@@ -1,0 +1,35 @@
+#!/bin/bash
+# Issue 81 point 1 on a lent GPU: where a training step goes (benchmarks/profile_step.py: median step, target
+# tokens/s, MFU on real and padded tokens, host time, kernel time, launches, host reads) at the base shape with
+# 4,096 and ~25k tokens a step, float32 (TF32) and bf16 autocast, eager and compiled; the big shape in bf16 (the
+# Trainer's own per-step cost is not in it: `aayn train` there needs `datasets` carried, as gpu_issue66.sh does).
+# Needs only the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
+#   OUT=/tmp/o DEVICE=cpu SHAPE=demo TOKENS="256 512" STEPS=2 bash benchmarks/gpu_issue81.sh
+T0=$SECONDS
+say() { echo "[$((SECONDS - T0)) s] $*" | tee -a $OUT/times.txt; }
+PY=${PY:-python3}; DEVICE=${DEVICE:-cuda}; SHAPE=${SHAPE:-base}; TOKENS=${TOKENS:-"4096 25000"}; STEPS=${STEPS:-20}
+export PYTHONPATH=$PWD/src:$PYTHONPATH PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
+mkdir -p $OUT
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; $PY -c 'import torch, transformers
+print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'; lscpu | grep "Model name"; nproc; } > $OUT/env.txt 2>&1
+cat $OUT/env.txt
+P="$PY benchmarks/profile_step.py --device $DEVICE --steps $STEPS"
+for arm in "--dtype float32" "--dtype bf16" "--dtype bf16 --compile"; do
+  timeout ${ARM_S:-150} $P --shape $SHAPE --tokens $TOKENS $arm --out $OUT/prof >> $OUT/steps.jsonl 2>> $OUT/steps.err
+  say "$SHAPE $arm exit $?"
+done
+[ "$DEVICE" = cuda ] && for arm in "--dtype bf16" "--dtype bf16 --compile"; do
+  timeout ${ARM_S:-150} $P --shape big --tokens 25000 $arm >> $OUT/steps.jsonl 2>> $OUT/steps.err
+  say "big $arm exit $?"
+done
+$PY - $OUT/steps.jsonl <<'PYEOF'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+keys = ["shape", "dtype", "compiled", "token_budget", "target_tokens", "median_step_ms", "target_tokens_per_s",
+        "mfu_real", "mfu_padded", "host_ms_per_step", "kernel_ms_per_step", "launches_per_step", "host_reads_per_step"]
+print("| " + " | ".join(keys) + " |")
+for row in rows:
+    print("| " + " | ".join(str(row.get(k)) for k in keys) + " |")
+PYEOF
+tail -5 $OUT/steps.err
+say "done"
