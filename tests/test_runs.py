@@ -326,6 +326,24 @@ def test_a_flag_after_the_recipes_bf16_auto_decides(corpus, tmp_path, given, mon
     assert "bf16: auto ->" not in capsys.readouterr().out  # the machine is not asked: the last value is explicit
 
 
+@pytest.mark.parametrize("able", [True, False])
+def test_tf32_auto_is_true_on_a_gpu_with_tf32_and_unset_elsewhere(corpus, tmp_path, able, monkeypatch, capsys):
+    """The WMT recipes' `tf32: auto`: the Trainer's `tf32: true` raises where TF32 is unavailable (a CPU, a GPU
+    before Ampere), so `auto` gives true only on a GPU that has it and leaves the key unset elsewhere."""
+    from aayn.training.arguments import _resolve_autos, tf32_matmuls
+
+    monkeypatch.setattr("aayn.training.arguments.tf32_matmuls", lambda use_cpu: (able, "this GPU (TEST)"))
+    flags = ["--output_dir", "x", "--tf32", "auto", "--bf16", "false"]
+    assert _resolve_autos(flags) == ["--output_dir", "x", *(["--tf32", "true"] if able else []), "--bf16", "false"]
+    assert f"tf32: auto -> {'on' if able else 'unset'}: this GPU (TEST)" in capsys.readouterr().out
+    assert _resolve_autos(["--tf32=auto", "--tf32", "false"]) == ["--tf32", "false", "--tf32", "false"]
+    monkeypatch.setattr("aayn.training.arguments.tf32_matmuls", tf32_matmuls)  # the machine asked again
+    assert tf32_matmuls(use_cpu=True) == (False, "no GPU")
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST, use_cpu=True, tf32="auto"))
+    assert parse_arguments([str(recipe)])[2].tf32 is None  # on this CPU: unset, and nothing said
+    assert "tf32: auto" not in capsys.readouterr().out
+
+
 def test_bf16_auto_asks_the_machine():
     import torch
 

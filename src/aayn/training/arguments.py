@@ -268,7 +268,7 @@ _VALUE_CHECKS = {"int": int, "float": float, "bool": _bool}
 
 def _check_values(flags: list[str]) -> None:
     """A value that cannot be the key's int, float, bool or enum value is an error here, before transformers is
-    imported (the same error argparse would give seconds later). `bf16: auto` is aayn's."""
+    imported (the same error argparse would give seconds later). `bf16: auto` and `tf32: auto` are aayn's."""
     fields = [f for cls in AAYN_ARGUMENT_CLASSES for f in aayn_fields(cls)] + list(trainer_fields() or ())
     annotations = {f.name: f.annotation for f in fields}
     for index, flag in enumerate(flags):
@@ -280,7 +280,7 @@ def _check_values(flags: list[str]) -> None:
                 continue  # `--flag` alone: argparse decides (a bool's const, or its own error)
             value = flags[index + 1]
         annotation = annotations.get(key.replace("-", "_"), "")
-        if key == "bf16" and value == "auto":
+        if key in AUTO_KEYS and value == "auto":
             continue
         choices = enum_choices(annotation)
         if choices is not None and value not in choices:
@@ -330,27 +330,57 @@ def _flag_value(flags: list[str], key: str) -> str | None:
 STAGES = ("do_train", "do_eval", "do_predict")
 
 
-def _resolve_auto_bf16(flags: list[str]) -> list[str]:
-    """`bf16: auto` (aayn's value; the Trainer's key is a bool): bf16 autocast where its matmuls run natively,
-    float32 elsewhere, said in one line. The last `--bf16` decides, as for any key: a recipe's `auto` followed by
-    `--bf16 true` trains in bf16 without asking the machine."""
-    autos = [i for i, flag in enumerate(flags) if flag == "--bf16=auto"
-             or (flag == "--bf16" and i + 1 < len(flags) and flags[i + 1] == "auto")]  # fmt: skip
-    if not autos:
-        return flags
-    value = _flag_value(flags, "bf16")
-    if value == "auto":
-        native, unit = bf16_matmuls(_bool(_flag_value(flags, "use_cpu") or "false"))
-        choice, has = ("bf16 autocast", "has") if native else ("float32", "has no")
-        print(f"bf16: auto -> {choice}: {unit} {has} native bf16 matmuls")
-        value = "true" if native else "false"
-    resolved = []
-    for index, flag in enumerate(flags):
-        if index in autos:
-            resolved += ["--bf16", value]
-        elif not (index - 1 in autos and flags[index - 1] == "--bf16"):  # an `auto` already replaced
-            resolved.append(flag)
-    return resolved
+def tf32_matmuls(use_cpu: bool) -> tuple[bool, str]:
+    """(whether float32 matmuls can run as TF32 where training runs, the unit named): a CUDA GPU of compute
+    capability 8.0 or more (Ampere and later). The Trainer's `tf32: true` raises elsewhere."""
+    import torch
+
+    if use_cpu or not torch.cuda.is_available():
+        return False, "no GPU"
+    major, minor = torch.cuda.get_device_capability()
+    return major >= 8, f"this GPU (compute capability {major}.{minor})"
+
+
+def _auto_bf16(flags: list[str]) -> str:
+    native, unit = bf16_matmuls(_bool(_flag_value(flags, "use_cpu") or "false"))
+    choice, has = ("bf16 autocast", "has") if native else ("float32", "has no")
+    print(f"bf16: auto -> {choice}: {unit} {has} native bf16 matmuls")
+    return "true" if native else "false"
+
+
+def _auto_tf32(flags: list[str]) -> str | None:
+    """ "true" on a GPU with TF32; else the key left unset (the Trainer's default, which touches nothing), said in
+    one line where training runs on a GPU."""
+    able, unit = tf32_matmuls(_bool(_flag_value(flags, "use_cpu") or "false"))
+    if unit != "no GPU":
+        print(f"tf32: auto -> {'on' if able else 'unset'}: {unit} {'has' if able else 'has no'} TF32 matmuls")
+    return "true" if able else None
+
+
+# aayn's `auto` for Trainer keys that are bools: how the machine decides each (a value, or None: the key unset)
+AUTO_KEYS = {"bf16": _auto_bf16, "tf32": _auto_tf32}
+
+
+def _resolve_autos(flags: list[str]) -> list[str]:
+    """`bf16: auto` (bf16 autocast where its matmuls run natively, float32 elsewhere) and `tf32: auto` (TF32 for
+    float32 matmuls on GPUs that have it), each said in one line. The last flag of a key decides, as for any key: a
+    recipe's `auto` followed by `--bf16 true` trains in bf16 without asking the machine."""
+    for key, decide in AUTO_KEYS.items():
+        autos = [i for i, flag in enumerate(flags) if flag == f"--{key}=auto"
+                 or (flag == f"--{key}" and i + 1 < len(flags) and flags[i + 1] == "auto")]  # fmt: skip
+        if not autos:
+            continue
+        value = _flag_value(flags, key)
+        if value == "auto":
+            value = decide(flags)
+        resolved = []
+        for index, flag in enumerate(flags):
+            if index in autos:
+                resolved += [f"--{key}", value] if value is not None else []
+            elif not (index - 1 in autos and flags[index - 1] == f"--{key}"):  # an `auto` already replaced
+                resolved.append(flag)
+        flags = resolved
+    return flags
 
 
 PROG, DESCRIPTION = "aayn train", "Train an AAYN translation model."
@@ -419,7 +449,7 @@ def parse_arguments(argv: list[str]) -> tuple:
     stages = {stage: _bool(value) for stage in STAGES if (value := _flag_value(flags, stage)) is not None}
     if stages.get("do_eval") is False:  # no evaluation during training either (the Trainer would set do_eval again)
         flags = [*flags, "--eval_strategy", "no"]
-    flags = _resolve_auto_bf16(flags)  # imports torch: after every check that does not need it
+    flags = _resolve_autos(flags)  # imports torch: after every check that does not need it
     parser = argument_parser()
     parser.error = _one_line_error  # argparse would print the whole usage (every Trainer option) first
     parsed = parser.parse_args_into_dataclasses(args=flags)
