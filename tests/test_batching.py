@@ -128,3 +128,82 @@ def test_batches_equal_the_reference_greedy_loop(seed, size, max_tokens, replica
         )
         sampler.set_epoch(epoch)
         assert list(sampler) == reference_batches(lengths, max_tokens, seed, replicas, epoch)
+
+
+def bible_lengths() -> np.ndarray:
+    """max(source, target) tokens per pair of the demo data's training split, as its 4,000-piece BPE cuts them (about
+    1.4 pieces a word; no tokenizer trained here)."""
+    from aayn.data import load_translation_dataset
+
+    pairs = load_translation_dataset("bible", source_lang="en", target_lang="fr")["train"]["translation"]
+    return np.array([min(128, round(1.4 * max(len(p["en"].split()), len(p["fr"].split()))) + 1) for p in pairs])
+
+
+def test_length_buckets_give_a_step_few_shapes_over_the_demo_data():
+    """With `length_buckets`, each batch is one bucket's (`max_tokens // bucket` sentences but the bucket's last),
+    so over an epoch of the demo's data a padded step has at most two shapes a bucket, where plain max-tokens
+    batches have one per longest length; every example still in exactly one batch, each within the budget."""
+    from aayn.data.token_batches import bucket_of
+
+    lengths, budget, buckets = bible_lengths(), 1024, [16, 24, 32, 48, 64, 96, 128]
+    bucketed = MaxTokensBatchSampler(lengths, budget, buckets=buckets, seed=1)
+    shapes = {(len(b), int(bucket_of([lengths[b].max()], buckets)[0])) for b in bucketed}
+    assert len(shapes) <= 2 * len(buckets)
+    for batch in bucketed:
+        bucket = int(bucket_of([lengths[batch].max()], buckets)[0])
+        assert len(batch) * bucket <= budget and len(set(bucket_of(lengths[batch], buckets).tolist())) == 1
+    assert sorted(i for b in bucketed for i in b) == list(range(len(lengths)))
+    plain = {(len(b), int(lengths[b].max())) for b in MaxTokensBatchSampler(lengths, budget, seed=1)}
+    assert len(plain) > 5 * len(shapes), (len(plain), len(shapes))
+
+
+def test_bucket_padding_leaves_the_loss_as_it_was(tmp_path):
+    """A batch padded on to its bucket (source and target: pad ids, mask 0, labels -100) gives the loss and the
+    gradients of the same batch padded to its longest sentence."""
+    import torch
+    from transformers import DataCollatorForSeq2Seq
+
+    from aayn import AaynConfig, AaynForConditionalGeneration
+    from aayn.data.batching import BucketPadding
+
+    config = AaynConfig(vocab_size=40, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, dropout=0.0,
+                        label_smoothing=0.1, pad_token_id=1, eos_token_id=2, bos_token_id=0,
+                        decoder_start_token_id=2)  # fmt: skip
+    torch.manual_seed(0)
+    model = AaynForConditionalGeneration(config)
+
+    class Pad:
+        pad_token_id, padding_side = 1, "right"
+
+        def pad(self, features, **kwargs):  # what DataCollatorForSeq2Seq asks of a tokenizer
+            width = max(len(f["input_ids"]) for f in features)
+            ids = [f["input_ids"] + [1] * (width - len(f["input_ids"])) for f in features]
+            mask = [[1] * len(f["input_ids"]) + [0] * (width - len(f["input_ids"])) for f in features]
+            return {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask)}
+
+    features = [{"input_ids": [5, 6, 7, 2], "labels": [8, 9, 2]}, {"input_ids": [5, 2], "labels": [9, 10, 11, 2]}]
+    plain = DataCollatorForSeq2Seq(Pad(), model=model, label_pad_token_id=-100)
+    bucketed = BucketPadding(plain, [8, 16], pad_token_id=1)
+    results = []
+    for collate in (plain, bucketed):
+        batch = collate([dict(f) for f in features])
+        model.zero_grad()
+        loss = model(**batch).loss
+        loss.backward()
+        results.append((batch["input_ids"].shape, loss.detach(), [p.grad.clone() for p in model.parameters()]))
+    (shape, loss, grads), (bucket_shape, bucket_loss, bucket_grads) = results
+    assert tuple(shape) == (2, 4) and tuple(bucket_shape) == (2, 8)
+    torch.testing.assert_close(bucket_loss, loss)
+    for a, b in zip(bucket_grads, grads):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("buckets", "message"),
+    [([16, 8], "ascending positive"), ([8, 0], "ascending positive"), ([4], "must hold the longest example"),
+     ([8, 4096], "is over max_tokens=1024")],
+)  # fmt: skip
+def test_bad_length_buckets_are_named(buckets, message):
+    with pytest.raises(ValueError, match=message):
+        MaxTokensBatchSampler([3, 5, 7], 1024, buckets=buckets)

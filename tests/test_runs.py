@@ -344,6 +344,36 @@ def test_tf32_auto_is_true_on_a_gpu_with_tf32_and_unset_elsewhere(corpus, tmp_pa
     assert "tf32: auto" not in capsys.readouterr().out
 
 
+def test_length_buckets_pad_each_training_batch_to_its_bucket(corpus, tmp_path, monkeypatch):
+    """`length_buckets` through `aayn train`: every training step's source and target are one bucket's length and
+    one of its batch sizes (`max_tokens // bucket`, or fewer for the bucket's last batch); without max_tokens, or
+    with a last bucket under max_source_length, the run is refused before any work."""
+    from aayn.cli import main as aayn
+    from aayn.model.modeling_aayn import AaynForConditionalGeneration
+
+    seen, forward = [], AaynForConditionalGeneration.forward
+
+    def recording(self, *args, **kwargs):
+        if self.training:
+            seen.append((tuple(kwargs["input_ids"].shape), tuple(kwargs["labels"].shape)))
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(AaynForConditionalGeneration, "forward", recording)
+    buckets = [8, 16]
+    recipe = tiny_recipe(corpus, tmp_path / "out", **{**FAST, "max_steps": 12}, max_tokens=64, length_buckets=buckets,
+                         max_source_length=16, max_target_length=16, do_predict=False)  # fmt: skip
+    assert aayn(["train", str(write_recipe(tmp_path / "r.yaml", recipe))]) == 0
+    assert len(seen) == 12
+    for source, target in seen:
+        assert source[1] == target[1] in buckets and source[0] == target[0] <= 64 // source[1]
+    assert {shape[1] for shape, _ in seen} <= set(buckets)
+    for bad, message in ((dict(max_tokens=None), "give max_tokens too"), (dict(length_buckets=[8]), "must hold")):
+        broken = write_recipe(tmp_path / "bad.yaml", {**recipe, **bad, "output_dir": str(tmp_path / "bad")})
+        with pytest.raises(ValueError, match=message):
+            parse_arguments([str(broken)])
+        assert not (tmp_path / "bad").exists()
+
+
 def test_bf16_auto_asks_the_machine():
     import torch
 

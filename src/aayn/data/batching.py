@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from torch.utils.data import Sampler
 
-from .token_batches import batch_lists, cut_batches, length_order
+from .token_batches import batch_lists, bucket_of, cut_batches, cut_bucketed, length_order
 
 
 def example_lengths(dataset) -> np.ndarray:
@@ -46,6 +46,10 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
     one batch at a time, as it is yielded.
     `rank=None` yields every replica's batches interleaved, for a loader that deals them itself (Accelerate's
     `BatchSamplerShard` gives batch i to process i % num_replicas, which is exactly the shard of that rank).
+    `buckets` (ascending lengths): each example counts as the first bucket that holds it, and each bucket is cut on
+    its own into batches of `max_tokens // bucket` examples (its last one fewer), which `BucketPadding` pads to the
+    bucket: a step then has one of at most twice as many shapes as there are buckets (a compiled or graph-captured
+    step recompiles that often, not once per batch length).
     """
 
     def __init__(
@@ -57,6 +61,7 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
         seed: int = 0,
         num_replicas: int = 1,
         rank: int | None = 0,
+        buckets: Sequence[int] | None = None,
     ):
         lengths = np.asarray(lengths)
         if lengths.ndim != 1 or len(lengths) == 0:
@@ -69,6 +74,8 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
                 f"example {longest} is {lengths[longest]} tokens long, more than max_tokens={max_tokens}; "
                 "raise max_tokens or lower max_source_length / max_target_length"
             )
+        if buckets is not None:
+            check_buckets(buckets, int(lengths.max()), max_tokens)
         if rank is not None and not 0 <= rank < num_replicas:
             raise ValueError(f"rank must be in [0, num_replicas={num_replicas}), got {rank}")
         if len(lengths) < num_replicas:
@@ -77,7 +84,13 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
         self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
         order = length_order(lengths, seed)
         self.order = order.astype(np.int32) if len(order) < 2**31 else order
-        self.bounds = self._even(cut_batches(order, lengths, max_tokens))
+        self.buckets = list(buckets) if buckets is not None else None
+        cut = (
+            cut_batches(order, lengths, max_tokens)
+            if buckets is None
+            else cut_bucketed(order, lengths, max_tokens, buckets)
+        )
+        self.bounds = self._even(cut)
 
     def _even(self, bounds: np.ndarray) -> np.ndarray:
         """Split the largest batches (the first of equals) in two until the replicas get as many batches each."""
@@ -121,6 +134,40 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         count = len(self.bounds) - 1
         return count if self.rank is None else count // self.num_replicas
+
+
+def check_buckets(buckets: Sequence[int], longest: int, max_tokens: int | None) -> None:
+    """ValueError naming what is wrong with `length_buckets`: ascending positive lengths, the last holding the
+    longest example, none over the token budget."""
+    values = list(buckets)
+    if not values or any(not isinstance(b, int) or b < 1 for b in values) or values != sorted(set(values)):
+        raise ValueError(f"length_buckets must be ascending positive token counts, got {values}")
+    if values[-1] < longest:
+        raise ValueError(f"length_buckets' last ({values[-1]}) must hold the longest example ({longest} tokens)")
+    if max_tokens is not None and values[-1] > max_tokens:
+        raise ValueError(f"length_buckets' last ({values[-1]}) is over max_tokens={max_tokens}")
+
+
+class BucketPadding:
+    """A collator's batches padded on to the first of `buckets` that holds their longest side: source and target
+    (input_ids, attention_mask, labels, decoder_input_ids) to one length, so that with `MaxTokensBatchSampler`'s
+    bucketed batches a step has few shapes. Padding is masked (pad ids, mask 0, labels -100): losses are unchanged."""
+
+    def __init__(self, collator, buckets: Sequence[int], pad_token_id: int):
+        self.collator, self.buckets, self.pad = collator, list(buckets), pad_token_id
+
+    def __call__(self, features):
+        import torch
+
+        batch = self.collator(features)
+        width = max(batch[key].shape[1] for key in ("input_ids", "labels") if key in batch)
+        length = int(bucket_of([width], self.buckets)[0])
+        fills = {"input_ids": self.pad, "attention_mask": 0, "labels": -100, "decoder_input_ids": self.pad}
+        for key, fill in fills.items():
+            if key in batch and batch[key].shape[1] < length:
+                extra = batch[key].new_full((batch[key].shape[0], length - batch[key].shape[1]), fill)
+                batch[key] = torch.cat([batch[key], extra], dim=1)
+        return batch
 
 
 def padding_fraction(

@@ -36,6 +36,27 @@ def cut_batches(order: np.ndarray, lengths: np.ndarray, max_tokens: int) -> np.n
     return np.asarray(bounds, dtype=np.int64)
 
 
+def bucket_of(lengths, buckets: Sequence[int]) -> np.ndarray:
+    """Each length rounded up to the first of `buckets` (ascending) that holds it; a length past the last bucket
+    stays as it is."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    edges = np.asarray(buckets, dtype=np.int64)
+    index = np.searchsorted(edges, lengths, side="left")
+    return np.where(index < len(edges), edges[np.minimum(index, len(edges) - 1)], lengths)
+
+
+def cut_bucketed(order: np.ndarray, lengths: np.ndarray, max_tokens: int, buckets: Sequence[int]) -> np.ndarray:
+    """`cut_batches` on lengths rounded up to their bucket, each bucket cut on its own: every batch of a bucket but
+    its last holds `max_tokens // bucket` examples, so padded to its bucket, a batch has one of few shapes."""
+    rounded = bucket_of(np.asarray(lengths)[order], buckets)  # nondecreasing: `order` is by length
+    starts = np.flatnonzero(np.r_[True, rounded[1:] != rounded[:-1]])
+    bounds = [0]
+    for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(order)]):
+        per_batch = max(1, max_tokens // int(rounded[start]))
+        bounds += list(range(start + per_batch, end, per_batch)) + [end]
+    return np.asarray(bounds, dtype=np.int64)
+
+
 def batch_lists(order: np.ndarray, bounds: np.ndarray) -> list[list[int]]:
     return [order[a:b].tolist() for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
 

@@ -122,6 +122,13 @@ class DataTrainingArguments:
             "replaces per_device_train_batch_size"
         },
     )
+    length_buckets: list[int] | None = field(
+        default=None,
+        metadata={
+            "help": "with max_tokens: ascending lengths (multiples of 8, the last the longest allowed); each batch "
+            "takes sentences of one bucket and is padded to it, so a step has few shapes (for torch_compile)"
+        },
+    )
     num_beams: int | None = field(default=None, metadata={"help": "beams for evaluation; default generation_num_beams"})
     length_penalty: float | None = field(default=None, metadata={"help": "length penalty alpha for beam search"})
     average_last_checkpoints: int = field(
@@ -154,6 +161,12 @@ class DataTrainingArguments:
                 f"max_tokens={self.max_tokens} cannot batch a sentence of {longest} tokens, the longest that "
                 "max_source_length / max_target_length allow; raise max_tokens or lower those lengths"
             )
+        if self.length_buckets is not None:
+            from ..data.batching import check_buckets
+
+            if self.max_tokens is None:
+                raise ValueError("length_buckets cut max_tokens batches: give max_tokens too")
+            check_buckets(self.length_buckets, longest, self.max_tokens)
         if self.input_sentence_size < 0:
             raise ValueError(f"input_sentence_size must be >= 0 (0: every sentence), got {self.input_sentence_size}")
         if self.preprocessing_num_workers is not None and self.preprocessing_num_workers < 1:

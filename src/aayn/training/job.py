@@ -132,6 +132,7 @@ def build_trainer(plan: RunPlan, model, prepared: PreparedData, callbacks=None) 
         else None,
         callbacks=callbacks,
         max_tokens=plan.max_tokens,
+        length_buckets=plan.length_buckets,
         model_card=card,
     )
 

@@ -34,6 +34,7 @@ class RunPlan:
     generation: dict  # the model's generation config for evaluation, testing and the saved folder
     config: AaynConfig | None  # a new model's (the tokenizer's size and ids fill in); None: fine-tuning
     max_tokens: int | None  # the token budget of a batch per device (None: sentences per device)
+    length_buckets: list[int] | None  # the lengths max_tokens batches are cut by and padded to (None: their longest)
     early_stopping: tuple[int, float] | None  # (patience, threshold) of the stop on the best metric
     card: dict  # the model card's languages, dataset, license and repository name
     examples_to_print: int  # test translations printed at the end
@@ -76,6 +77,7 @@ def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args)
         generation={key: value for key, value in generation.items() if value is not None},
         config=config,
         max_tokens=data_args.max_tokens,
+        length_buckets=data_args.length_buckets,
         early_stopping=(
             None
             if data_args.early_stopping_patience is None
@@ -197,6 +199,7 @@ def training_summary(plan: RunPlan, seconds: float | None = None) -> str:
     )
     batch = (
         f"batches of at most {plan.max_tokens} padded tokens per device"
+        + (f", cut and padded by length buckets {plan.length_buckets}" if plan.length_buckets else "")
         if plan.max_tokens
         else f"{args.per_device_train_batch_size} sentence pairs per device"
     )

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 from transformers import IntervalStrategy, PreTrainedTokenizerBase, Seq2SeqTrainer
 from transformers.utils import logging
 
-from ..data.batching import MaxTokensBatchSampler, example_lengths
+from ..data.batching import BucketPadding, MaxTokensBatchSampler, example_lengths
 from ..hub import write_model_card
 from .fsdp import shard_for_trainer
 
@@ -51,7 +51,14 @@ class AaynTrainer(Seq2SeqTrainer):
     process gets a disjoint, equal share and none is repeated) and forwards `set_epoch` for the per-epoch shuffle.
     """
 
-    def __init__(self, *args, max_tokens: int | None = None, model_card: dict | None = None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        max_tokens: int | None = None,
+        length_buckets: list[int] | None = None,
+        model_card: dict | None = None,
+        **kwargs,
+    ):
         training_args = kwargs.get("args") if "args" in kwargs else (args[1] if len(args) > 1 else None)
         if training_args is not None:
             keep_credentials_off_disk(training_args)
@@ -62,7 +69,7 @@ class AaynTrainer(Seq2SeqTrainer):
                 "instead (`aayn preprocess`, or load it without streaming=True), or give per_device_train_batch_size"
             )
         super().__init__(*args, **kwargs)
-        self.max_tokens = max_tokens
+        self.max_tokens, self.length_buckets = max_tokens, length_buckets
         self.model_card = model_card  # render_model_card arguments; every saved folder gets its README.md
         self.results: dict | None = None  # test scores for the card, once known; until then the last validation
         self._train_lengths = None
@@ -122,12 +129,16 @@ class AaynTrainer(Seq2SeqTrainer):
         if self._train_lengths is None:
             self._train_lengths = example_lengths(self.train_dataset)
         sampler = MaxTokensBatchSampler(
-            self._train_lengths, self.max_tokens, seed=self.args.seed, num_replicas=self.args.world_size, rank=None
-        )
+            self._train_lengths, self.max_tokens, seed=self.args.seed, num_replicas=self.args.world_size, rank=None,
+            buckets=self.length_buckets,
+        )  # fmt: skip
+        collate = self.data_collator
+        if self.length_buckets:
+            collate = BucketPadding(collate, self.length_buckets, self.processing_class.pad_token_id)
         loader = DataLoader(
             self.train_dataset,
             batch_sampler=sampler,
-            collate_fn=self.data_collator,
+            collate_fn=collate,
             num_workers=self.args.dataloader_num_workers,
             pin_memory=self.args.dataloader_pin_memory and torch.cuda.is_available(),
         )
