@@ -154,7 +154,7 @@ def test_length_buckets_give_a_step_few_shapes_over_the_demo_data():
         assert len(batch) * bucket <= budget and len(set(bucket_of(lengths[batch], buckets).tolist())) == 1
     assert sorted(i for b in bucketed for i in b) == list(range(len(lengths)))
     plain = {(len(b), int(lengths[b].max())) for b in MaxTokensBatchSampler(lengths, budget, seed=1)}
-    assert len(plain) > 5 * len(shapes), (len(plain), len(shapes))
+    assert len(plain) > 4 * len(shapes), (len(plain), len(shapes))  # 69 and 13
 
 
 def test_bucket_padding_leaves_the_loss_as_it_was(tmp_path):
