@@ -148,6 +148,42 @@ def test_torch_compile_trains_as_eager_without_a_graph_break():
     torch._dynamo.reset()
 
 
+def test_a_compiled_step_over_length_buckets_compiles_once_a_shape_and_trains_as_eager():
+    """`torch.compile` (static shapes, aot_eager) of a training step over `MaxTokensBatchSampler`'s bucketed batches
+    padded by `BucketPadding`: one compilation per (sentences, bucket) shape, at most two a bucket, where the same
+    data's longest-padded batches have more shapes (each one more compilation); each step's loss is eager's."""
+    from aayn.data import MaxTokensBatchSampler
+    from aayn.data.batching import BucketPadding
+
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.randint(2, 24, (100,), generator=generator).tolist()
+    examples = [torch.randint(4, 40, (n,), generator=generator).tolist() for n in lengths]
+
+    def longest(features):  # a collator that pads to the batch's longest sentence
+        width = max(len(f["input_ids"]) for f in features)
+        padded = lambda key, fill: torch.tensor([f[key] + [fill] * (width - len(f[key])) for f in features])
+        mask = torch.tensor([[1] * len(f["input_ids"]) + [0] * (width - len(f["input_ids"])) for f in features])
+        return {"input_ids": padded("input_ids", 0), "attention_mask": mask, "labels": padded("labels", -100)}
+
+    def batches(sampler, collate):
+        return [collate([{"input_ids": examples[i], "labels": examples[i]} for i in b]) for b in sampler]
+
+    buckets = [8, 16, 24]
+    bucketed = batches(MaxTokensBatchSampler(lengths, 96, buckets=buckets), BucketPadding(longest, buckets, 0))
+    shapes = {tuple(batch["input_ids"].shape) for batch in bucketed}
+    plain = {tuple(batch["input_ids"].shape) for batch in batches(MaxTokensBatchSampler(lengths, 96), longest)}
+    assert len(shapes) <= 2 * len(buckets) < len(plain), (shapes, plain)
+    torch._dynamo.reset()
+    model = AaynForConditionalGeneration(tiny_config()).train()
+    step = lambda batch: model(**batch).loss
+    compiled = torch.compile(step, backend="aot_eager", dynamic=False)
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for batch in bucketed:
+        torch.testing.assert_close(compiled(batch), step(batch))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == len(shapes)
+    torch._dynamo.reset()
+
+
 # the paper's search is aayn's own code on either transformers line (its compile takes a minute): once
 @pytest.mark.parametrize("paper_decoding", [pytest.param(True, marks=ONCE_ACROSS_LINES), False])
 def test_compiled_encoder_and_decoder_decode_as_eager(paper_decoding):
