@@ -259,8 +259,25 @@ def test_aayn_serve_puts_a_multi_target_models_token_and_serves_files_glossaries
         status, answer, _ = server.post(body, raw=True, path="/translate_file", content_type=content_type)
         assert status == 200, answer
         assert download(answer["translatedFileUrl"])[1].decode().splitlines() == expected["es"]
+        html = {"q": "<p>Six <b>one</b> eight.</p>", "source": "en", "target": "es", "format": "html", "api_key": key}
+        status, answer, _ = server.post(html)  # markup placed by alignments read past the token
+        assert status == 200 and answer["translatedText"].startswith("<p>") and "<b>" in answer["translatedText"]
         term = {"One": "cuatro"}
         status, answer, _ = server.post({"q": "One.", "source": "en", "target": "es", "glossary": term, "api_key": key})
         assert status == 200 and "cuatro" in answer["translatedText"].lower(), answer
     finally:
         assert server.stop()[0] == 0
+
+
+def test_alignments_of_a_text_led_by_a_target_token_are_read_on_the_text_alone():
+    """`aayn serve` aligns what it sent (`>>es<<` + the text): the token's links go, the other source positions are
+    one less, so markup and documents are placed on the client's text; hypotheses without alignments pass as they
+    are."""
+    from aayn.serve.service import with_token, without_token
+    from aayn.translation.alignment import Alignment
+
+    assert with_token(">>es<<", ["Two.", " ", ""]) == [">>es<< Two.", " ", ""]  # blank texts stay blank
+    aligned = Alignment([(0, 0, 0.9), (1, 1, 0.8), (2, 2, 0.7)], [">>es<<", "▁Two", "."], ["▁Dos", ".", "</s>"])
+    best = without_token(">>es<<", [[(-1.0, "Dos.", aligned)], [(-2.0, "Tres.")]])
+    assert best[0][0][2].links == [(0, 1, 0.8), (1, 2, 0.7)] and best[0][0][2].source_tokens == ["▁Two", "."]
+    assert best[1] == [(-2.0, "Tres.")] and without_token("", best) is best
