@@ -163,7 +163,7 @@ def test_attention_agreement_compares_each_implementation_with_eager_and_catches
         "aayn.bench.base_shape.attention_implementations", lambda device: ["eager", "sdpa", "flash_attention_2"]
     )
     rows = attention_agreement(config, batch, "cpu", None, tolerance=1e-4)
-    assert rows[1]["ok"] is False and rows[1]["gradient_difference"] > 1e-3
+    assert rows[1]["ok"] is False and rows[1]["gradient_difference"] > 1e-2  # over the bench's float32 2e-3
     assert rows[2]["implementation"] == "flash_attention_2" and "Flash" in rows[2]["unavailable"]
 
 

@@ -324,7 +324,10 @@ def run_bench(
     results = [training_row(name, training[name], list(models), settings, device, quick, peaks) for name in training]
     results += generation_rows(models, batch32, mask32, settings, device, dtype)
     autocast = torch.bfloat16 if device.startswith("cuda") else None  # bf16 is slow on CPUs without bf16 units
-    agreement = attention_agreement(config, batch, device, autocast, tolerance=5e-2 if autocast else 1e-4)
+    # float32: CPU SDPA's blocked softmax sums in another order than eager's; over the base shape's 12 layers that
+    # reached 2e-4 to 8e-4 of the gradient's norm, spread over every layer (docs/measurements.md, 2026-11-29), where
+    # an SDPA whose output is 1 % off reads over 1e-2 (tests/test_bench.py)
+    agreement = attention_agreement(config, batch, device, autocast, tolerance=5e-2 if autocast else 2e-3)
     return {
         "attention_agreement": agreement,
         "attention_agreement_autocast": str(autocast or torch.float32).removeprefix("torch."),
