@@ -29,7 +29,7 @@ def serve(args: argparse.Namespace) -> None:
         import uvicorn  # noqa: F401
     except ImportError as error:
         raise MissingExtra("aayn serve needs starlette and uvicorn: pip install 'aayn[serve]'") from error
-    from ..serve import Pair, ServeSettings
+    from ..serve import ServeSettings
     from ..serve import serve as run_server
     from ..serve.keys import access_of
 
@@ -42,7 +42,7 @@ def serve(args: argparse.Namespace) -> None:
     seen = [(source, target) for source, target, _ in served if source]
     if len(seen) != len(set(seen)):
         raise ValueError(f"--pair serves a direction twice: {sorted(seen)}")
-    pairs = served_pairs(args, served, Pair)
+    pairs = served_pairs(args, served)
     settings = ServeSettings(
         batch_tokens=args.batch_tokens,
         max_wait_ms=args.max_wait_ms,
@@ -64,12 +64,13 @@ def serve(args: argparse.Namespace) -> None:
     run_server(pairs, settings, args.host, args.port, access)
 
 
-def served_pairs(args: argparse.Namespace, served: list, Pair) -> list:
+def served_pairs(args: argparse.Namespace, served: list) -> list:
     """The `Pair`s of `served` (source, target, names), each model opened once. A multi-target model (its
     vocabulary has target-language tokens: OPUS-MT's `>>fr<<`) serves one pair per target token under --model, the
     asked target's under --pair; the server puts the token before each text. A model named by several --pair
     is opened once (its pairs share its batcher)."""
     from ..languages import folder_language_tokens
+    from ..serve import Pair
 
     pairs, opened = [], {}
     for source, target, names in served:

@@ -84,7 +84,6 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
         self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
         order = length_order(lengths, seed)
         self.order = order.astype(np.int32) if len(order) < 2**31 else order
-        self.buckets = list(buckets) if buckets is not None else None
         cut = (
             cut_batches(order, lengths, max_tokens)
             if buckets is None
