@@ -9,6 +9,7 @@ import pytest
 import sacrebleu
 import torch
 import yaml
+from host_reads import HostReads, on_an_accelerator
 from safetensors.torch import load_file
 from training_helpers import FAST, FOLDER_FILES, tiny_recipe, write_numbers_corpus, write_recipe
 from transformers import AutoTokenizer, GenerationConfig
@@ -116,19 +117,52 @@ def test_max_tokens_batches_in_the_trainer(corpus, tmp_path):
     assert sorted(seen) == sorted(tuple(ids) for ids in train["input_ids"])  # each example once per epoch
 
 
-def test_diverging_run_stops_with_a_clear_message_and_saves_nothing(corpus, tmp_path):
+@pytest.mark.parametrize("every", [1, 100])  # 100: no step logs nor saves; the run's end finds it
+def test_diverging_run_stops_with_a_clear_message_and_saves_nothing(corpus, tmp_path, every):
     recipe = tiny_recipe(
         corpus,
         tmp_path / "out",
         learning_rate=1e30,
         warmup_steps=0,
-        save_steps=1,
+        save_steps=every,
+        logging_steps=every,
+        max_steps=3,
         eval_strategy="no",
         max_grad_norm=0.0,
     )
     with pytest.raises(TrainingDiverged, match=r"training diverged: the loss is (nan|inf) at step \d+"):
         run(*parse_arguments([write_recipe(tmp_path / "r.yaml", recipe).as_posix()]))
     assert not (tmp_path / "out" / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("max_grad_norm", [0.0, 1.0])
+def test_a_trainer_step_makes_the_host_wait_for_nothing(corpus, tmp_path, monkeypatch, max_grad_norm):
+    """The whole Trainer step on the path it takes on an accelerator, from its first micro-batch's forward to the
+    optimizer's and the schedule's steps (gradient accumulation, clipping on and off): no aten call that makes the
+    host wait for the device (`HostReads`). The loss is read where a step logs, evaluates or saves, after it; a
+    divergence is found there (the test above)."""
+    from transformers import TrainerCallback
+
+    on_an_accelerator(monkeypatch)
+
+    class Steps(TrainerCallback):  # counts from each step's beginning to its end
+        def __init__(self):
+            self.counter, self.reads = None, {}
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.counter = HostReads()
+            self.counter.__enter__()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.counter.__exit__(None, None, None)
+            self.reads[state.global_step] = self.counter.reads
+
+    steps = Steps()
+    recipe = tiny_recipe(corpus, tmp_path / "out", max_steps=4, gradient_accumulation_steps=2, eval_strategy="no")
+    recipe.update(max_grad_norm=max_grad_norm, predict_with_generate=False, save_steps=4)
+    model_args, data_args, args = parse_arguments([write_recipe(tmp_path / "r.yaml", recipe).as_posix()])
+    run(model_args, data_args, args, callbacks=[steps])
+    assert steps.reads == {1: [], 2: [], 3: [], 4: []}
 
 
 def test_the_logged_gradient_norm_is_the_logging_steps_own_and_only_they_compute_one(corpus, tmp_path, monkeypatch):

@@ -43,6 +43,15 @@ def keep_credentials_off_disk(args) -> None:
         setattr(args, name, None)
 
 
+def no_waits_for_the_device(args) -> None:
+    """What the Trainer's step would otherwise make the host wait for on an accelerator, turned off: its filter of
+    NaN/inf losses out of the log (a host read at every step; AaynTrainer stops on such a loss instead, see
+    `training_step`), and copies of batches from pinned memory that wait for the copy (`non_blocking`)."""
+    args.logging_nan_inf_filter = False
+    if args.dataloader_pin_memory and args.accelerator_config is not None:
+        args.accelerator_config.non_blocking = True
+
+
 class AaynTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer + `max_tokens` batching (fairseq's --max-tokens) + an error on a NaN/inf loss.
 
@@ -62,6 +71,7 @@ class AaynTrainer(Seq2SeqTrainer):
         training_args = kwargs.get("args") if "args" in kwargs else (args[1] if len(args) > 1 else None)
         if training_args is not None:
             keep_credentials_off_disk(training_args)
+            no_waits_for_the_device(training_args)
         train_dataset = kwargs.get("train_dataset")
         if max_tokens is not None and isinstance(train_dataset, IterableDataset):
             raise ValueError(
@@ -73,12 +83,15 @@ class AaynTrainer(Seq2SeqTrainer):
         self.model_card = model_card  # render_model_card arguments; every saved folder gets its README.md
         self.results: dict | None = None  # test scores for the card, once known; until then the last validation
         self._train_lengths = None
+        self._diverged: tuple[torch.Tensor, torch.Tensor] | None = None  # (first non-finite loss's step, the loss)
 
     def train(self, *args, **kwargs):
         """Under Accelerate's FSDP2 plugin the model is sharded first by aayn's wrapping (`training.fsdp.shard`: §3.4's
         matrix in one unit), which Accelerate then keeps; so too before an evaluation or a prediction alone."""
         shard_for_trainer(self)
-        return super().train(*args, **kwargs)
+        output = super().train(*args, **kwargs)
+        self._stop_if_diverged()  # steps after the last log: before the caller saves the model
+        return output
 
     def evaluate(self, *args, **kwargs):
         shard_for_trainer(self)
@@ -156,13 +169,42 @@ class AaynTrainer(Seq2SeqTrainer):
         return super()._get_grad_norm(model, grad_norm)
 
     def training_step(self, model, inputs, *args, **kwargs):
+        """The step's loss, watched for divergence on the device: the first non-finite loss and its step are kept
+        in tensors (`_watch_loss`) and read back only where the Trainer reads the device anyway or is about to write
+        (`_stop_if_diverged`), so a step makes the host wait for nothing."""
         loss = super().training_step(model, inputs, *args, **kwargs)
-        if not torch.isfinite(loss):
-            raise TrainingDiverged(
-                f"training diverged: the loss is {loss.item()} at step {self.state.global_step + 1}. Nothing was saved "
-                "after the last checkpoint. Lower learning_rate, raise warmup_steps, or check the data."
-            )
+        self._watch_loss(loss)
         return loss
+
+    def _watch_loss(self, loss: torch.Tensor) -> None:
+        loss = loss.detach()
+        if self._diverged is None or self._diverged[0].device != loss.device:
+            self._diverged = (torch.full((), -1, device=loss.device), torch.zeros((), device=loss.device))
+        first_step, first_loss = self._diverged
+        new = ~torch.isfinite(loss) & (first_step < 0)
+        self._diverged = (
+            torch.where(new, self.state.global_step + 1, first_step),
+            torch.where(new, loss.float(), first_loss),
+        )
+
+    def _stop_if_diverged(self) -> None:
+        """Raise `TrainingDiverged` if a loss so far was NaN or infinite (one host read)."""
+        if self._diverged is None:
+            return
+        first_step, first_loss = self._diverged
+        step = int(first_step)
+        if step >= 0:
+            raise TrainingDiverged(
+                f"training diverged: the loss is {first_loss.item()} at step {step}. Nothing was saved after the "
+                "last checkpoint. Lower learning_rate, raise warmup_steps, or check the data."
+            )
+
+    def _maybe_log_save_evaluate(self, *args, **kwargs):
+        """Before a log, an evaluation or a checkpoint: stop if the loss diverged, so that nothing diverged is saved
+        (a log reads the loss from the device anyway)."""
+        if self.control.should_log or self.control.should_evaluate or self.control.should_save:
+            self._stop_if_diverged()
+        return super()._maybe_log_save_evaluate(*args, **kwargs)
 
 
 def translation_metrics(tokenizer: PreTrainedTokenizerBase, target_lang: str | None = None):
