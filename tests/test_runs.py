@@ -374,6 +374,36 @@ def test_length_buckets_pad_each_training_batch_to_its_bucket(corpus, tmp_path, 
         assert not (tmp_path / "bad").exists()
 
 
+def test_torch_compile_through_aayn_train_trains_as_eager_over_length_buckets(corpus, tmp_path):
+    """`torch_compile` with `length_buckets` through `aayn train` (the Trainer compiles the model, loss included;
+    aot_eager here: dynamo's graphs and AOT autograd, where a GPU runs inductor): each step's loss is the eager
+    run's (dropout off: the two draw their masks differently), with no graph break and at most two graphs a
+    bucket (dynamo's counters)."""
+    from torch._dynamo.utils import counters
+
+    buckets = [8, 16]
+    shape = dict(max_tokens=64, length_buckets=buckets, max_source_length=16, max_target_length=16, dropout=0.0)
+    recipe = tiny_recipe(
+        corpus, tmp_path / "eager", **{**FAST, "max_steps": 8}, **shape, do_predict=False, logging_steps=1
+    )
+    losses = {}
+    for arm, extra in (("eager", {}), ("compiled", {"torch_compile_backend": "aot_eager"})):
+        torch._dynamo.reset()
+        counters.clear()
+        folder = tmp_path / arm
+        run(
+            *parse_arguments(
+                [str(write_recipe(tmp_path / f"{arm}.yaml", {**recipe, **extra, "output_dir": str(folder)}))]
+            )
+        )
+        history = json.loads((folder / "checkpoint-8" / "trainer_state.json").read_text())["log_history"]
+        losses[arm] = [entry["loss"] for entry in history if "loss" in entry]
+    assert len(losses["eager"]) == 8
+    torch.testing.assert_close(losses["compiled"], losses["eager"], rtol=1e-4, atol=1e-4)
+    assert 1 <= counters["stats"]["unique_graphs"] <= 2 * len(buckets) and not counters["graph_break"]
+    torch._dynamo.reset()
+
+
 def test_bf16_auto_asks_the_machine():
     import torch
 
