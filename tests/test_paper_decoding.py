@@ -150,8 +150,11 @@ class HostReads(torch.overrides.TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+@pytest.mark.parametrize("every", [1, 4])
 @pytest.mark.parametrize("num_beams", [1, 4])
-def test_one_host_read_per_step(num_beams):
+def test_one_host_read_per_step(num_beams, every, monkeypatch):
+    """One read a step on the CPU; on an accelerator (`done_check_interval`: every 4 steps) one every 4 steps."""
+    monkeypatch.setattr("aayn.model.search_aayn.done_check_interval", lambda device: every)
     model = model_for()
     reads, steps = HostReads(), []
 
@@ -165,7 +168,8 @@ def test_one_host_read_per_step(num_beams):
         model.generate(source, attention_mask=mask, num_beams=num_beams, max_new_tokens=12)
     assert len(steps) == 12  # eos never wins: every sentence runs to its limit
     per_step = [after - before for before, after in itertools.pairwise(steps)]
-    assert per_step == [1] * 11, per_step  # the step's decision; the decoder step itself reads nothing
+    # the decision of steps 1-11 (the decoder step itself reads nothing)
+    assert per_step == [int(step % every == 0) for step in range(1, 12)], per_step
     assert reads.count - len(steps) <= 5  # before the loop (limits, the encoder, the mask) and after it
 
 

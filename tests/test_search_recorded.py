@@ -13,8 +13,13 @@ from scripts.record_search import CASES, decode
 RECORDED = json.loads((Path(__file__).parent / "data" / "search_recorded.json").read_text())
 
 
+@pytest.mark.parametrize("every", [None, 3], ids=["", "checked every 3 steps"])
 @pytest.mark.parametrize("name, options", CASES, ids=[name for name, _ in CASES])
-def test_the_search_decodes_as_recorded(name, options, monkeypatch):
+def test_the_search_decodes_as_recorded(name, options, every, monkeypatch):
+    """`every`: done sentences read back every 3 steps (`done_check_interval`, as on an accelerator), so they stay
+    in the batch a few steps after they are done: the same outputs."""
+    if every is not None:
+        monkeypatch.setattr("aayn.model.search_aayn.done_check_interval", lambda device: every)
     if options.get("_attn") == "flex_attention":
         pytest.importorskip("torch.nn.attention.flex_attention")
         import transformers.integrations.flex_attention as flex

@@ -4,8 +4,8 @@ maximum output length during inference to input length + 50, but terminate early
 Split as in fairseq: `BeamSearch.step` picks the candidates of one step, `paper_search` runs the steps as a loop
 of named phases (score, choose, finish, drop), as transformers' `_beam_search` does, and `SearchState` keeps the
 books of the sentences still searched, dropping finished ones and following beams itself. All bookkeeping stays
-in tensors, batched over sentences and beams: the host reads one small tensor per step (are sentences done?), so a
-GPU is never stalled by Python loops over rows. The search calls one method of the model, `start_decoding`, and
+in tensors, batched over sentences and beams: the host reads one small tensor per step on the CPU, every few steps
+on an accelerator (are sentences done? `done_check_interval`), so a GPU is never stalled by Python loops over rows. The search calls one method of the model, `start_decoding`, and
 the decoding state it returns (`decoding_aayn.py`: encoder output, cache, decoder steps); how `generate()` options
 reach the search is in `generation_aayn.py`.
 
@@ -72,6 +72,19 @@ class SearchSettings:
     ensemble_average: str = "log_probs"  # how an ensemble combines its models (`ensemble_log_probs`)
     normalization: str = "gnmt"  # lp(Y): GNMT's, or fairseq's |Y|^alpha (`policy_aayn.length_penalty`)
     alignment: tuple[int, int] | None = None  # (layer, heads): keep that cross-attention of each output token
+    check_every: int | None = None  # steps between reads of which sentences are done; None: `done_check_interval`
+
+
+# steps between the host's reads of which sentences are done, off the CPU (`done_check_interval`)
+ACCELERATOR_CHECK_EVERY = 4
+
+
+def done_check_interval(device: torch.device) -> int:
+    """How often the search reads back which sentences are done: every step on the CPU (the read costs nothing
+    there, and a done sentence left in the batch costs its rows' compute); every few steps on an accelerator,
+    where each read makes the host wait until the device has finished the step, and a few steps of rows that are
+    done cost less than the waits."""
+    return 1 if device.type == "cpu" else ACCELERATOR_CHECK_EVERY
 
 
 class TokenRules:
@@ -209,6 +222,17 @@ class Hypotheses:
         if self.rows is not None:
             self.rows[where] = state.finished_rows[ended]
 
+    def store_where(self, state: SearchState, ended: torch.Tensor) -> None:
+        """As `store`, for the sentences where `ended` (n,) holds, without reading it on the host."""
+        where = state.sentence
+        fields = (("scores", state.finished), ("tokens", state.finished_tokens), ("lengths", state.finished_lengths),
+                  ("rows", state.finished_rows))  # fmt: skip
+        for name, source in fields:
+            target = getattr(self, name)
+            if target is not None:
+                chosen = ended.view(-1, *[1] * (source.dim() - 1))
+                target.index_copy_(0, where, torch.where(chosen, source, target[where]))
+
     def best(self, returned: int, trail: AttentionTrail | None = None):
         """The `returned` best of each sentence: (batch * returned, width) tokens, their scores and, from `trail`,
         the attention that produced each token ((batch * returned, width - 1, S), after the start token) or None."""
@@ -297,7 +321,8 @@ def paper_search(
     state = SearchState.start(limits, longest, prefix, s, dtype, trail is not None)
     hypotheses = Hypotheses(state)
     not_eos = torch.arange(models[0].config.decoder_vocab_size, device=device) != s.eos  # (vocab,), built once
-    step, searching = 0, input_ids.shape[0] > 0
+    every = 1 if s.synced_gpus else s.check_every or done_check_interval(device)
+    step, searching, stored = 0, input_ids.shape[0] > 0, None
     while True:
         step += 1
         if not searching:  # synced_gpus: this process's sentences are done, others' are not
@@ -323,7 +348,8 @@ def paper_search(
                 state.live_on(scores, parents, words, step)
                 if constraints is not None:
                     constraints.live_on(parents, words)
-            searching = _drop_done(state, hypotheses, decoders, parents, done, constraints)
+            check = step % every == 0 or step >= longest  # past `longest` neither the cache nor the books reach
+            searching, stored = _drop_done(state, hypotheses, decoders, parents, done, constraints, stored, check)
         if not s.synced_gpus:
             if not searching:
                 break
@@ -377,16 +403,28 @@ def _greedy_step(state: SearchState, log_probs, step: int, settings: SearchSetti
     return done
 
 
-def _drop_done(state: SearchState, hypotheses: Hypotheses, decoders: list, parents, done, constraints=None) -> bool:
+def _drop_done(state: SearchState, hypotheses: Hypotheses, decoders: list, parents, done, constraints=None,
+               stored=None, check: bool = True):  # fmt: skip
     """The phase that ends sentences: the done ones' hypotheses are stored and they leave the state and every
-    model's cache, which also learn the beams' parents. Returns whether any sentence is still searched."""
-    flags = done.tolist()  # the one host read of the step; the indices below are built from it on the host
+    model's cache, which also learn the beams' parents. Between checks (`check` false: no host read; see
+    `done_check_interval`) done sentences stay in the batch, their hypotheses stored at the step they are done:
+    `stored` (n,) says which, until the next check drops them. Returns whether any sentence is still searched, and
+    `stored`."""
+    newly = done if stored is None else done & ~stored
+    if not check:
+        hypotheses.store_where(state, newly)
+        for decoder in decoders:
+            decoder.next_step(parents, None)
+        return True, done if stored is None else stored | done
+    # the one host read of the step (at a check); the indices below are built from it on the host
+    leaving, flags = torch.stack([done if stored is None else done | stored, newly]).tolist()
     device, searching, keep = done.device, True, None
     if any(flags):
         hypotheses.store(state, torch.tensor([i for i, flag in enumerate(flags) if flag], device=device))
-        searching = not all(flags)
+    if any(leaving):
+        searching = not all(leaving)
         if searching:
-            kept = [i for i, flag in enumerate(flags) if not flag]
+            kept = [i for i, flag in enumerate(leaving) if not flag]
             keep = torch.tensor(kept, device=device)  # (m,)
             state.keep(keep)
             if constraints is not None:
@@ -394,7 +432,7 @@ def _drop_done(state: SearchState, hypotheses: Hypotheses, decoders: list, paren
     if searching:
         for decoder in decoders:
             decoder.next_step(parents, keep)
-    return searching
+    return searching, None
 
 
 def ensemble_log_probs(each: list[torch.Tensor], average: str) -> torch.Tensor:
