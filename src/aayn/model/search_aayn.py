@@ -5,9 +5,10 @@ Split as in fairseq: `BeamSearch.step` picks the candidates of one step, `paper_
 of named phases (score, choose, finish, drop), as transformers' `_beam_search` does, and `SearchState` keeps the
 books of the sentences still searched, dropping finished ones and following beams itself. All bookkeeping stays
 in tensors, batched over sentences and beams: the host reads one small tensor per step on the CPU, every few steps
-on an accelerator (are sentences done? `done_check_interval`), so a GPU is never stalled by Python loops over rows. The search calls one method of the model, `start_decoding`, and
-the decoding state it returns (`decoding_aayn.py`: encoder output, cache, decoder steps); how `generate()` options
-reach the search is in `generation_aayn.py`.
+on an accelerator (are sentences done? `done_check_interval`), so a GPU is never stalled by Python loops over
+rows. The search calls one method of the model, `start_decoding`, and the decoding state it returns
+(`decoding_aayn.py`: encoder output, cache, decoder steps); how `generate()` options reach the search is in
+`generation_aayn.py`.
 
 This file travels with every saved checkpoint (the model file imports it): it imports only torch and transformers.
 """
