@@ -1,10 +1,14 @@
 #!/bin/bash
-# Issue 81 point 1 on a lent GPU: where a training step goes (benchmarks/profile_step.py: median step, target
+# Issue 81 on a lent GPU. Point 1: where a training step goes (benchmarks/profile_step.py: median step, target
 # tokens/s, MFU on real and padded tokens, host time, kernel time, launches, host reads) at the base shape with
 # 4,096 and ~25k tokens a step, float32 (TF32) and bf16 autocast, eager and compiled; the big shape in bf16 (the
 # Trainer's own per-step cost is not in it: `aayn train` there needs `datasets` carried, as gpu_issue66.sh does).
+# Point 3: decoding (benchmarks/decode_gpu.py): aayn's generate, its done check every step and every 4, against
+# MarianMTModel's with the same weights, beam 4 and greedy, batches of 32 and 256: the base shape at its initial
+# weights (runs to the limits), and the demo model on the Bible's test verses where .gpu/ holds them (carry
+# .gpu: model/demo-bible-en-fr, verses.txt). STAGES="train decode" picks the parts (a rerun can take the other).
 # Needs only the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
-#   OUT=/tmp/o DEVICE=cpu SHAPE=demo TOKENS="256 512" STEPS=2 bash benchmarks/gpu_issue81.sh
+#   OUT=/tmp/o DEVICE=cpu SHAPE=demo TOKENS="256 512" STEPS=2 SENTENCES=16 bash benchmarks/gpu_issue81.sh
 T0=$SECONDS
 say() { echo "[$((SECONDS - T0)) s] $*" | tee -a $OUT/times.txt; }
 PY=${PY:-python3}; DEVICE=${DEVICE:-cuda}; SHAPE=${SHAPE:-base}; TOKENS=${TOKENS:-"4096 25000"}; STEPS=${STEPS:-20}
@@ -13,12 +17,13 @@ mkdir -p $OUT
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; $PY -c 'import torch, transformers
 print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'; lscpu | grep "Model name"; nproc; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
+STAGES=${STAGES:-"train decode"}; SENTENCES=${SENTENCES:-256}
 P="$PY benchmarks/profile_step.py --device $DEVICE --steps $STEPS"
-for arm in "--dtype float32" "--dtype bf16" "--dtype bf16 --compile"; do
+[[ $STAGES == *train* ]] && for arm in "--dtype float32" "--dtype bf16" "--dtype bf16 --compile"; do
   timeout ${ARM_S:-150} $P --shape $SHAPE --tokens $TOKENS $arm --out $OUT/prof >> $OUT/steps.jsonl 2>> $OUT/steps.err
   say "$SHAPE $arm exit $?"
 done
-[ "$DEVICE" = cuda ] && for arm in "--dtype bf16" "--dtype bf16 --compile"; do
+[[ $STAGES == *train* ]] && [ "$DEVICE" = cuda ] && for arm in "--dtype bf16" "--dtype bf16 --compile"; do
   timeout ${ARM_S:-150} $P --shape big --tokens 25000 $arm >> $OUT/steps.jsonl 2>> $OUT/steps.err
   say "big $arm exit $?"
 done
@@ -32,4 +37,12 @@ for row in rows:
     print("| " + " | ".join(str(row.get(k)) for k in keys) + " |")
 PYEOF
 tail -5 $OUT/steps.err
+D="$PY benchmarks/decode_gpu.py --device $DEVICE --sentences $SENTENCES --repeats 2"
+if [[ $STAGES == *decode* ]]; then
+  timeout ${DEC_S:-200} $D --shape $SHAPE >> $OUT/decode.jsonl 2>> $OUT/decode.err
+  say "decode $SHAPE exit $?"
+  [ -d .gpu/model/demo-bible-en-fr ] && timeout ${DEC_S:-200} $D --model .gpu/model/demo-bible-en-fr \
+    --sources .gpu/verses.txt >> $OUT/decode.jsonl 2>> $OUT/decode.err && say "decode demo model exit $?"
+  cat $OUT/decode.jsonl; grep -E "Error|Traceback" $OUT/decode.err | tail -3
+fi
 say "done"
