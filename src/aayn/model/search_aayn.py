@@ -351,10 +351,7 @@ def paper_search(
                     constraints.live_on(parents, words)
             check = step % every == 0 or step >= longest  # past `longest` neither the cache nor the books reach
             searching, stored = _drop_done(state, hypotheses, decoders, parents, done, constraints, stored, check)
-        if not s.synced_gpus:
-            if not searching:
-                break
-        elif not _anyone_searching(searching, device):
+        if not (_anyone_searching(searching, device) if s.synced_gpus else searching):
             break
     return hypotheses.best(s.returned, trail)
 
