@@ -6,7 +6,9 @@
 # Point 3: decoding (benchmarks/decode_gpu.py): aayn's generate, its done check every step and every 4, against
 # MarianMTModel's with the same weights, beam 4 and greedy, batches of 32 and 256: the base shape at its initial
 # weights (runs to the limits), and the demo model on the Bible's test verses where .gpu/ holds them (carry
-# .gpu: model/demo-bible-en-fr, verses.txt). STAGES="train decode" picks the parts (a rerun can take the other).
+# .gpu: model/demo-bible-en-fr, verses.txt). STAGES="train decode" picks the parts (a rerun can take the other);
+# TOTAL_S (540) bounds the whole run. On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh",
+# carry=[".gpu"], timeout_s=590).
 # Needs only the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
 #   OUT=/tmp/o DEVICE=cpu SHAPE=demo TOKENS="256 512" STEPS=2 SENTENCES=16 bash benchmarks/gpu_issue81.sh
 T0=$SECONDS
@@ -17,16 +19,28 @@ mkdir -p $OUT
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; $PY -c 'import torch, transformers
 print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'; lscpu | grep "Model name"; nproc; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
-STAGES=${STAGES:-"train decode"}; SENTENCES=${SENTENCES:-256}
+STAGES=${STAGES:-"train decode"}; SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
+# each part gets its own limit within what is left of TOTAL_S (the device tool stops a command at 600 s), in the
+# order of what the issue needs most: the eager steps, the base decoding, the compiled step, the big shape
+within() { local left=$((TOTAL_S - (SECONDS - T0))); echo $(( left < $1 ? (left > 5 ? left : 5) : $1 )); }
 P="$PY benchmarks/profile_step.py --device $DEVICE --steps $STEPS"
-[[ $STAGES == *train* ]] && for arm in "--dtype float32" "--dtype bf16" "--dtype bf16 --compile"; do
-  timeout ${ARM_S:-150} $P --shape $SHAPE --tokens $TOKENS $arm --out $OUT/prof >> $OUT/steps.jsonl 2>> $OUT/steps.err
-  say "$SHAPE $arm exit $?"
-done
-[[ $STAGES == *train* ]] && [ "$DEVICE" = cuda ] && for arm in "--dtype bf16" "--dtype bf16 --compile"; do
-  timeout ${ARM_S:-150} $P --shape big --tokens 25000 $arm >> $OUT/steps.jsonl 2>> $OUT/steps.err
-  say "big $arm exit $?"
-done
+D="$PY benchmarks/decode_gpu.py --device $DEVICE --sentences $SENTENCES --repeats 2"
+train() {  # shape, tokens, arm
+  timeout $(within ${ARM_S:-150}) $P --shape $1 --tokens $2 $3 --out $OUT/prof-$1 >> $OUT/steps.jsonl 2>> $OUT/steps.err
+  say "$1 $3 exit $?"
+}
+decode() {  # arguments of decode_gpu.py
+  timeout $(within ${DEC_S:-150}) $D "$@" >> $OUT/decode.jsonl 2>> $OUT/decode.err
+  say "decode $* exit $?"
+}
+if [[ $STAGES == *train* ]]; then train $SHAPE "$TOKENS" "--dtype float32"; train $SHAPE "$TOKENS" "--dtype bf16"; fi
+[[ $STAGES == *decode* ]] && decode --shape $SHAPE
+[[ $STAGES == *train* ]] && train $SHAPE "$TOKENS" "--dtype bf16 --compile"
+[[ $STAGES == *decode* ]] && [ -d .gpu/model/demo-bible-en-fr ] && decode --model .gpu/model/demo-bible-en-fr \
+  --sources .gpu/verses.txt
+if [[ $STAGES == *train* ]] && [ "$DEVICE" = cuda ]; then
+  train big 25000 "--dtype bf16"; train big 25000 "--dtype bf16 --compile"
+fi
 $PY - $OUT/steps.jsonl <<'PYEOF'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
@@ -36,13 +50,6 @@ print("| " + " | ".join(keys) + " |")
 for row in rows:
     print("| " + " | ".join(str(row.get(k)) for k in keys) + " |")
 PYEOF
-tail -5 $OUT/steps.err
-D="$PY benchmarks/decode_gpu.py --device $DEVICE --sentences $SENTENCES --repeats 2"
-if [[ $STAGES == *decode* ]]; then
-  timeout ${DEC_S:-200} $D --shape $SHAPE >> $OUT/decode.jsonl 2>> $OUT/decode.err
-  say "decode $SHAPE exit $?"
-  [ -d .gpu/model/demo-bible-en-fr ] && timeout ${DEC_S:-200} $D --model .gpu/model/demo-bible-en-fr \
-    --sources .gpu/verses.txt >> $OUT/decode.jsonl 2>> $OUT/decode.err && say "decode demo model exit $?"
-  cat $OUT/decode.jsonl; grep -E "Error|Traceback" $OUT/decode.err | tail -3
-fi
+tail -3 $OUT/steps.err
+cat $OUT/decode.jsonl 2>/dev/null; grep -E "Error|Traceback" $OUT/decode.err 2>/dev/null | tail -3
 say "done"
