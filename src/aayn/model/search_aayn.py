@@ -73,7 +73,6 @@ class SearchSettings:
     ensemble_average: str = "log_probs"  # how an ensemble combines its models (`ensemble_log_probs`)
     normalization: str = "gnmt"  # lp(Y): GNMT's, or fairseq's |Y|^alpha (`policy_aayn.length_penalty`)
     alignment: tuple[int, int] | None = None  # (layer, heads): keep that cross-attention of each output token
-    check_every: int | None = None  # steps between reads of which sentences are done; None: `done_check_interval`
 
 
 # steps between the host's reads of which sentences are done, off the CPU (`done_check_interval`)
@@ -322,7 +321,7 @@ def paper_search(
     state = SearchState.start(limits, longest, prefix, s, dtype, trail is not None)
     hypotheses = Hypotheses(state)
     not_eos = torch.arange(models[0].config.decoder_vocab_size, device=device) != s.eos  # (vocab,), built once
-    every = 1 if s.synced_gpus else s.check_every or done_check_interval(device)
+    every = 1 if s.synced_gpus else done_check_interval(device)  # steps between reads of which sentences are done
     step, searching, stored = 0, input_ids.shape[0] > 0, None
     while True:
         step += 1
