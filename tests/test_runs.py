@@ -344,6 +344,35 @@ def test_tf32_auto_is_true_on_a_gpu_with_tf32_and_unset_elsewhere(corpus, tmp_pa
     assert "tf32: auto" not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("gpu", [True, False])
+def test_dataloader_workers_auto_collates_beside_a_gpu_only(gpu, monkeypatch, capsys):
+    """The WMT recipes' `dataloader_num_workers: auto`: worker processes where training runs on a GPU (said in one
+    line), none on a CPU (`use_cpu`, or no GPU), where they would take the step's cores."""
+    from aayn.training.arguments import GPU_DATALOADER_WORKERS, _resolve_autos
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    flags = ["--output_dir", "x", "--dataloader_num_workers", "auto"]
+    workers = ["--dataloader_num_workers", str(GPU_DATALOADER_WORKERS)] if gpu else []
+    assert _resolve_autos(flags) == ["--output_dir", "x", *workers]
+    assert ("dataloader_num_workers: auto -> 2" in capsys.readouterr().out) == gpu
+    assert _resolve_autos([*flags, "--use_cpu", "true"]) == ["--output_dir", "x", "--use_cpu", "true"]
+
+
+def test_batches_collated_in_worker_processes_train_as_in_the_training_process(corpus, tmp_path):
+    """`dataloader_num_workers` (what `auto` gives on a GPU) with max_tokens batches and length buckets: the same
+    losses step for step as batches collated in the training process."""
+    shape = dict(max_tokens=64, length_buckets=[8, 16], max_source_length=16, max_target_length=16)
+    recipe = tiny_recipe(corpus, tmp_path, **{**FAST, "max_steps": 6}, **shape, do_predict=False, logging_steps=1)
+    losses = {}
+    for workers in (0, 2):
+        folder = tmp_path / f"workers-{workers}"
+        flags = {**recipe, "output_dir": str(folder), "dataloader_num_workers": workers, "save_steps": 6}
+        run(*parse_arguments([str(write_recipe(tmp_path / f"{workers}.yaml", flags))]))
+        history = json.loads((folder / "checkpoint-6" / "trainer_state.json").read_text())["log_history"]
+        losses[workers] = [entry["loss"] for entry in history if "loss" in entry]
+    assert len(losses[0]) == 6 and losses[2] == losses[0]
+
+
 def test_length_buckets_pad_each_training_batch_to_its_bucket(corpus, tmp_path, monkeypatch):
     """`length_buckets` through `aayn train`: every training step's source and target are one bucket's length and
     one of its batch sizes (`max_tokens // bucket`, or fewer for the bucket's last batch); without max_tokens, or

@@ -281,7 +281,8 @@ _VALUE_CHECKS = {"int": int, "float": float, "bool": _bool}
 
 def _check_values(flags: list[str]) -> None:
     """A value that cannot be the key's int, float, bool or enum value is an error here, before transformers is
-    imported (the same error argparse would give seconds later). `bf16: auto` and `tf32: auto` are aayn's."""
+    imported (the same error argparse would give seconds later). `bf16`, `tf32` and `dataloader_num_workers: auto` are
+    aayn's."""
     fields = [f for cls in AAYN_ARGUMENT_CLASSES for f in aayn_fields(cls)] + list(trainer_fields() or ())
     annotations = {f.name: f.annotation for f in fields}
     for index, flag in enumerate(flags):
@@ -370,13 +371,31 @@ def _auto_tf32(flags: list[str]) -> str | None:
     return "true" if able else None
 
 
-# aayn's `auto` for Trainer keys that are bools: how the machine decides each (a value, or None: the key unset)
-AUTO_KEYS = {"bf16": _auto_bf16, "tf32": _auto_tf32}
+# processes that fetch and collate training batches beside the steps where training runs on a GPU
+GPU_DATALOADER_WORKERS = 2
+
+
+def _auto_workers(flags: list[str]) -> str | None:
+    """`GPU_DATALOADER_WORKERS` where training runs on a GPU: fetching and collating a batch is host work (~15 ms for
+    25k tokens on a 2-core EPYC, as long as a base step's products on an H200), which worker processes do beside the
+    steps; unset (0, in the training process) on a CPU, where workers would take the step's cores. Said in one line
+    on a GPU."""
+    import torch
+
+    if _bool(_flag_value(flags, "use_cpu") or "false") or not torch.cuda.is_available():
+        return None
+    print(f"dataloader_num_workers: auto -> {GPU_DATALOADER_WORKERS}: batches collated beside the GPU's steps")
+    return str(GPU_DATALOADER_WORKERS)
+
+
+# aayn's `auto` for Trainer keys: how the machine decides each (a value, or None: the key unset)
+AUTO_KEYS = {"bf16": _auto_bf16, "tf32": _auto_tf32, "dataloader_num_workers": _auto_workers}
 
 
 def _resolve_autos(flags: list[str]) -> list[str]:
-    """`bf16: auto` (bf16 autocast where its matmuls run natively, float32 elsewhere) and `tf32: auto` (TF32 for
-    float32 matmuls on GPUs that have it), each said in one line. The last flag of a key decides, as for any key: a
+    """`bf16: auto` (bf16 autocast where its matmuls run natively, float32 elsewhere), `tf32: auto` (TF32 for
+    float32 matmuls on GPUs that have it) and `dataloader_num_workers: auto` (worker processes on a GPU), each said
+    in one line. The last flag of a key decides, as for any key: a
     recipe's `auto` followed by `--bf16 true` trains in bf16 without asking the machine."""
     for key, decide in AUTO_KEYS.items():
         autos = [i for i, flag in enumerate(flags) if flag == f"--{key}=auto"
