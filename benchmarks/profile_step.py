@@ -122,6 +122,7 @@ def run(args, tokens: int) -> dict:
         "target_tokens": target_tokens,
         "padded_target_tokens": labels.numel(),
         "warmup_s": round(warmup_s, 2),
+        "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if device.startswith("cuda") else None,
         "median_step_ms": round(median * 1e3, 2),
         "target_tokens_per_s": round(target_tokens / median),
         "real_tflop_per_step": round(real / 1e12, 3),
