@@ -74,6 +74,9 @@ def run(args, tokens: int) -> dict:
     from aayn.bench.base_shape import matmul_peak, sentence_lengths, token_batch
 
     device, bf16 = args.device, args.dtype == "bf16"
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
     config = AaynConfig(**SHAPES[args.shape], label_smoothing=0.1)
     torch.manual_seed(0)
     model = AaynForConditionalGeneration(config).to(device).train()
