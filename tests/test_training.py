@@ -12,7 +12,7 @@ import yaml
 from host_reads import HostReads, on_an_accelerator
 from safetensors.torch import load_file
 from training_helpers import FAST, FOLDER_FILES, tiny_recipe, write_numbers_corpus, write_recipe
-from transformers import AutoTokenizer, GenerationConfig
+from transformers import AutoTokenizer, GenerationConfig, Seq2SeqTrainer
 
 from aayn import AaynConfig
 from aayn.cli import main as aayn
@@ -113,6 +113,8 @@ def test_max_tokens_batches_in_the_trainer(corpus, tmp_path):
     seen = []
     for batch in loader:
         assert batch["input_ids"].numel() <= 100 and batch["labels"].numel() <= 100
+        # the FLOPs counted for the log: transformers' own count, its parameters counted once
+        assert trainer.floating_point_ops(batch) == Seq2SeqTrainer.floating_point_ops(trainer, batch) > 0
         seen.extend(tuple(row[row != tokenizer.pad_token_id].tolist()) for row in batch["input_ids"])
     assert sorted(seen) == sorted(tuple(ids) for ids in train["input_ids"])  # each example once per epoch
 
