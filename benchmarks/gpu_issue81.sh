@@ -6,7 +6,9 @@
 # Point 3: decoding (benchmarks/decode_gpu.py): aayn's generate, its done check every step and every 4, against
 # MarianMTModel's with the same weights, beam 4 and greedy, batches of 32 and 256: the base shape at its initial
 # weights (runs to the limits), and the demo model on the Bible's test verses where .gpu/ holds them (carry
-# .gpu: model/demo-bible-en-fr, verses.txt). STAGES="train decode" picks the parts (a rerun can take the other);
+# .gpu: model/demo-bible-en-fr, verses.txt); and what a CUDA graph would save a decoder step (decode_graph.py:
+# aayn's step against the same with static shapes, eager and replayed from a graph). STAGES="train decode graph"
+# picks the parts (a rerun can take the others);
 # TOTAL_S (540) bounds the whole run. On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh",
 # carry=[".gpu"], timeout_s=590).
 # Needs only the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
@@ -19,7 +21,7 @@ mkdir -p $OUT
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; $PY -c 'import torch, transformers
 print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'; lscpu | grep "Model name"; nproc; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
-STAGES=${STAGES:-"train decode"}; SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
+STAGES=${STAGES:-"train decode graph"}; SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
 # each part gets its own limit within what is left of TOTAL_S (the device tool stops a command at 600 s), in the
 # order of what the issue needs most: the eager steps, the base decoding, the compiled step, the big shape
 within() { local left=$((TOTAL_S - (SECONDS - T0))); echo $(( left < $1 ? (left > 5 ? left : 5) : $1 )); }
@@ -35,13 +37,20 @@ decode() {  # arguments of decode_gpu.py
 }
 if [[ $STAGES == *train* ]]; then train $SHAPE "$TOKENS" "--dtype float32"; train $SHAPE "$TOKENS" "--dtype bf16"; fi
 [[ $STAGES == *decode* ]] && decode --shape $SHAPE
+if [[ $STAGES == *graph* ]]; then  # a decoder step replayed from a CUDA graph, against aayn's (decode_graph.py)
+  for n in 32 256; do
+    timeout $(within 90) $PY benchmarks/decode_graph.py --device $DEVICE --shape $SHAPE --sentences $n \
+      >> $OUT/graph.jsonl 2>> $OUT/graph.err
+    say "graph $n exit $?"
+  done
+fi
 [[ $STAGES == *train* ]] && train $SHAPE "$TOKENS" "--dtype bf16 --compile"
 [[ $STAGES == *decode* ]] && [ -d .gpu/model/demo-bible-en-fr ] && decode --model .gpu/model/demo-bible-en-fr \
   --sources .gpu/verses.txt
 if [[ $STAGES == *train* ]] && [ "$DEVICE" = cuda ]; then
   train big 25000 "--dtype bf16"; train big 25000 "--dtype bf16 --compile"
 fi
-$PY - $OUT/steps.jsonl <<'PYEOF'
+[ -f $OUT/steps.jsonl ] && $PY - $OUT/steps.jsonl <<'PYEOF'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
 keys = ["shape", "dtype", "compiled", "token_budget", "target_tokens", "median_step_ms", "target_tokens_per_s",
@@ -50,6 +59,6 @@ print("| " + " | ".join(keys) + " |")
 for row in rows:
     print("| " + " | ".join(str(row.get(k)) for k in keys) + " |")
 PYEOF
-tail -3 $OUT/steps.err
-cat $OUT/decode.jsonl 2>/dev/null; grep -E "Error|Traceback" $OUT/decode.err 2>/dev/null | tail -3
+tail -3 $OUT/steps.err 2>/dev/null
+cat $OUT/decode.jsonl $OUT/graph.jsonl 2>/dev/null; grep -hE "Error|Traceback" $OUT/decode.err $OUT/graph.err 2>/dev/null | tail -3
 say "done"
