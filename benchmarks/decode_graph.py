@@ -22,8 +22,8 @@ import time
 import torch
 from torch.nn import functional as F
 
-from aayn.model.decoding_aayn import _layer_step
-from aayn.model.ops_aayn import STEP_ATTENTION, additive_bias
+from aayn.model.decoding_aayn import layers_step
+from aayn.model.ops_aayn import additive_bias
 
 
 class StaticSlots:
@@ -84,12 +84,7 @@ def static_step(model, cache: StaticSlots, tokens: torch.Tensor, parents: torch.
     cache.follow(parents)
     embeds = decoder.embed.embed_tokens.forward(tokens)
     hidden = embeds * decoder.embed.scale + positions.index_select(0, cache.position[None]).to(embeds.dtype)
-    hidden, self_mask, cross_mask = cache.layout(hidden)
-    attend = STEP_ATTENTION[decoder.config._attn_implementation]
-    for layer in decoder.layers:
-        hidden = _layer_step(layer, hidden, self_mask, cross_mask, cache, attend)
-    if decoder.layer_norm is not None:
-        hidden = decoder.layer_norm.forward(hidden)
+    hidden = layers_step(decoder, *cache.layout(hidden), cache)
     logits = model._output_logits(hidden.view(-1, hidden.shape[-1]))
     cache.position.add_(1)
     return F.log_softmax(logits.float(), dim=-1)

@@ -154,13 +154,19 @@ def plain_step(decoder, input_ids: torch.LongTensor, cache: FoldedSearchCache, p
     embed.warn_of_length(past_length + 1)
     embeds = embed.embed_tokens.forward(input_ids)
     hidden_states = embeds * embed.scale + positions[past_length : past_length + 1].to(embeds.dtype)
-    hidden_states, self_mask, cross_mask = cache.attention_layout(hidden_states)
+    hidden_states = layers_step(decoder, *cache.attention_layout(hidden_states), cache)
+    return hidden_states.view(-1, hidden_states.shape[-1])
+
+
+def layers_step(decoder, hidden_states: torch.Tensor, self_mask, cross_mask, cache) -> torch.Tensor:
+    """The decoder's layers (and its last layer norm) at a step of folded beams, from their embedded input laid out
+    by the cache (`attention_layout`): each layer's `forward` in eval, computed by `_layer_step`."""
     attend = STEP_ATTENTION[decoder.config._attn_implementation]
     for layer in decoder.layers:
         hidden_states = _layer_step(layer, hidden_states, self_mask, cross_mask, cache, attend)
     if decoder.layer_norm is not None:
         hidden_states = decoder.layer_norm.forward(hidden_states)
-    return hidden_states.view(-1, hidden_states.shape[-1])
+    return hidden_states
 
 
 def _layer_step(layer, hidden_states: torch.Tensor, self_mask, cross_mask, cache: FoldedSearchCache, attend):
@@ -195,4 +201,4 @@ def _attention_step(attention, hidden_states: torch.Tensor, mask, cache: FoldedS
     return attention.out_proj.forward(output.reshape(*output.shape[:2], -1))
 
 
-__all__ = ["AaynDecodingMixin", "CrossAttentionRecorder", "Decoding", "plain_step", "plain_steps"]
+__all__ = ["AaynDecodingMixin", "CrossAttentionRecorder", "Decoding", "layers_step", "plain_step", "plain_steps"]
