@@ -142,7 +142,8 @@ def test_a_trainer_step_makes_the_host_wait_for_nothing(corpus, tmp_path, monkey
     """The whole Trainer step on the path it takes on an accelerator, from its first micro-batch's forward to the
     optimizer's and the schedule's steps (gradient accumulation, clipping on and off): no aten call that makes the
     host wait for the device (`HostReads`). The loss is read where a step logs, evaluates or saves, after it; a
-    divergence is found there (the test above)."""
+    divergence is found there (the test above). The batches' fetch comes before a step begins: host work on host
+    tensors (counted here, a DataLoader's seed reads one at each epoch's start, which on a GPU waits for nothing)."""
     from transformers import TrainerCallback
 
     on_an_accelerator(monkeypatch)
