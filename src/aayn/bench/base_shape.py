@@ -440,6 +440,8 @@ def print_table(report: dict) -> None:
         f"{row['name']} {row['mfu']['aayn']:.1%} / {row['mfu']['marian']:.1%}" for row in report["rows"] if "mfu" in row
     )
     print(f"training MFU (aayn / marian) against the measured matmul peak ({peaks}): {mfu}")
+    if any(row.get(arm) is not None for row in report["rows"] for arm in CT2_ARMS):
+        print("(ct2 columns: CTranslate2 on whole batches of the base shape, forced to the rows' token counts)")
     agreement = report.get("attention_agreement") or []
     if agreement:
         print(
@@ -475,7 +477,11 @@ def print_table(report: dict) -> None:
     if not report.get("decoding_engines"):
         return
     names = [arm for arm in ENGINE_ARMS if arm in report["decoding_engines"][0]]
-    print(f"\nthe same sentences in other engines (`aayn export`: {' / '.join(names)}), search for search:")
+    engines = " / ".join(names)
+    print(
+        f"\nthe same sentences in other engines (`aayn export`: {engines}), search for search, decoded as `aayn "
+        "translate` decodes (CTranslate2: the sentences of one source length a call, each under its own limit):"
+    )
     print("| row | aayn s per sentence | their s per sentence | their speed / aayn's | outputs not equal to aayn's |")
     print("| --- | --- | --- | --- | --- |")
     for row in report["decoding_engines"]:
