@@ -11,8 +11,9 @@ of newstest2014's lengths (`aayn.bench.base_shape.sentence_lengths`): such a mod
 searches run to their limits (aayn's: each source + 50; Marian's: the batch's longest source + 50, as `aayn
 bench` gives it). Sentences are sorted by length and batched, as `aayn translate` does; each arm decodes them all
 once as warm-up and then `--repeats` times, alternating, median. Prints one JSON line per (beams, batch): emitted
-tokens/s of each arm (tokens up to and including the first eos), the ratio to Marian, and how many outputs differ
-from aayn's checked-every-step search (none may) and from Marian's.
+tokens/s of each arm (tokens up to and including the first eos), the ratio to Marian, how many outputs differ
+from aayn's checked-every-step search (none may) and from Marian's; with `--profile`, aayn's arms' first batch under
+torch.profiler (`profile_step.profiled`: host reads, kernel launches, host and kernel time).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import statistics
 import time
 
 import torch
+from profile_step import profiled
 
 from aayn.bench.decoding import emitted_tokens, output_tokens
 from aayn.model import search_aayn
@@ -68,6 +70,7 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=0.6)
     parser.add_argument("--every", type=int, default=search_aayn.ACCELERATOR_CHECK_EVERY)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="also profile aayn's arms on their first batch")
     args = parser.parse_args()
     if bool(args.model) != bool(args.sources):
         parser.error("--model and --sources go together")
@@ -132,6 +135,11 @@ def main() -> None:
                         decode(arm)
                         sync()
                         times[arm].append(time.perf_counter() - start)
+                profiles = {}  # aayn's first batch under torch.profiler: host reads, launches, host and kernel time
+                for arm in arms[:2] if args.profile else ():
+                    first = batches[:1]
+                    found = profiled(lambda arm=arm, first=first: decode(arm, batches=first), args.device, steps=1)
+                    profiles[arm] = {key: round(value, 1) for key, value in found.items() if key != "table"}
             seconds = {arm: statistics.median(t) for arm, t in times.items()}
             rate = {arm: round(tokens[arm] / seconds[arm]) for arm in arms}
             differ = {arm: sum(a != b for a, b in zip(texts["aayn_every_step"], texts[arm])) for arm in arms}
@@ -141,7 +149,7 @@ def main() -> None:
                 "tokens_per_s": rate, "vs_marian": round(rate["aayn"] / rate["marian"], 2),
                 "every_vs_every_step": round(rate["aayn"] / rate["aayn_every_step"], 2),
                 "seconds": {arm: round(s, 3) for arm, s in seconds.items()},
-                "differ_every": differ["aayn"], "differ_marian": differ["marian"],
+                "differ_every": differ["aayn"], "differ_marian": differ["marian"], "first_batch_profile": profiles,
             }), flush=True)  # fmt: skip
 
 

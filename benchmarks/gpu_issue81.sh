@@ -32,11 +32,11 @@ train() {  # shape, tokens, arm
   say "$1 $3 exit $?"
 }
 decode() {  # arguments of decode_gpu.py
-  timeout $(within ${DEC_S:-150}) $D "$@" >> $OUT/decode.jsonl 2>> $OUT/decode.err
+  timeout $(within ${DEC_S:-180}) $D "$@" >> $OUT/decode.jsonl 2>> $OUT/decode.err
   say "decode $* exit $?"
 }
 if [[ $STAGES == *train* ]]; then train $SHAPE "$TOKENS" "--dtype float32"; train $SHAPE "$TOKENS" "--dtype bf16"; fi
-[[ $STAGES == *decode* ]] && decode --shape $SHAPE
+[[ $STAGES == *decode* ]] && decode --shape $SHAPE --profile
 if [[ $STAGES == *graph* ]]; then  # a decoder step replayed from a CUDA graph, against aayn's (decode_graph.py)
   for n in 32 256; do
     timeout $(within 90) $PY benchmarks/decode_graph.py --device $DEVICE --shape $SHAPE --sentences $n \
