@@ -395,8 +395,8 @@ AUTO_KEYS = {"bf16": _auto_bf16, "tf32": _auto_tf32, "dataloader_num_workers": _
 def _resolve_autos(flags: list[str]) -> list[str]:
     """`bf16: auto` (bf16 autocast where its matmuls run natively, float32 elsewhere), `tf32: auto` (TF32 for
     float32 matmuls on GPUs that have it) and `dataloader_num_workers: auto` (worker processes on a GPU), each said
-    in one line. The last flag of a key decides, as for any key: a
-    recipe's `auto` followed by `--bf16 true` trains in bf16 without asking the machine."""
+    in one line. The last flag of a key decides, as for any key: a recipe's `auto` followed by `--bf16 true` trains
+    in bf16 without asking the machine."""
     for key, decide in AUTO_KEYS.items():
         autos = [i for i, flag in enumerate(flags) if flag == f"--{key}=auto"
                  or (flag == f"--{key}" and i + 1 < len(flags) and flags[i + 1] == "auto")]  # fmt: skip
