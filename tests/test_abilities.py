@@ -129,3 +129,37 @@ def test_each_engine_serves_each_ability_or_refuses_in_one_line(servers, engine,
         message = answer["error"]
         assert len(message.splitlines()) == 1 and ability in message, message
     assert servers[engine].post({"inputs": TEXT, "parameters": {"max_new_tokens": 4}})[0] == 200
+
+
+@pytest.mark.parametrize("engine", ["aayn", "ctranslate2", "onnx", "reversed"])
+def test_dtype_casts_an_aayn_folders_weights_and_an_export_refuses_it_in_one_line(folders, engine, capsys):
+    """`--dtype bfloat16`: the aayn folder's n-best list and scores are those of transformers' own
+    `from_pretrained(dtype=torch.bfloat16)` model (not float32's: the scores move); an export, which computes in
+    the type it was written in, refuses in one line before loading anything."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    command = ["translate", "--model", str(folders[engine]), "--nbest", "3", "--num_beams", "4",
+               "--max_new_tokens", "6", "--dtype", "bfloat16", TEXT]  # fmt: skip
+    status = aayn(command)
+    out, err = capsys.readouterr()
+    if engine != "aayn":
+        assert status == 2
+        lines = [line for line in err.splitlines() if line.strip() and not line.startswith("(run with --debug")]
+        assert len(lines) == 1 and "--dtype bfloat16: --model" in lines[0] and "casts an aayn folder" in lines[0], err
+        return
+    assert status == 0, err[-2000:]
+    tokenizer = AutoTokenizer.from_pretrained(folders["aayn"])
+    inputs = tokenizer([TEXT], return_tensors="pt")
+    expected = {}
+    for dtype in (torch.bfloat16, torch.float32):
+        model = AutoModelForSeq2SeqLM.from_pretrained(folders["aayn"], dtype=dtype).eval()
+        assert {p.dtype for p in model.parameters()} == {dtype}
+        found = model.generate(**inputs, num_beams=4, num_return_sequences=3, max_new_tokens=6,
+                               return_dict_in_generate=True, output_scores=True)  # fmt: skip
+        expected[dtype] = (tokenizer.batch_decode(found.sequences, skip_special_tokens=True),
+                           found.sequences_scores.tolist())  # fmt: skip
+    texts, scores = expected[torch.bfloat16]
+    assert numbers(out) == pytest.approx(scores, abs=1e-5), (out, expected)
+    assert all(text.strip() in out for text in texts), (out, texts)
+    assert numbers(out) != pytest.approx(expected[torch.float32][1], abs=1e-4)  # the weights were cast

@@ -94,6 +94,29 @@ def test_a_gpu_for_an_engine_that_runs_on_cpu_only_is_refused_before_ray_starts(
     assert not (tmp_path / "out").exists()  # made only once the shards go to Ray
 
 
+def test_an_actor_casts_the_weights_to_dtype_and_an_export_refuses_it_before_ray_starts(saved, tmp_path, capsys):
+    """`--dtype` reaches each actor's translator (the class Ray builds an actor from, built here as Ray builds it,
+    from its keywords); an ONNX folder, which computes in the type it was written in, is refused by the driver."""
+    import torch
+
+    from aayn.formats.onnx import OnnxFolder
+    from aayn.translation.bulk import BulkSettings
+    from aayn.translation.bulk_ray import ShardTranslator
+
+    settings = BulkSettings(tmp_path / "out", "text", 1000, {})
+    actor = ShardTranslator(names=[str(saved[0])], device="cpu", needs=(), settings=settings, dtype="bfloat16")
+    assert {p.dtype for p in actor.translator.model.parameters()} == {torch.bfloat16}
+    onnx = tmp_path / "onnx"
+    onnx.mkdir()
+    for name in OnnxFolder.files:
+        (onnx / name).write_bytes(b"")
+    shards(tmp_path / "in")
+    said = fails(capsys, "translate", "--model", onnx, "--input", tmp_path / "in", "--output_dir", tmp_path / "out",
+                 "--ray", "--dtype", "bfloat16")  # fmt: skip
+    assert "--dtype bfloat16: --model" in said and "casts an aayn folder's weights" in said
+    assert not (tmp_path / "out").exists()
+
+
 def many_shards(folder, count: int = 6, lines: int = 12) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     texts = ["Six one eight.", "Two.", "Zero nine nine five three four.", "One.", "Seven seven.", "Eight."]

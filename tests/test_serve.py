@@ -76,6 +76,7 @@ def test_concurrent_requests_translate_as_each_sentence_alone(saved, alone, work
         health = server.get("/health")
         assert health["status"] == "ok" and health["model"]["type"] == "aayn" and health["model"]["parameters"] > 0
         assert health["workers"] == workers and len(health.get("worker_pids", [])) == (workers if workers > 1 else 0)
+        assert (health["model"]["device"], health["model"]["dtype"]) == ("cpu", "float32")
         described = server.get("/openapi.json")["paths"]
         assert set(described) == ROUTES  # every endpoint, and POST /translate in both request shapes
         shapes = described["/translate"]["post"]["requestBody"]["content"]["application/json"]["schema"]["oneOf"]
@@ -163,6 +164,31 @@ def test_a_full_queue_answers_503_and_a_client_that_leaves_costs_only_its_senten
         before = server.get("/health")["sentences"]
         assert server.post({"inputs": SENTENCES[4]})[0] == 200
         assert server.get("/health")["sentences"] - before == 1  # the leaver's two were never decoded
+    finally:
+        code, stderr = server.stop()
+    assert code == 0, stderr[-3000:]
+
+
+def test_worker_processes_open_the_model_in_the_dtype_asked(saved):
+    """`aayn serve --workers 2 --dtype bfloat16`: each worker process casts the weights (/health says so), and a
+    sentence's two best are transformers' own `from_pretrained(dtype=torch.bfloat16)` model's, scores included."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(saved[0])
+    model = AutoModelForSeq2SeqLM.from_pretrained(saved[0], dtype=torch.bfloat16).eval()
+    server = Server(saved[0], "--max_wait_ms", "1", "--workers", "2", "--dtype", "bfloat16")
+    try:
+        assert server.get("/health")["model"]["dtype"] == "bfloat16"
+        for text in SENTENCES[:3]:  # one at a time: each decoded alone, as the reference is
+            status, body, _ = server.post({"inputs": text, "parameters": {"num_beams": 2, "num_return_sequences": 2}})
+            assert status == 200, body
+            answer = body[0]  # the sentence's two hypotheses
+            found = model.generate(**tokenizer([text], return_tensors="pt"), num_beams=2, num_return_sequences=2,
+                                   return_dict_in_generate=True, output_scores=True)  # fmt: skip
+            texts = [t.strip() for t in tokenizer.batch_decode(found.sequences, skip_special_tokens=True)]
+            assert [a["translation_text"] for a in answer] == texts
+            assert [a["score"] for a in answer] == pytest.approx(found.sequences_scores.tolist(), abs=1e-5)
     finally:
         code, stderr = server.stop()
     assert code == 0, stderr[-3000:]

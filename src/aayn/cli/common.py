@@ -117,7 +117,15 @@ def batch_tokens_argument(parser: argparse.ArgumentParser, text: str) -> None:
 
 
 def device_argument(parser: argparse.ArgumentParser) -> None:
+    from ..formats import HOME
+
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps, ...")
+    parser.add_argument(
+        "--dtype",
+        choices=HOME.dtypes,
+        help="an aayn folder's weights cast to this type on --device (default: as saved, float32); bfloat16 or "
+        "float16 on a GPU (float16 is slow on most CPUs)",
+    )
 
 
 def alignment_arguments(parser: argparse.ArgumentParser) -> None:

@@ -30,6 +30,7 @@ def evaluate(args: argparse.Namespace) -> None:
         max_samples=args.max_samples,
         batch_tokens=args.batch_tokens,
         device=args.device,
+        dtype=args.dtype,
         output=args.output,
         **generate_options(args),
     )

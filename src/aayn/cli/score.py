@@ -21,7 +21,7 @@ def score(args: argparse.Namespace) -> None:
 
         alignment = AlignmentSettings(args.alignment_layer, args.alignment_heads)
     needs = ("scores",) + ("alignment",) * bool(alignment)
-    translator = open_translator([args.model], args.device, needs=needs)
+    translator = open_translator([args.model], args.device, needs=needs, dtype=args.dtype)
     scores = translator.score(
         sources, targets, length_penalty=args.length_penalty, per_token=args.per_token,
         batch_tokens=args.batch_tokens, alignment=alignment,

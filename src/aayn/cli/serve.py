@@ -108,9 +108,9 @@ def open_served(args: argparse.Namespace, names: list[str]) -> list:
     # CTranslate2 folders need no torch, nor does the server itself where worker processes hold the model
     setup = functools.partial(prepare_transformers, progress_bars=args.verbose)
     if args.workers == 1:
-        return [open_translator(names, args.device, threads=args.threads, setup=setup)]
+        return [open_translator(names, args.device, threads=args.threads, setup=setup, dtype=args.dtype)]
     threads = args.threads or max(1, available_cores() // args.workers)  # sharing the cores unless told otherwise
-    return start_workers(names, args.device, args.workers, threads, setup)
+    return start_workers(names, args.device, args.workers, threads, setup, args.dtype)
 
 
 def serve_arguments(parser: argparse.ArgumentParser) -> None:

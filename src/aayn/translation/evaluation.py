@@ -28,14 +28,15 @@ def evaluate_model(
     max_samples: int | None = None,
     batch_tokens: int = DECODING_BATCH_TOKENS,
     device: str = "cpu",
+    dtype: str | None = None,
     output: str | None = None,
     **generate,
 ) -> dict:
     """`{"bleu", "chrf", "bleu_signature", "chrf_signature", "sentences"}` of the model's translations of `split`
     (and `paper_bleu` into German); `output`: a file to write the translations to, one line per sentence.
     `model_path` may be a CTranslate2 folder that `aayn export` wrote (e.g. to see what int8 weights cost), or the
-    `ModelFolder` the caller located already."""
-    translator = open_translator([model_path], device)
+    `ModelFolder` the caller located already. `dtype`: an aayn folder's weights cast to it ("bfloat16", ...)."""
+    translator = open_translator([model_path], device, dtype=dtype)
     data = load_translation_dataset(
         dataset_name, dataset_config_name, source_lang=source_lang, target_lang=target_lang, splits={"test": split}
     )["test"]

@@ -26,6 +26,7 @@ class AaynFolder(Format):
     abilities = frozenset(ABILITIES)
     ensembles = frozenset({"prefixes", "glossary", "alignment"})  # the models' averaged cross-attention aligns
     engine_class, setup = "TorchTranslator", True
+    dtypes = ("float32", "bfloat16", "float16")  # the weights cast on loading (`load_model`)
 
     def load(self, source: SavedModel, **options) -> SavedModel:
         """An aayn folder is written from a model in memory (trained, averaged, imported): nothing to read."""
@@ -53,7 +54,7 @@ class AaynFolder(Format):
         if saved.card is not None:
             write_model_card(folder, saved.model, **saved.card)
 
-    def open(self, locations: list[str], names: list[str], device: str, threads: int | None):
+    def open(self, locations: list[str], names: list[str], device: str, threads: int | None, dtype: str | None = None):
         from ...checks import check_device
 
         engine = self.part("engine")
@@ -62,19 +63,23 @@ class AaynFolder(Format):
             import torch
 
             torch.set_num_threads(threads)
-        models, tokenizers = zip(*(load_model(location, name, device) for location, name in zip(locations, names)))
+        loaded = (load_model(location, name, device, dtype) for location, name in zip(locations, names))
+        models, tokenizers = zip(*loaded)
         engine.check_same_tokenizer(list(tokenizers), names)
         return engine.TorchTranslator(list(models), tokenizers[0], names[0])
 
 
-def load_model(location: str, name: str, device: str):
+def load_model(location: str, name: str, device: str, dtype: str | None = None):
     """(model in eval mode on `device`, tokenizer) of one `--model` (a folder here or a Hub id), or one line saying
-    why not."""
+    why not. `dtype` ("bfloat16", ...): the weights cast to it as they move to `device` (None: as loaded, float32
+    for the folders aayn writes); the search still ranks in float32."""
+    import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(location)
-        return AutoModelForSeq2SeqLM.from_pretrained(location).to(device).eval(), tokenizer
+        model = AutoModelForSeq2SeqLM.from_pretrained(location)
+        return model.to(device=device, dtype=getattr(torch, dtype) if dtype else None).eval(), tokenizer
     except (OSError, ValueError) as error:
         if Path(location).is_dir():
             raise ValueError(f"cannot load a model from --model {name!r}: {error}") from None
