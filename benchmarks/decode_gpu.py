@@ -1,8 +1,9 @@
 """Decoding on a GPU (issue 81 point 3): aayn's `generate` (§6.1's search, and greedy) against MarianMTModel's
-`generate` with the same weights, at batches of 32 and of 256 sentences, with the done check every step and every
-few steps (`aayn.model.search_aayn.done_check_interval`).
+`generate` with the same weights, at batches of 32 and of 256 sentences: aayn with the done check every step,
+every few steps (`aayn.model.search_aayn.done_check_interval`), and every few steps with its decoder steps
+replayed from CUDA graphs (`cuda_graphs=True`, `aayn.model.graph_aayn`; run eagerly off CUDA).
 
-    python benchmarks/decode_gpu.py [--model FOLDER --sources FILE] [--shape base|demo] [--device cuda]
+    python benchmarks/decode_gpu.py [--model FOLDER --sources FILE] [--shape base|demo|host] [--device cuda]
                                     [--dtype float32|bf16] [--batches 32 256] [--beams 4 1] [--sentences 512]
 
 With `--model` (a trained aayn folder) and `--sources` (one sentence a line), real sentences with a trained
@@ -12,8 +13,9 @@ searches run to their limits (aayn's: each source + 50; Marian's: the batch's lo
 bench` gives it). Sentences are sorted by length and batched, as `aayn translate` does; each arm decodes them all
 once as warm-up and then `--repeats` times, alternating, median. Prints one JSON line per (beams, batch): emitted
 tokens/s of each arm (tokens up to and including the first eos), the ratio to Marian, how many outputs differ
-from aayn's checked-every-step search (none may) and from Marian's; with `--profile`, aayn's arms' first batch under
-torch.profiler (`profile_step.profiled`: host reads, kernel launches, host and kernel time).
+from aayn's checked-every-step search (none may, up to float rounding for the graphs arm) and from Marian's; with
+`--profile`, aayn's arms' first batch under torch.profiler (`profile_step.profiled`: host reads, kernel launches,
+host and kernel time).
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ from profile_step import profiled
 from aayn.bench.decoding import emitted_tokens, output_tokens
 from aayn.model import search_aayn
 from aayn.model.policy_aayn import paper_length_limit
+
+# the base shape's six layers on each side, each a few numbers wide: a step's time on a CPU is its host's work
+HOST_SHAPE = {"vocab_size": 512, "d_model": 16, "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+              "encoder_ffn_dim": 32, "decoder_ffn_dim": 32}  # fmt: skip
 
 
 def inputs(args, config, tokenizer) -> list[list[int]]:
@@ -61,7 +67,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model")
     parser.add_argument("--sources")
-    parser.add_argument("--shape", default="base", choices=["base", "demo"])
+    parser.add_argument("--shape", default="base", choices=["base", "demo", "host"],
+                        help="host: the base depth at a width whose arithmetic is negligible, so that a CPU times "
+                        "what each step costs the host (what bounds a GPU that waits on it)")  # fmt: skip
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bf16"])
     parser.add_argument("--batches", type=int, nargs="+", default=[32, 256])
@@ -88,7 +96,7 @@ def main() -> None:
     else:
         from aayn.bench.common import DEMO_SHAPE
 
-        config = AaynConfig(**(DEMO_SHAPE if args.shape == "demo" else {}))
+        config = AaynConfig(**{"base": {}, "demo": DEMO_SHAPE, "host": HOST_SHAPE}[args.shape])
         model, tokenizer = AaynForConditionalGeneration(config), None
     model.eval()
     marian = MarianMTModel(marian_config_for(model.config)).eval()
@@ -115,13 +123,14 @@ def main() -> None:
                         every = 1 if arm == "aayn_every_step" else args.every
                         search_aayn.done_check_interval = lambda device, every=every: every
                         try:
-                            out = model.generate(**batch, num_beams=beams, length_penalty=args.alpha)
+                            out = model.generate(**batch, num_beams=beams, length_penalty=args.alpha,
+                                                 cuda_graphs=arm == "aayn_graphs")  # fmt: skip
                         finally:
                             search_aayn.done_check_interval = default_interval
                     outputs.append(out)
                 return outputs
 
-            arms = ["aayn_every_step", "aayn", "marian"]
+            arms = ["aayn_every_step", "aayn", "aayn_graphs", "marian"]
             tokens, texts, times = {}, {}, {arm: [] for arm in arms}
             with torch.no_grad():
                 for arm in arms:  # warm-up; the outputs and token counts do not change between runs
@@ -136,7 +145,7 @@ def main() -> None:
                         sync()
                         times[arm].append(time.perf_counter() - start)
                 profiles = {}  # aayn's first batch under torch.profiler: host reads, launches, host and kernel time
-                for arm in arms[:2] if args.profile else ():
+                for arm in arms[:3] if args.profile else ():
                     first = batches[:1]
                     found = profiled(lambda arm=arm, first=first: decode(arm, batches=first), args.device, steps=1)
                     profiles[arm] = {key: round(value, 1) for key, value in found.items() if key != "table"}
@@ -148,8 +157,11 @@ def main() -> None:
                 "beams": beams, "batch": size, "sentences": len(ids), "every": args.every,
                 "tokens_per_s": rate, "vs_marian": round(rate["aayn"] / rate["marian"], 2),
                 "every_vs_every_step": round(rate["aayn"] / rate["aayn_every_step"], 2),
+                "graphs_vs_marian": round(rate["aayn_graphs"] / rate["marian"], 2),
+                "graphs_vs_aayn": round(rate["aayn_graphs"] / rate["aayn"], 2),
                 "seconds": {arm: round(s, 3) for arm, s in seconds.items()},
-                "differ_every": differ["aayn"], "differ_marian": differ["marian"], "first_batch_profile": profiles,
+                "differ_every": differ["aayn"], "differ_graphs": differ["aayn_graphs"],
+                "differ_marian": differ["marian"], "first_batch_profile": profiles,
             }), flush=True)  # fmt: skip
 
 

@@ -3,12 +3,11 @@
 # tokens/s, MFU on real and padded tokens, host time, kernel time, launches, host reads) at the base shape with
 # 4,096 and ~25k tokens a step, float32 (TF32) and bf16 autocast, eager and compiled; the big shape in bf16 (the
 # Trainer's own per-step cost is not in it: `aayn train` there needs `datasets` carried, as gpu_issue66.sh does).
-# Point 3: decoding (benchmarks/decode_gpu.py): aayn's generate, its done check every step and every 4, against
-# MarianMTModel's with the same weights, beam 4 and greedy, batches of 32 and 256: the base shape at its initial
-# weights (runs to the limits), and the demo model on the Bible's test verses where .gpu/ holds them (carry
-# .gpu: model/demo-bible-en-fr, verses.txt); and what a CUDA graph would save a decoder step (decode_graph.py:
-# aayn's step against the same with static shapes, eager and replayed from a graph). STAGES="train decode graph"
-# picks the parts (a rerun can take the others);
+# Point 3: decoding (benchmarks/decode_gpu.py): aayn's generate, its done check every step and every 4, and every 4
+# with its decoder steps replayed from CUDA graphs (cuda_graphs=True), against MarianMTModel's with the same
+# weights, beam 4 and greedy, batches of 32 and 256: the base shape at its initial weights (runs to the limits),
+# and the demo model on the Bible's test verses where .gpu/ holds them (carry .gpu: model/demo-bible-en-fr,
+# verses.txt). STAGES="train decode" picks the parts (a rerun can take the others);
 # TOTAL_S (540) bounds the whole run. On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh",
 # carry=[".gpu"], timeout_s=590).
 # Needs only the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
@@ -21,7 +20,7 @@ mkdir -p $OUT
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; $PY -c 'import torch, transformers
 print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'; lscpu | grep "Model name"; nproc; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
-STAGES=${STAGES:-"train decode graph"}; SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
+STAGES=${STAGES:-"train decode"}; SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
 # each part gets its own limit within what is left of TOTAL_S (the device tool stops a command at 600 s), in the
 # order of what the issue needs most: the eager steps, the base decoding, the compiled step, the big shape
 within() { local left=$((TOTAL_S - (SECONDS - T0))); echo $(( left < $1 ? (left > 5 ? left : 5) : $1 )); }
@@ -37,16 +36,11 @@ decode() {  # arguments of decode_gpu.py
 }
 if [[ $STAGES == *train* ]]; then train $SHAPE "$TOKENS" "--dtype float32"; train $SHAPE "$TOKENS" "--dtype bf16"; fi
 [[ $STAGES == *decode* ]] && decode --shape $SHAPE --profile
-if [[ $STAGES == *graph* ]]; then  # a decoder step replayed from a CUDA graph, against aayn's (decode_graph.py)
-  for n in 32 256; do
-    timeout $(within 90) $PY benchmarks/decode_graph.py --device $DEVICE --shape $SHAPE --sentences $n \
-      >> $OUT/graph.jsonl 2>> $OUT/graph.err
-    say "graph $n exit $?"
-  done
-fi
 [[ $STAGES == *train* ]] && train $SHAPE "$TOKENS" "--dtype bf16 --compile"
-[[ $STAGES == *decode* ]] && [ -d .gpu/model/demo-bible-en-fr ] && decode --model .gpu/model/demo-bible-en-fr \
-  --sources .gpu/verses.txt
+if [[ $STAGES == *decode* ]] && [ -d .gpu/model/demo-bible-en-fr ]; then  # the trained model, float32 and bf16
+  decode --model .gpu/model/demo-bible-en-fr --sources .gpu/verses.txt
+  decode --model .gpu/model/demo-bible-en-fr --sources .gpu/verses.txt --dtype bf16 --beams 4
+fi
 if [[ $STAGES == *train* ]] && [ "$DEVICE" = cuda ]; then
   train big 25000 "--dtype bf16"; train big 25000 "--dtype bf16 --compile"
 fi
@@ -60,5 +54,5 @@ for row in rows:
     print("| " + " | ".join(str(row.get(k)) for k in keys) + " |")
 PYEOF
 tail -3 $OUT/steps.err 2>/dev/null
-cat $OUT/decode.jsonl $OUT/graph.jsonl 2>/dev/null; grep -hE "Error|Traceback" $OUT/decode.err $OUT/graph.err 2>/dev/null | tail -3
+cat $OUT/decode.jsonl 2>/dev/null; grep -hE "Error|Traceback" $OUT/decode.err 2>/dev/null | tail -3
 say "done"

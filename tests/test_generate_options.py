@@ -263,6 +263,9 @@ def test_attentions_hidden_states_and_scores_of_the_returned_hypotheses():
         (dict(bad_words_ids=[[2]]), "bad_words_ids"),
         (dict(bad_words_ids=[[4000]]), "bad_words_ids"),
         (dict(early_stopping="sometimes"), "early_stopping"),
+        (dict(cuda_graphs="yes"), "`cuda_graphs` must be True or False"),
+        (dict(cuda_graphs=True, do_sample=True), "cuda_graphs need the paper's search: not with"),
+        (dict(cuda_graphs=True, paper_decoding=False), "cuda_graphs need the paper's search: not with paper_dec"),
     ],
 )
 def test_invalid_values_raise_value_error(bad, message):

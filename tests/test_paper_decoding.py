@@ -150,10 +150,11 @@ class HostReads(torch.overrides.TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-@pytest.mark.parametrize("every", [1, 4])
+@pytest.mark.parametrize("every, graphs", [(1, False), (4, False), (4, True)])
 @pytest.mark.parametrize("num_beams", [1, 4])
-def test_one_host_read_per_step(num_beams, every, monkeypatch):
-    """One read a step on the CPU; on an accelerator (`done_check_interval`: every 4 steps) one every 4 steps."""
+def test_one_host_read_per_step(num_beams, every, graphs, monkeypatch):
+    """One read a step on the CPU; on an accelerator (`done_check_interval`: every 4 steps) one every 4 steps; with
+    the static steps a CUDA graph replays (`cuda_graphs`), no more (a read could not be captured)."""
     monkeypatch.setattr("aayn.model.search_aayn.done_check_interval", lambda device: every)
     model = model_for()
     reads, steps = HostReads(), []
@@ -165,7 +166,7 @@ def test_one_host_read_per_step(num_beams, every, monkeypatch):
     model.lm_head.register_forward_hook(no_eos)
     source, mask = random_batch(3, 7, 40, [7, 3, 5])
     with reads:
-        model.generate(source, attention_mask=mask, num_beams=num_beams, max_new_tokens=12)
+        model.generate(source, attention_mask=mask, num_beams=num_beams, max_new_tokens=12, cuda_graphs=graphs)
     assert len(steps) == 12  # eos never wins: every sentence runs to its limit
     per_step = [after - before for before, after in itertools.pairwise(steps)]
     # the decision of steps 1-11 (the decoder step itself reads nothing)

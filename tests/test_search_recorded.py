@@ -13,13 +13,25 @@ from scripts.record_search import CASES, decode
 RECORDED = json.loads((Path(__file__).parent / "data" / "search_recorded.json").read_text())
 
 
-@pytest.mark.parametrize("every", [None, 3], ids=["", "checked every 3 steps"])
+@pytest.mark.parametrize(
+    "every, graphs", [(None, False), (3, False), (3, True)],
+    ids=["", "checked every 3 steps", "static steps (cuda_graphs) checked every 3"],
+)  # fmt: skip
 @pytest.mark.parametrize("name, options", CASES, ids=[name for name, _ in CASES])
-def test_the_search_decodes_as_recorded(name, options, every, monkeypatch):
+def test_the_search_decodes_as_recorded(name, options, every, graphs, monkeypatch):
     """`every`: done sentences read back every 3 steps (`done_check_interval`, as on an accelerator), so they stay
-    in the batch a few steps after they are done: the same outputs."""
+    in the batch a few steps after they are done: the same outputs. `graphs`: the decoder's steps after the first
+    with the static shapes a CUDA graph replays (`cuda_graphs=True`; run eagerly on the CPU): every slot up to the
+    limit attended (those not yet written masked), done sentences' rows kept and computed until half the rows are
+    done, then the graph's rows cut to the live ones: the same outputs."""
     if every is not None:
         monkeypatch.setattr("aayn.model.search_aayn.done_check_interval", lambda device: every)
+    made = []  # the static steps' takeovers, one per model and search
+    if graphs:
+        from aayn.model.graph_aayn import GraphedSteps
+
+        options, start = {**options, "cuda_graphs": True}, GraphedSteps.__init__
+        monkeypatch.setattr(GraphedSteps, "__init__", lambda self, *args: made.append(start(self, *args)))
     if options.get("_attn") == "flex_attention":
         pytest.importorskip("torch.nn.attention.flex_attention")
         import transformers.integrations.flex_attention as flex
@@ -31,6 +43,8 @@ def test_the_search_decodes_as_recorded(name, options, every, monkeypatch):
     with torch.no_grad():
         actual = decode(options)
     expected = RECORDED[name]
+    plain = options.get("_attn") != "flex_attention" and options.get("use_cache", True)  # where the steps fold
+    assert bool(made) == (graphs and plain), made
     assert actual.keys() == expected.keys()
     assert actual["sequences"] == expected["sequences"]
     for key in expected.keys() - {"sequences"}:

@@ -17,6 +17,7 @@ import torch
 from torch.nn import functional as F
 
 from .cache_aayn import FOLDING_ATTENTION, FoldedSearchCache, SearchCache
+from .graph_aayn import GraphedSteps
 from .ops_aayn import STEP_ATTENTION, eager_attention_forward, output_logits
 
 
@@ -32,14 +33,16 @@ class AaynDecodingMixin:
         use_cache: bool = True,
         start: int | None = None,
         alignment: tuple[int, int] | None = None,
+        graphs: bool = False,
     ) -> Decoding:
         """§6.1's search's contract with the model: the source encoded once, and the decoder's state for `num_beams`
         beams a sentence and at most `longest` steps, which runs one step for the live rows (`log_probs`) and
         reorders or drops rows of its cache (`next_step`); how a step is computed is decided there. `alignment`
         (layer, heads): each step also keeps that layer's cross-attention, averaged over its first heads
-        (`recorded`), where the beams fold (see `Decoding.records`)."""
+        (`recorded`), where the beams fold (see `Decoding.records`). `graphs`: the steps after the first with
+        static shapes, replayed from a CUDA graph (`graph_aayn.GraphedSteps`), where the plain step runs."""
         start = self.config.decoder_start_token_id if start is None else start
-        return Decoding(self, input_ids, attention_mask, num_beams, longest, use_cache, start, alignment)
+        return Decoding(self, input_ids, attention_mask, num_beams, longest, use_cache, start, alignment, graphs)
 
     def _output_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """lm_head(hidden_states), read from the CPU decoding layout while `generate` holds one (ops_aayn)."""
@@ -51,8 +54,8 @@ class Decoding:
     An ensemble holds one per model, each with its own cache."""
 
     def __init__(self, model, input_ids, attention_mask, num_beams: int, longest: int, use_cache: bool, start: int,
-                 alignment=None):  # fmt: skip
-        self.model, self.decoder, self.k = model, model.get_decoder(), num_beams
+                 alignment=None, graphs: bool = False):  # fmt: skip
+        self.model, self.decoder, self.k, self.longest = model, model.get_decoder(), num_beams, longest
         hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (n, S, d)
         self.fold = use_cache and model.config._attn_implementation in FOLDING_ATTENTION
         self.idle_inputs = hidden[:1], attention_mask[:1], torch.full((1, 1), start, device=hidden.device)
@@ -74,6 +77,8 @@ class Decoding:
         self.records = alignment is not None and self.fold  # the folded layout: the cache holds the recorder
         if self.records:
             self.cache.record_cross = CrossAttentionRecorder(*alignment)
+        self.graphs = graphs and self.plain and not self.records  # the alignment's recorder reads the host
+        self.steps = None  # `GraphedSteps`, from the second step on
 
     @property
     def recorded(self) -> torch.Tensor:
@@ -82,6 +87,10 @@ class Decoding:
 
     def log_probs(self, history: torch.Tensor, step: int, dtype: torch.dtype) -> torch.Tensor:
         """(n * k, vocab) log-probabilities, in `dtype`, of the next token after `history[:, :step]`."""
+        if self.graphs and step > 1:
+            if self.steps is None:
+                self.steps = GraphedSteps(self, self.longest, dtype, layers_step)
+            return self.steps.log_probs(history, step)
         if self.plain and step > 1:
             states = plain_step(self.decoder, history[:, step - 1 : step], self.cache, self.positions)
             return F.log_softmax(self.model._output_logits(states).to(dtype), dim=-1)
@@ -96,6 +105,9 @@ class Decoding:
 
     def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
         """The beams continue `parents`; only the sentences `keep` go on (see `FoldedSearchCache.next_step`)."""
+        if self.steps is not None:
+            self.steps.next_step(parents, keep)
+            return
         if keep is not None:
             k = self.k
             per_sentence = keep if self.fold else (keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1)

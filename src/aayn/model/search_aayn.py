@@ -73,6 +73,7 @@ class SearchSettings:
     ensemble_average: str = "log_probs"  # how an ensemble combines its models (`ensemble_log_probs`)
     normalization: str = "gnmt"  # lp(Y): GNMT's, or fairseq's |Y|^alpha (`policy_aayn.length_penalty`)
     alignment: tuple[int, int] | None = None  # (layer, heads): keep that cross-attention of each output token
+    cuda_graphs: bool = False  # the decoder's steps replayed from CUDA graphs (`graph_aayn`)
 
 
 # steps between the host's reads of which sentences are done, off the CPU (`done_check_interval`)
@@ -315,8 +316,8 @@ def paper_search(
     limits = max_new_tokens.to(device)  # (batch,)
     shortest, longest = torch.stack(limits.aminmax()).tolist()  # the one host read before the loop
     aligned = [s.alignment] + [None] * (len(models) - 1)  # the first model's attention aligns
-    decoders = [m.start_decoding(input_ids, attention_mask, s.num_beams, longest, s.use_cache, s.start, alignment)
-                for m, alignment in zip(models, aligned)]  # fmt: skip
+    decoders = [m.start_decoding(input_ids, attention_mask, s.num_beams, longest, s.use_cache, s.start, alignment,
+                                 s.cuda_graphs) for m, alignment in zip(models, aligned)]  # fmt: skip
     trail = AttentionTrail(input_ids.shape[1]) if decoders[0].records else None  # each chosen token's attention
     state = SearchState.start(limits, longest, prefix, s, dtype, trail is not None)
     hypotheses = Hypotheses(state)
