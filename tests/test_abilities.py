@@ -163,3 +163,33 @@ def test_dtype_casts_an_aayn_folders_weights_and_an_export_refuses_it_in_one_lin
     assert numbers(out) == pytest.approx(scores, abs=1e-5), (out, expected)
     assert all(text.strip() in out for text in texts), (out, texts)
     assert numbers(out) != pytest.approx(expected[torch.float32][1], abs=1e-4)  # the weights were cast
+
+
+@pytest.mark.parametrize("engine", ["aayn", "ctranslate2", "onnx", "reversed"])
+def test_cuda_graphs_reach_an_aayn_folders_search_and_an_export_refuses_them_in_one_line(folders, engine, capsys,
+                                                                                        monkeypatch):  # fmt: skip
+    """`--cuda_graphs` (with --device cuda; refused in one line on a CPU) reaches the search of an aayn folder's
+    translator: its static steps (`graph_aayn`, run eagerly off CUDA) translate as the plain steps do; an export,
+    whose engine runs its own steps, refuses them in one line before anything is loaded."""
+    from aayn.model.graph_aayn import GraphedSteps
+    from aayn.translation.opening import open_translator
+    from aayn.translation.translator import EngineOptions
+
+    command = ["translate", "--model", str(folders[engine]), "--cuda_graphs", TEXT]
+    assert aayn(command) == 2
+    assert "--cuda_graphs replays the decoder's steps on a GPU: give --device cuda, not cpu" in capsys.readouterr().err
+    if engine != "aayn":
+        assert aayn([*command[:-1], "--device", "cuda", TEXT]) == 2
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip() and not line.startswith("(run with --debug")]
+        assert len(lines) == 1 and f"--cuda_graphs: --model {folders[engine]} is" in lines[0], err
+        return
+    made, start = [], GraphedSteps.__init__
+    monkeypatch.setattr(GraphedSteps, "__init__", lambda self, *args: made.append(start(self, *args)))
+    texts = [TEXT, "Two.", "Zero nine nine five three four."]
+    graphed = open_translator([str(folders["aayn"])], options=EngineOptions(cuda_graphs=True))
+    best = graphed.nbest(texts, 2, num_beams=3, max_new_tokens=8)
+    assert made  # the search took the static steps
+    plain = open_translator([str(folders["aayn"])]).nbest(texts, 2, num_beams=3, max_new_tokens=8)
+    assert [[text for _, text in row] for row in best] == [[text for _, text in row] for row in plain]
+    assert [score for row in best for score, _ in row] == pytest.approx([s for row in plain for s, _ in row], abs=1e-5)

@@ -95,17 +95,21 @@ def test_a_gpu_for_an_engine_that_runs_on_cpu_only_is_refused_before_ray_starts(
 
 
 def test_an_actor_casts_the_weights_to_dtype_and_an_export_refuses_it_before_ray_starts(saved, tmp_path, capsys):
-    """`--dtype` reaches each actor's translator (the class Ray builds an actor from, built here as Ray builds it,
-    from its keywords); an ONNX folder, which computes in the type it was written in, is refused by the driver."""
+    """`--dtype` and `--cuda_graphs` reach each actor's translator (the class Ray builds an actor from, built here
+    as Ray builds it, from its keywords); an ONNX folder, which computes in the type it was written in, is refused
+    by the driver."""
     import torch
 
     from aayn.formats.onnx import OnnxFolder
     from aayn.translation.bulk import BulkSettings
     from aayn.translation.bulk_ray import ShardTranslator
+    from aayn.translation.translator import EngineOptions
 
     settings = BulkSettings(tmp_path / "out", "text", 1000, {})
-    actor = ShardTranslator(names=[str(saved[0])], device="cpu", needs=(), settings=settings, dtype="bfloat16")
+    options = EngineOptions("bfloat16", cuda_graphs=True)
+    actor = ShardTranslator(names=[str(saved[0])], device="cpu", needs=(), settings=settings, options=options)
     assert {p.dtype for p in actor.translator.model.parameters()} == {torch.bfloat16}
+    assert actor.translator.cuda_graphs
     onnx = tmp_path / "onnx"
     onnx.mkdir()
     for name in OnnxFolder.files:

@@ -76,7 +76,7 @@ def test_concurrent_requests_translate_as_each_sentence_alone(saved, alone, work
         health = server.get("/health")
         assert health["status"] == "ok" and health["model"]["type"] == "aayn" and health["model"]["parameters"] > 0
         assert health["workers"] == workers and len(health.get("worker_pids", [])) == (workers if workers > 1 else 0)
-        assert (health["model"]["device"], health["model"]["dtype"]) == ("cpu", "float32")
+        assert [health["model"][key] for key in ("device", "dtype", "cuda_graphs")] == ["cpu", "float32", False]
         described = server.get("/openapi.json")["paths"]
         assert set(described) == ROUTES  # every endpoint, and POST /translate in both request shapes
         shapes = described["/translate"]["post"]["requestBody"]["content"]["application/json"]["schema"]["oneOf"]

@@ -126,6 +126,20 @@ def device_argument(parser: argparse.ArgumentParser) -> None:
         help="an aayn folder's weights cast to this type on --device (default: as saved, float32); bfloat16 or "
         "float16 on a GPU (float16 is slow on most CPUs)",
     )
+    parser.add_argument(
+        "--cuda_graphs",
+        action="store_true",
+        help="an aayn folder's decoder steps replayed from CUDA graphs (with --device cuda)",
+    )
+
+
+def engine_options(args: argparse.Namespace):
+    """How the engine computes (`EngineOptions`), from --dtype and --cuda_graphs; CUDA graphs need CUDA."""
+    from ..translation.translator import EngineOptions
+
+    if args.cuda_graphs and not args.device.startswith("cuda"):
+        raise ValueError(f"--cuda_graphs replays the decoder's steps on a GPU: give --device cuda, not {args.device}")
+    return EngineOptions(args.dtype, args.cuda_graphs)
 
 
 def alignment_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import decoding_arguments, generate_options, positive_int
+from .common import decoding_arguments, engine_options, generate_options, positive_int
 
 
 def evaluate(args: argparse.Namespace) -> None:
@@ -30,7 +30,7 @@ def evaluate(args: argparse.Namespace) -> None:
         max_samples=args.max_samples,
         batch_tokens=args.batch_tokens,
         device=args.device,
-        dtype=args.dtype,
+        options=engine_options(args),
         output=args.output,
         **generate_options(args),
     )

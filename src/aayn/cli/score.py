@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import alignment_arguments, batch_tokens_argument, device_argument, read_lines
+from .common import alignment_arguments, batch_tokens_argument, device_argument, engine_options, read_lines
 
 
 def score(args: argparse.Namespace) -> None:
@@ -21,7 +21,7 @@ def score(args: argparse.Namespace) -> None:
 
         alignment = AlignmentSettings(args.alignment_layer, args.alignment_heads)
     needs = ("scores",) + ("alignment",) * bool(alignment)
-    translator = open_translator([args.model], args.device, needs=needs, dtype=args.dtype)
+    translator = open_translator([args.model], args.device, needs=needs, options=engine_options(args))
     scores = translator.score(
         sources, targets, length_penalty=args.length_penalty, per_token=args.per_token,
         batch_tokens=args.batch_tokens, alignment=alignment,

@@ -7,7 +7,14 @@ import argparse
 import functools
 from pathlib import Path
 
-from .common import batch_tokens_argument, card_languages, device_argument, positive_int, prepare_transformers
+from .common import (
+    batch_tokens_argument,
+    card_languages,
+    device_argument,
+    engine_options,
+    positive_int,
+    prepare_transformers,
+)
 
 
 def serve(args: argparse.Namespace) -> None:
@@ -108,9 +115,9 @@ def open_served(args: argparse.Namespace, names: list[str]) -> list:
     # CTranslate2 folders need no torch, nor does the server itself where worker processes hold the model
     setup = functools.partial(prepare_transformers, progress_bars=args.verbose)
     if args.workers == 1:
-        return [open_translator(names, args.device, threads=args.threads, setup=setup, dtype=args.dtype)]
+        return [open_translator(names, args.device, threads=args.threads, setup=setup, options=engine_options(args))]
     threads = args.threads or max(1, available_cores() // args.workers)  # sharing the cores unless told otherwise
-    return start_workers(names, args.device, args.workers, threads, setup, args.dtype)
+    return start_workers(names, args.device, args.workers, threads, setup, engine_options(args))
 
 
 def serve_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,6 +15,7 @@ from .common import (
     card_languages,
     decoded_lines,
     decoding_arguments,
+    engine_options,
     generate_options,
     non_negative_float,
     positive_float,
@@ -59,12 +60,12 @@ def translate(args: argparse.Namespace) -> None:
     needs = ("prefixes",) * bool(args.prefix) + ("attention",) * bool(args.show_attention)
     needs += ("glossary",) * bool(args.glossary) + ("alignment",) * bool(args.print_alignment)
     if args.input and (args.ray or args.ray_address):  # each actor opens its own: the driver loads no model
-        entry, _ = translator_format(args.model, needs, args.dtype)  # the folders and what they do, before Ray starts
+        entry, _ = translator_format(args.model, needs, engine_options(args))  # what they do, before Ray starts
         if args.device not in entry.devices:
             raise ValueError(f"--device {args.device}: aayn runs {entry.title} folders on {' or '.join(entry.devices)}")
         return translate_corpus(None, args, generate)
     setup = functools.partial(prepare_transformers, progress_bars=args.verbose)  # not for a CTranslate2 folder
-    translator = open_translator(args.model, args.device, needs, setup=setup, dtype=args.dtype)
+    translator = open_translator(args.model, args.device, needs, setup=setup, options=engine_options(args))
     if args.show_attention:
         drawn = generate.pop("alignment_settings", None)
         settings = translator.settings(**generate)
@@ -237,7 +238,7 @@ def translate_corpus(translator, args: argparse.Namespace, generate: dict) -> No
         needs = ("glossary",) * bool(args.glossary) + ("alignment",) * bool(args.print_alignment)
         done = translate_shards_on_ray(args.model, args.device, needs, shards, settings, address=args.ray_address,
                                        concurrency=args.concurrency, num_cpus=args.num_cpus_per_worker,
-                                       num_gpus=args.num_gpus_per_worker, dtype=args.dtype)  # fmt: skip
+                                       num_gpus=args.num_gpus_per_worker, options=engine_options(args))  # fmt: skip
     else:
         done = translate_shards(translator, shards, settings, log=lambda line: print(line, file=sys.stderr))
     print(f"{done['shards']} shards ({done['already_done']} already done), {done['lines']} lines translated into "

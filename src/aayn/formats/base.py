@@ -40,6 +40,7 @@ class Format:
     setup: bool = False  # whether its engine uses transformers (aayn registered first)
     devices: tuple[str, ...] = ("cpu", "cuda")  # the device kinds its engine translates on
     dtypes: tuple[str, ...] = ()  # the types its engine casts the weights to (`--dtype`); none: the folder's own
+    cuda_graphs: bool = False  # whether its engine replays its decoder steps from CUDA graphs (`--cuda_graphs`)
     # its own command-line arguments beside --model and the output: {"--flag": argparse keyword arguments}
     arguments: dict[str, dict] = {}
 
@@ -85,9 +86,9 @@ class Format:
         can do so without being written again (None: it cannot; write it again)."""
         return None
 
-    def open(self, locations: list[str], names: list[str], device: str, threads: int | None, dtype: str | None = None):
+    def open(self, locations: list[str], names: list[str], device: str, threads: int | None, options=None):
         """The translator of the folders `locations` (as `names` gave them) on `device`; one unless `ensembles`;
-        `dtype`: one of `dtypes` (None: the engine's default), checked by the caller."""
+        `options` (`translator.EngineOptions`): only what the format offers, checked by the caller."""
         return self.engine()(locations[0], device, threads=threads)
 
     # -- writing: the template

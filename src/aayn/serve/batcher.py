@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..translation.translator import DecodingSettings, Translator
+from ..translation.translator import AS_SAVED, DecodingSettings, EngineOptions, Translator
 from .settings import QueueFull, ServeSettings
 
 
@@ -198,12 +198,13 @@ class WorkerTranslator(Translator):
     """An engine in a process of its own (`aayn serve --workers`): `encode` and `decode_batch` send their work
     there and wait for the answer (holding no lock meanwhile, so several such calls run side by side), so the
     batches are cut here by the template as for any engine. The process opens the model folders `names` on
-    `device` with `threads` CPU threads (its weights in `dtype`, where given). The model's errors raise here with
-    their one line; a process that died fails its batch and is started again before the next one. `setup`: a
-    picklable callable the process runs first (registering aayn with transformers' Auto classes, say)."""
+    `device` with `threads` CPU threads, computing as `options` ask (`EngineOptions`). The model's errors raise
+    here with their one line; a process that died fails its batch and is started again before the next one.
+    `setup`: a picklable callable the process runs first (registering aayn with transformers' Auto classes, say)."""
 
-    def __init__(self, names: list[str], device: str, threads: int, setup=None, dtype: str | None = None):
-        self.names, self.device, self.threads, self.setup, self.dtype = list(names), device, threads, setup, dtype
+    def __init__(self, names: list[str], device: str, threads: int, setup=None, options: EngineOptions = AS_SAVED):
+        self.names, self.device, self.threads, self.setup = list(names), device, threads, setup
+        self.options = options
         self.name = names[0]
         self._spawn()
 
@@ -212,7 +213,7 @@ class WorkerTranslator(Translator):
 
         context = multiprocessing.get_context("spawn")  # a fresh interpreter: no fork of threads or a torch runtime
         self.connection, child = context.Pipe()
-        args = (child, self.names, self.device, self.threads, self.setup, self.dtype)
+        args = (child, self.names, self.device, self.threads, self.setup, self.options)
         self.process = context.Process(target=_worker, args=args, name="aayn-serve-worker", daemon=True)
         self.process.start()
         child.close()
@@ -277,7 +278,7 @@ class WorkerTranslator(Translator):
 WORKER_METHODS = ("encode", "decode_batch", "best_ids")  # what a worker process answers
 
 
-def _worker(connection, names: list[str], device: str, threads: int, setup, dtype: str | None) -> None:
+def _worker(connection, names: list[str], device: str, threads: int, setup, options: EngineOptions) -> None:
     """A worker process's loop: open the model, then answer `encode` and `decode_batch` calls until told to end or
     the server is gone. It ignores SIGINT and SIGTERM: Ctrl-C or a service manager signals the whole process group,
     and the server answers what is in flight before it closes its workers."""
@@ -288,7 +289,7 @@ def _worker(connection, names: list[str], device: str, threads: int, setup, dtyp
     try:
         from ..translation.opening import open_translator
 
-        translator = open_translator(names, device, threads=threads, setup=setup, dtype=dtype)
+        translator = open_translator(names, device, threads=threads, setup=setup, options=options)
         known = (describe(translator, names), translator.generation, translator.source_limit, translator.abilities)
         connection.send(("ready", known))
     except Exception as error:  # noqa: BLE001  said to the server, which names it and exits
@@ -312,10 +313,10 @@ def _worker(connection, names: list[str], device: str, threads: int, setup, dtyp
 
 
 def start_workers(
-    names: list[str], device: str, workers: int, threads: int, setup=None, dtype: str | None = None
+    names: list[str], device: str, workers: int, threads: int, setup=None, options: EngineOptions = AS_SAVED
 ) -> list[WorkerTranslator]:
     """`workers` worker processes, each opening the model with `threads` CPU threads (started together)."""
-    started = [WorkerTranslator(names, device, threads, setup, dtype) for _ in range(workers)]
+    started = [WorkerTranslator(names, device, threads, setup, options) for _ in range(workers)]
     try:
         for worker in started:
             worker.ready()
@@ -340,8 +341,8 @@ def share_out(jobs: list[Job], parts: int) -> list[list[Job]]:
 
 
 def describe(translator: Translator, names: list[str]) -> dict:
-    """What /health says of the model: its kind, folders, parameters, device and weights' type (torch's) and
-    direction (where its card names one)."""
+    """What /health says of the model: its kind, folders, parameters, device, weights' type and CUDA graphs
+    (torch's) and direction (where its card names one)."""
     from pathlib import Path
 
     from ..hub import card_metadata
@@ -353,6 +354,7 @@ def describe(translator: Translator, names: list[str]) -> dict:
         info["parameters"] = sum(p.numel() for p in models[0].parameters())
         weight = next(models[0].parameters())
         info.update(device=str(weight.device), dtype=str(weight.dtype).removeprefix("torch."))
+        info["cuda_graphs"] = translator.cuda_graphs
     card = card_metadata(names[0]) if Path(names[0]).is_dir() else None
     if card is not None:
         info["direction"] = f"{card['source_lang']} -> {card['target_lang']}"

@@ -17,10 +17,11 @@ from .bulk import BulkSettings, missing, summary, translate_shard
 class ShardTranslator:
     """One Ray actor: a translator opened once, then each batch of shard paths translated shard by shard."""
 
-    def __init__(self, names: list[str], device: str, needs: tuple, settings: BulkSettings, dtype: str | None = None):
+    def __init__(self, names: list[str], device: str, needs: tuple, settings: BulkSettings, options=None):
         from .opening import open_translator
+        from .translator import AS_SAVED
 
-        self.translator = open_translator(names, device, needs, dtype=dtype)
+        self.translator = open_translator(names, device, needs, options=options or AS_SAVED)
         self.settings = settings
 
     def __call__(self, batch: dict) -> dict:
@@ -54,9 +55,9 @@ def started(address: str | None, concurrency: int, num_cpus: float, num_gpus: fl
 
 def translate_shards_on_ray(names: list[str], device: str, needs: tuple, shards: list[Path], settings: BulkSettings,
                             *, address=None, concurrency=1, num_cpus=1.0, num_gpus=0.0,
-                            dtype=None) -> dict:  # fmt: skip
-    """Every shard without an output, translated by `concurrency` Ray actors (an aayn folder's weights in `dtype`,
-    where given); a summary."""
+                            options=None) -> dict:  # fmt: skip
+    """Every shard without an output, translated by `concurrency` Ray actors (computing as `options` ask,
+    `EngineOptions`); a summary."""
     started_at, todo = time.perf_counter(), missing(shards, settings.output_dir)
     if not todo:
         return summary(len(shards), 0, 0, time.perf_counter() - started_at, settings.output_dir)
@@ -64,7 +65,13 @@ def translate_shards_on_ray(names: list[str], device: str, needs: tuple, shards:
     items = ray.data.from_items([{"shard": str(shard)} for shard in todo])
     done = items.map_batches(
         ShardTranslator,
-        fn_constructor_kwargs={"names": names, "device": device, "needs": needs, "settings": settings, "dtype": dtype},
+        fn_constructor_kwargs={
+            "names": names,
+            "device": device,
+            "needs": needs,
+            "settings": settings,
+            "options": options,
+        },
         batch_size=1,
         concurrency=concurrency,
         num_cpus=num_cpus,

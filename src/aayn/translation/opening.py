@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..formats import FORMATS, HOME, folder_format
-from .translator import ABILITIES, Translator, without
+from .translator import ABILITIES, AS_SAVED, EngineOptions, Translator, without
 
 
 class ModelFolder(NamedTuple):
@@ -44,25 +44,25 @@ def open_translator(
     needs: tuple[str, ...] = (),
     threads: int | None = None,
     setup: Callable[[], None] | None = None,
-    dtype: str | None = None,
+    options: EngineOptions = AS_SAVED,
 ) -> Translator:
     """The translator of the model folders (or Hub ids) `names` on `device`; `needs`: the `ABILITIES` the caller
     will use, refused here with one line (before any model is loaded). `threads`: the CPU threads one model call
     uses (CTranslate2's and ONNX Runtime's intra-op threads; torch's for this process), else each engine's default
     (all cores). `setup`: called before the models are loaded, where their engine uses transformers. A name may be
-    a `ModelFolder` that `locate_model` gave already. `dtype`: the type the weights compute in, where the
-    folders' engine offers a choice (`Format.dtypes`; None: its default)."""
-    entry, folders = translator_format(names, needs, dtype)
+    a `ModelFolder` that `locate_model` gave already. `options`: how the engine computes (`EngineOptions`: the
+    weights' type, CUDA graphs), where the folders' engine offers it."""
+    entry, folders = translator_format(names, needs, options)
     if entry.setup and setup is not None:
         setup()
     locations, given = [folder.location for folder in folders], [folder.name for folder in folders]
-    return entry.open(locations, given, device, threads, dtype)
+    return entry.open(locations, given, device, threads, options)
 
 
-def translator_format(names: list[str | ModelFolder], needs: tuple[str, ...] = (), dtype: str | None = None):
+def translator_format(names: list[str | ModelFolder], needs: tuple[str, ...] = (), options: EngineOptions = AS_SAVED):
     """(the format, the located folders) that `open_translator` opens `names` with, after every check that needs
     no model loaded: the folders (or Hub ids) are there, they translate together, their engine has `needs` and
-    computes in `dtype`."""
+    computes as `options` ask."""
     if not names:
         raise ValueError("no --model given")
     folders = [name if isinstance(name, ModelFolder) else locate_model(name) for name in names]
@@ -78,10 +78,18 @@ def translator_format(names: list[str | ModelFolder], needs: tuple[str, ...] = (
     missing = [need for need in needs if need not in entry.abilities]
     if missing:
         raise ValueError(without(folders[0].name, missing[0], entry.described))
+    check_options(options, entry, folders[0].name)
+    return entry, folders
+
+
+def check_options(options: EngineOptions, entry, name: str) -> None:
+    """`options` that the format `entry` of `--model name` does not offer, refused in one line."""
+    dtype = options.dtype
     if dtype is not None and dtype not in entry.dtypes:
-        name = folders[0].name
         if not entry.dtypes:
             raise ValueError(f"--dtype {dtype}: --model {name}{entry.described}, which computes in the type it was "
                              "written in; --dtype casts an aayn folder's weights")  # fmt: skip
         raise ValueError(f"--dtype {dtype}: --model {name} computes in {' or '.join(entry.dtypes)}")
-    return entry, folders
+    if options.cuda_graphs and not entry.cuda_graphs:
+        raise ValueError(f"--cuda_graphs: --model {name}{entry.described}, whose engine runs its own steps; "
+                         "--cuda_graphs replays an aayn folder's decoder steps")  # fmt: skip

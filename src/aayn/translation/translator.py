@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..model.policy_aayn import (
     LENGTH_NORMALIZATIONS,
@@ -45,6 +46,19 @@ LACKS = {
     "glossary": "translates without a glossary",
     "alignment": "gives no alignments",
 }
+
+
+class EngineOptions(NamedTuple):
+    """How an engine computes beside its device, as the command line's `--dtype` and `--cuda_graphs` ask: the type
+    its weights are cast to (None: as the folder holds them) and whether its decoder's steps are replayed from CUDA
+    graphs. A format says which it offers (`Format.dtypes`, `Format.cuda_graphs`); the others are refused in one
+    line before anything is loaded (`opening.translator_format`)."""
+
+    dtype: str | None = None
+    cuda_graphs: bool = False
+
+
+AS_SAVED = EngineOptions()  # an engine's defaults: the folder's weights as they are, steps launched one by one
 
 
 def without(name: str, ability: str, what: str = "") -> str:

@@ -27,6 +27,7 @@ class AaynFolder(Format):
     ensembles = frozenset({"prefixes", "glossary", "alignment"})  # the models' averaged cross-attention aligns
     engine_class, setup = "TorchTranslator", True
     dtypes = ("float32", "bfloat16", "float16")  # the weights cast on loading (`load_model`)
+    cuda_graphs = True  # `generate(cuda_graphs=True)`
 
     def load(self, source: SavedModel, **options) -> SavedModel:
         """An aayn folder is written from a model in memory (trained, averaged, imported): nothing to read."""
@@ -54,7 +55,7 @@ class AaynFolder(Format):
         if saved.card is not None:
             write_model_card(folder, saved.model, **saved.card)
 
-    def open(self, locations: list[str], names: list[str], device: str, threads: int | None, dtype: str | None = None):
+    def open(self, locations: list[str], names: list[str], device: str, threads: int | None, options=None):
         from ...checks import check_device
 
         engine = self.part("engine")
@@ -63,10 +64,11 @@ class AaynFolder(Format):
             import torch
 
             torch.set_num_threads(threads)
+        dtype, graphs = (options.dtype, options.cuda_graphs) if options is not None else (None, False)
         loaded = (load_model(location, name, device, dtype) for location, name in zip(locations, names))
         models, tokenizers = zip(*loaded)
         engine.check_same_tokenizer(list(tokenizers), names)
-        return engine.TorchTranslator(list(models), tokenizers[0], names[0])
+        return engine.TorchTranslator(list(models), tokenizers[0], names[0], cuda_graphs=graphs)
 
 
 def load_model(location: str, name: str, device: str, dtype: str | None = None):

@@ -20,10 +20,12 @@ from . import AaynFolder
 
 class TorchTranslator(Translator):
     """Saved aayn models (one, or an ensemble sharing its tokenizer) on a torch device: the paper's search
-    (`generate`, `generate_ensemble`), with target prefixes; one model also scores pairs and draws attention."""
+    (`generate`, `generate_ensemble`), with target prefixes; one model also scores pairs and draws attention.
+    `cuda_graphs`: the search's decoder steps replayed from CUDA graphs (`generate(cuda_graphs=True)`)."""
 
-    def __init__(self, models: list[PreTrainedModel], tokenizer: PreTrainedTokenizerBase, name: str | None = None):
-        self.models, self.tokenizer = list(models), tokenizer
+    def __init__(self, models: list[PreTrainedModel], tokenizer: PreTrainedTokenizerBase, name: str | None = None,
+                 cuda_graphs: bool = False):  # fmt: skip
+        self.models, self.tokenizer, self.cuda_graphs = list(models), tokenizer, cuda_graphs
         self.model = self.models[0]
         self.name = name or getattr(self.model.config, "_name_or_path", None) or "the model"
         self.abilities = AaynFolder.abilities if len(self.models) == 1 else AaynFolder.ensembles
@@ -49,6 +51,8 @@ class TorchTranslator(Translator):
             options["num_return_sequences"] = settings.nbest
         if settings.max_new_tokens is not None:
             options["max_new_tokens"] = settings.max_new_tokens
+        if self.cuda_graphs:
+            options["cuda_graphs"] = True
         return options
 
     @torch.inference_mode()
