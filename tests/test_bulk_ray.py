@@ -78,9 +78,17 @@ def test_actors_gpus_and_device_that_do_not_go_together_are_refused_before_work(
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
-def test_a_gpu_for_an_engine_that_runs_on_cpu_only_is_refused_before_ray_starts(tmp_path, capsys):
-    """The driver opens no model, so the device an export's engine runs on is checked from its format: an ONNX
-    folder (recognized by its graphs' names; nothing is loaded) given GPUs is refused before Ray starts."""
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--device", "cuda", "--num_gpus_per_worker", 1], "--device cuda: aayn runs ONNX folders on cpu"),
+        (["--dtype", "bfloat16"], "--dtype bfloat16: --model {onnx} is an ONNX model"),
+    ],
+)
+def test_what_an_exports_engine_cannot_do_is_refused_before_ray_starts(tmp_path, capsys, flags, said):
+    """The driver opens no model, so what an export's engine can do is checked from its format: an ONNX folder
+    (recognized by its graphs' names; nothing is loaded) given GPUs (its engine runs on CPU), or a weights' type
+    (it computes in the type it was written in), is refused before Ray starts."""
     from aayn.formats.onnx import OnnxFolder
 
     onnx = tmp_path / "onnx"
@@ -88,19 +96,17 @@ def test_a_gpu_for_an_engine_that_runs_on_cpu_only_is_refused_before_ray_starts(
     for name in OnnxFolder.files:
         (onnx / name).write_bytes(b"")
     shards(tmp_path / "in")
-    said = fails(capsys, "translate", "--model", onnx, "--input", tmp_path / "in", "--output_dir", tmp_path / "out",
-                 "--ray", "--device", "cuda", "--num_gpus_per_worker", 1)  # fmt: skip
-    assert "--device cuda: aayn runs ONNX folders on cpu" in said
+    message = fails(capsys, "translate", "--model", onnx, "--input", tmp_path / "in", "--output_dir",
+                    tmp_path / "out", "--ray", *flags)  # fmt: skip
+    assert said.format(onnx=onnx) in message
     assert not (tmp_path / "out").exists()  # made only once the shards go to Ray
 
 
-def test_an_actor_casts_the_weights_to_dtype_and_an_export_refuses_it_before_ray_starts(saved, tmp_path, capsys):
+def test_an_actor_computes_as_dtype_and_cuda_graphs_ask(saved, tmp_path):
     """`--dtype` and `--cuda_graphs` reach each actor's translator (the class Ray builds an actor from, built here
-    as Ray builds it, from its keywords); an ONNX folder, which computes in the type it was written in, is refused
-    by the driver."""
+    as Ray builds it, from its keywords)."""
     import torch
 
-    from aayn.formats.onnx import OnnxFolder
     from aayn.translation.bulk import BulkSettings
     from aayn.translation.bulk_ray import ShardTranslator
     from aayn.translation.translator import EngineOptions
@@ -110,15 +116,6 @@ def test_an_actor_casts_the_weights_to_dtype_and_an_export_refuses_it_before_ray
     actor = ShardTranslator(names=[str(saved[0])], device="cpu", needs=(), settings=settings, options=options)
     assert {p.dtype for p in actor.translator.model.parameters()} == {torch.bfloat16}
     assert actor.translator.cuda_graphs
-    onnx = tmp_path / "onnx"
-    onnx.mkdir()
-    for name in OnnxFolder.files:
-        (onnx / name).write_bytes(b"")
-    shards(tmp_path / "in")
-    said = fails(capsys, "translate", "--model", onnx, "--input", tmp_path / "in", "--output_dir", tmp_path / "out",
-                 "--ray", "--dtype", "bfloat16")  # fmt: skip
-    assert "--dtype bfloat16: --model" in said and "casts an aayn folder's weights" in said
-    assert not (tmp_path / "out").exists()
 
 
 def many_shards(folder, count: int = 6, lines: int = 12) -> None:
