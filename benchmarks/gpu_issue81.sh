@@ -7,7 +7,9 @@
 # with its decoder steps replayed from CUDA graphs (cuda_graphs=True), against MarianMTModel's with the same
 # weights, beam 4 and greedy, batches of 32 and 256: the base shape at its initial weights (runs to the limits),
 # and the demo model on the Bible's test verses where .gpu/ holds them (carry .gpu: model/demo-bible-en-fr,
-# verses.txt). STAGES="train decode" picks the parts (a rerun can take the others);
+# verses.txt); and whole `aayn translate` commands of those verses on the GPU, float32 and bf16, with and without
+# --cuda_graphs (times, and an md5 of each output). STAGES="train decode cli" picks the parts (a rerun can take
+# the others);
 # TOTAL_S (540) bounds the whole run. On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh",
 # carry=[".gpu"], timeout_s=590).
 # Needs only the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
@@ -20,7 +22,7 @@ mkdir -p $OUT
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; $PY -c 'import torch, transformers
 print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'; lscpu | grep "Model name"; nproc; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
-STAGES=${STAGES:-"train decode"}; SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
+STAGES=${STAGES:-"train decode cli"}; SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
 # each part gets its own limit within what is left of TOTAL_S (the device tool stops a command at 600 s), in the
 # order of what the issue needs most: the eager steps, the base decoding, the compiled step, the big shape
 within() { local left=$((TOTAL_S - (SECONDS - T0))); echo $(( left < $1 ? (left > 5 ? left : 5) : $1 )); }
@@ -37,6 +39,16 @@ decode() {  # arguments of decode_gpu.py
 if [[ $STAGES == *train* ]]; then train $SHAPE "$TOKENS" "--dtype float32"; train $SHAPE "$TOKENS" "--dtype bf16"; fi
 [[ $STAGES == *decode* ]] && decode --shape $SHAPE --profile
 [[ $STAGES == *train* ]] && train $SHAPE "$TOKENS" "--dtype bf16 --compile"
+if [[ $STAGES == *cli* ]] && [ -d .gpu/model/demo-bible-en-fr ]; then  # whole `aayn translate` commands, 1,116 verses
+  for flags in "" "--cuda_graphs" "--dtype bfloat16" "--dtype bfloat16 --cuda_graphs"; do
+    name=translate${flags// /_}; start=$(date +%s%N)
+    timeout $(within 90) $PY -m aayn.cli translate --model .gpu/model/demo-bible-en-fr --device $DEVICE $flags \
+      < .gpu/verses.txt > $OUT/$name.txt 2>> $OUT/translate.err
+    code=$?
+    say "translate [$flags] exit $code $(( ($(date +%s%N) - start) / 1000000 )) ms, $(wc -l < $OUT/$name.txt) lines," \
+      "md5 $(md5sum < $OUT/$name.txt | cut -c1-8)"
+  done
+fi
 if [[ $STAGES == *decode* ]] && [ -d .gpu/model/demo-bible-en-fr ]; then  # the trained model, float32 and bf16
   decode --model .gpu/model/demo-bible-en-fr --sources .gpu/verses.txt
   decode --model .gpu/model/demo-bible-en-fr --sources .gpu/verses.txt --dtype bf16 --beams 4

@@ -109,6 +109,18 @@ def test_the_model_file_and_the_readme_within_their_sizes():
     assert len((SRC.parents[1] / "README.md").read_text(encoding="utf-8").splitlines()) <= README_LINES
 
 
+def test_the_model_file_imports_every_file_that_travels_with_it():
+    """transformers 4.57 copies into its modules cache only the remote model file's direct relative imports, then
+    follows their imports: a `model/*_aayn.py` imported by another file alone is missing there (a folder saved on
+    5.x fails to load on 4.57 without aayn)."""
+    modeling = SRC / "model" / "modeling_aayn.py"
+    imported = {node.module for node in ast.walk(ast.parse(modeling.read_text(encoding="utf-8")))
+                if isinstance(node, ast.ImportFrom) and node.level == 1}  # fmt: skip
+    travelling = {path.stem for path in (SRC / "model").glob("*_aayn.py")} - {modeling.stem}
+    tokenizers = {stem for stem in travelling if stem.startswith("tokenization_")}  # remote code of their own
+    assert travelling - tokenizers - imported == set()
+
+
 def heading_anchors(markdown: str) -> set[str]:
     """The anchors GitHub gives a Markdown file's headings: lower case, characters other than letters, digits,
     spaces, hyphens and underscores dropped, spaces made hyphens; a repeated one gets -1, -2, ..."""

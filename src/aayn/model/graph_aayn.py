@@ -190,20 +190,24 @@ class GraphedSteps:
 
     def _capture(self) -> None:
         """One step on a side stream (so that cuBLAS and the allocator set up outside the capture), then the step
-        captured; the state the two moved on (paths, position) put back. Keys and values they wrote lie at the
-        next position, which the next step writes before any step reads it."""
+        captured on it; the state the two moved on (paths, position) put back. Keys and values they wrote lie at
+        the next position, which the next step writes before any step reads it. `torch.cuda.graph` is not used:
+        it synchronizes and empties the allocator's cache at every capture, and a search captures once a batch."""
         slots = self.slots
         saved = slots.ancestry.clone(), slots.position.clone()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            self.step()
-        torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
-                output = self.step()
+            with torch.cuda.stream(side):
+                self.step()
+                graph.capture_begin(capture_error_mode="thread_local")  # a server's other threads may use CUDA
+                try:
+                    output = self.step()
+                finally:
+                    graph.capture_end()
         finally:
+            torch.cuda.current_stream().wait_stream(side)
             slots.ancestry.copy_(saved[0])
             slots.position.copy_(saved[1])
         self.graph, self.output = graph, output

@@ -39,6 +39,7 @@ from .constraints_aayn import ConstrainedSearch  # noqa: F401  (4.57 copies a re
 from .decoding_aayn import AaynDecodingMixin
 from .generation_aayn import generate as paper_generate
 from .glossary_aayn import Glossary  # noqa: F401  (the pipeline's, copied with the model's code)
+from .graph_aayn import GraphedSteps  # noqa: F401  (4.57 copies a remote module's direct imports only)
 from .hub_aayn import AaynCardUpload, AaynOwnCodeSave
 from .ops_aayn import (
     AaynDropout,
