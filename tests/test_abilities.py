@@ -166,11 +166,13 @@ def test_dtype_casts_an_aayn_folders_weights_and_an_export_refuses_it_in_one_lin
 
 
 @pytest.mark.parametrize("engine", ["aayn", "ctranslate2", "onnx", "reversed"])
-def test_cuda_graphs_reach_an_aayn_folders_search_and_an_export_refuses_them_in_one_line(folders, engine, capsys,
-                                                                                        monkeypatch):  # fmt: skip
-    """`--cuda_graphs` (with --device cuda; refused in one line on a CPU) reaches the search of an aayn folder's
-    translator: its static steps (`graph_aayn`, run eagerly off CUDA) translate as the plain steps do; an export,
-    whose engine runs its own steps, refuses them in one line before anything is loaded."""
+def test_cuda_graphs_reach_an_aayn_folders_search_and_an_export_refuses_them_in_one_line(
+    folders, engine, capsys, monkeypatch, tmp_path
+):
+    """`--cuda_graphs` (with --device cuda; refused in one line on a CPU, and by `aayn score`, which runs no
+    search) reaches the search of an aayn folder's translator: its static steps (`graph_aayn`, run eagerly off
+    CUDA) translate as the plain steps do; an export, whose engine runs its own steps, refuses them in one line
+    before anything is loaded."""
     from aayn.model.graph_aayn import GraphedSteps
     from aayn.translation.opening import open_translator
     from aayn.translation.translator import EngineOptions
@@ -184,6 +186,9 @@ def test_cuda_graphs_reach_an_aayn_folders_search_and_an_export_refuses_them_in_
         lines = [line for line in err.splitlines() if line.strip() and not line.startswith("(run with --debug")]
         assert len(lines) == 1 and f"--cuda_graphs: --model {folders[engine]} is" in lines[0], err
         return
+    scored = asked("scores", folders["aayn"], tmp_path)  # scoring runs no search: refused too
+    assert aayn([*scored, "--device", "cuda", "--cuda_graphs"]) == 2
+    assert "--cuda_graphs replays a search's decoder steps: aayn score runs no search" in capsys.readouterr().err
     made, start = [], GraphedSteps.__init__
     monkeypatch.setattr(GraphedSteps, "__init__", lambda self, *args: made.append(start(self, *args)))
     texts = [TEXT, "Two.", "Zero nine nine five three four."]

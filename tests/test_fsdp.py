@@ -179,6 +179,7 @@ def test_the_trainer_shards_with_accelerates_plugin(one_process_group):
         fsdp_version=2, auto_wrap_policy="transformer_based_wrap", transformer_cls_names_to_wrap=LAYERS
     )
     model = AaynForConditionalGeneration(tiny_config())
+    AcceleratorState._reset_state(True)  # nothing left by another test in this process (a dynamo plugin, say)
     accelerator = Accelerator(cpu=True)
     accelerator.state.fsdp_plugin = plugin  # what AcceleratorState sets on GPUs from the launcher's variables
     try:

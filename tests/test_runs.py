@@ -431,6 +431,9 @@ def test_torch_compile_through_aayn_train_trains_as_eager_over_length_buckets(co
     torch.testing.assert_close(losses["compiled"], losses["eager"], rtol=1e-4, atol=1e-4)
     assert 1 <= counters["stats"]["unique_graphs"] <= 2 * len(buckets) and not counters["graph_break"]
     torch._dynamo.reset()
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(True)  # Accelerate's shared state keeps the compiled run's dynamo plugin
 
 
 def test_bf16_auto_asks_the_machine():
