@@ -3,7 +3,8 @@
 # tokens/s, MFU on real and padded tokens, host time, kernel time, launches, host reads) at the base shape with
 # 4,096 and ~25k tokens a step, float32 (TF32) and bf16 autocast, eager and compiled; the big shape in bf16 (the
 # Trainer's own per-step cost is not in it: `aayn train` there needs `datasets` carried, as gpu_issue66.sh does).
-# Point 3: decoding (benchmarks/decode_gpu.py): aayn's generate, its done check every step and every 4, and every 4
+# Point 3: decoding: the CUDA graphs' outputs against the plain steps' on every recorded search case
+# (benchmarks/graphs_check.py), then (benchmarks/decode_gpu.py) aayn's generate, its done check every step and every 4, and every 4
 # with its decoder steps replayed from CUDA graphs (cuda_graphs=True), against MarianMTModel's with the same
 # weights, beam 4 and greedy, batches of 32 and 256: the base shape at its initial weights (runs to the limits),
 # and the demo model on the Bible's test verses where .gpu/ holds them (carry .gpu: model/demo-bible-en-fr,
@@ -37,7 +38,11 @@ decode() {  # arguments of decode_gpu.py
   say "decode $* exit $?"
 }
 if [[ $STAGES == *train* ]]; then train $SHAPE "$TOKENS" "--dtype float32"; train $SHAPE "$TOKENS" "--dtype bf16"; fi
-[[ $STAGES == *decode* ]] && decode --shape $SHAPE --profile
+if [[ $STAGES == *decode* ]]; then  # the graphs' outputs first (graphs_check.py: every recorded case), then speed
+  timeout $(within 60) $PY benchmarks/graphs_check.py --device $DEVICE >> $OUT/decode.jsonl 2>> $OUT/decode.err
+  say "graphs_check exit $?"
+  decode --shape $SHAPE --profile
+fi
 [[ $STAGES == *train* ]] && train $SHAPE "$TOKENS" "--dtype bf16 --compile"
 if [[ $STAGES == *cli* ]] && [ -d .gpu/model/demo-bible-en-fr ]; then  # whole `aayn translate` commands, 1,116 verses
   for flags in "" "--cuda_graphs" "--dtype bfloat16" "--dtype bfloat16 --cuda_graphs"; do
