@@ -119,14 +119,14 @@ class GraphedSteps:
         self.slots = StaticSlots.of(decoding.cache, capacity)
         self.written = decoding.cache.self_attention_cache.written  # positions begun (the host's count)
         self.live = None  # the rows of the sentences still searched, in the search's order (None: every row)
+        self.captured = self.slots.ancestry.device.type == "cuda"  # replayed from graphs (off after a failed capture)
         self._start()
 
     def _start(self) -> None:
-        """Buffers for the step's input, and its graph (on CUDA), for the rows `slots` holds."""
+        """A buffer for the step's input for the rows `slots` holds; their graph is captured at the next step."""
         n, k = self.slots.ancestry.shape[:2]
         self.tokens = torch.zeros((n * k, 1), dtype=torch.long, device=self.slots.ancestry.device)
         self.graph, self.output = None, None
-        self.captured = self.slots.ancestry.device.type == "cuda"
 
     def step(self) -> torch.Tensor:
         """One decoder step of every row: (rows, vocab) log-probabilities in `dtype` (the graph's captured body)."""
@@ -150,8 +150,8 @@ class GraphedSteps:
             self.tokens.view(n, k).index_copy_(0, self.live, last.view(-1, k))
         output = self._replay()
         self.written += 1
-        if self.live is None:
-            return output.clone()  # the search changes its log-probabilities in place; the graph's stay its own
+        if self.live is None:  # the search changes its log-probabilities in place; a graph's output stays its own
+            return output if self.graph is None else output.clone()
         return output.view(n, k, -1).index_select(0, self.live).view(-1, output.shape[-1])
 
     def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:

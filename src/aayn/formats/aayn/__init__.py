@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from ...translation.translator import ABILITIES
+from ...translation.translator import ABILITIES, AS_SAVED
 from ..base import Format
 
 
@@ -64,11 +64,11 @@ class AaynFolder(Format):
             import torch
 
             torch.set_num_threads(threads)
-        dtype, graphs = (options.dtype, options.cuda_graphs) if options is not None else (None, False)
-        loaded = (load_model(location, name, device, dtype) for location, name in zip(locations, names))
+        options = options or AS_SAVED
+        loaded = (load_model(location, name, device, options.dtype) for location, name in zip(locations, names))
         models, tokenizers = zip(*loaded)
         engine.check_same_tokenizer(list(tokenizers), names)
-        return engine.TorchTranslator(list(models), tokenizers[0], names[0], cuda_graphs=graphs)
+        return engine.TorchTranslator(list(models), tokenizers[0], names[0], cuda_graphs=options.cuda_graphs)
 
 
 def load_model(location: str, name: str, device: str, dtype: str | None = None):
