@@ -1,19 +1,23 @@
 #!/bin/bash
 # Issue 81 on a lent GPU. Point 1: where a training step goes (benchmarks/profile_step.py: median step, target
 # tokens/s, MFU on real and padded tokens, host time, kernel time, launches, host reads) at the base shape with
-# 4,096 and ~25k tokens a step, float32 (TF32) and bf16 autocast, eager and compiled; the big shape in bf16 (the
-# Trainer's own per-step cost is not in it: `aayn train` there needs `datasets` carried, as gpu_issue66.sh does).
+# 4,096 and ~25k tokens a step, float32 (TF32) and bf16 autocast, eager and compiled (at 4,096 also compiled with
+# CUDA graphs, mode reduce-overhead); the big shape in bf16. The Trainer's own per-step cost
+# (benchmarks/profile_trainer.py: AaynTrainer's whole step, its batch fetch, training step, optimizer and the rest)
+# at the same shape in bf16, and at the demo shape with the demo recipe's 1,024 tokens; it needs `datasets` and
+# `evaluate`, installed from .gpu/whl where the device lacks them (pandas from .gpu/whl-pandas where it lacks that:
+# `pip download --no-deps --python-version 3.12 --only-binary=:all:` of datasets, evaluate, dill, multiprocess,
+# xxhash, fsspec; pandas, python-dateutil, tzdata).
 # Point 3: decoding: the CUDA graphs' outputs against the plain steps' on every recorded search case
-# (benchmarks/graphs_check.py), then (benchmarks/decode_gpu.py) aayn's generate, its done check every step and every 4, and every 4
-# with its decoder steps replayed from CUDA graphs (cuda_graphs=True), against MarianMTModel's with the same
-# weights, beam 4 and greedy, batches of 32 and 256: the base shape at its initial weights (runs to the limits),
-# and the demo model on the Bible's test verses where .gpu/ holds them (carry .gpu: model/demo-bible-en-fr,
-# verses.txt); and whole `aayn translate` commands of those verses on the GPU, float32 and bf16, with and without
-# --cuda_graphs (times, and an md5 of each output). STAGES="train decode cli" picks the parts (a rerun can take
-# the others);
-# TOTAL_S (540) bounds the whole run. On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh",
-# carry=[".gpu"], timeout_s=590).
-# Needs only the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
+# (benchmarks/graphs_check.py), then (benchmarks/decode_gpu.py) aayn's generate, its done check every step and
+# every 4, and every 4 with its decoder steps replayed from CUDA graphs (cuda_graphs=True), against
+# MarianMTModel's with the same weights, beam 4 and greedy, batches of 32 and 256: the base shape at its initial
+# weights (runs to the limits), and the demo model on the Bible's test verses where .gpu/ holds them (carry .gpu:
+# model/demo-bible-en-fr, verses.txt); and whole `aayn translate` commands of those verses on the GPU, float32
+# and bf16, with and without --cuda_graphs (times, and an md5 of each output).
+# STAGES="train trainer decode cli" picks the parts (a rerun can take the others); TOTAL_S (540) bounds the whole
+# run. On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh", carry=[".gpu"], timeout_s=590).
+# Needs the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
 #   OUT=/tmp/o DEVICE=cpu SHAPE=demo TOKENS="256 512" STEPS=2 SENTENCES=16 bash benchmarks/gpu_issue81.sh
 T0=$SECONDS
 say() { echo "[$((SECONDS - T0)) s] $*" | tee -a $OUT/times.txt; }
@@ -23,7 +27,8 @@ mkdir -p $OUT
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; $PY -c 'import torch, transformers
 print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'; lscpu | grep "Model name"; nproc; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
-STAGES=${STAGES:-"train decode cli"}; SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
+STAGES=${STAGES:-"train trainer decode cli"}; SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
+has() { [[ " $STAGES " == *" $1 "* ]]; }
 # each part gets its own limit within what is left of TOTAL_S (the device tool stops a command at 600 s), in the
 # order of what the issue needs most: the eager steps, the base decoding, the compiled step, the big shape
 within() { local left=$((TOTAL_S - (SECONDS - T0))); echo $(( left < $1 ? (left > 5 ? left : 5) : $1 )); }
@@ -33,18 +38,36 @@ train() {  # shape, tokens, arm
   timeout $(within ${ARM_S:-150}) $P --shape $1 --tokens $2 $3 --out $OUT/prof-$1 >> $OUT/steps.jsonl 2>> $OUT/steps.err
   say "$1 $3 exit $?"
 }
+trainer() {  # shape, tokens, arm: AaynTrainer's whole step
+  timeout $(within ${ARM_S:-150}) $PY benchmarks/profile_trainer.py --device $DEVICE --steps $STEPS --shape $1 \
+    --tokens $2 $3 --out $OUT/prof-$1 >> $OUT/trainer.jsonl 2>> $OUT/trainer.err
+  say "trainer $1 $3 exit $?"
+}
 decode() {  # arguments of decode_gpu.py
   timeout $(within ${DEC_S:-180}) $D "$@" >> $OUT/decode.jsonl 2>> $OUT/decode.err
   say "decode $* exit $?"
 }
-if [[ $STAGES == *train* ]]; then train $SHAPE "$TOKENS" "--dtype float32"; train $SHAPE "$TOKENS" "--dtype bf16"; fi
-if [[ $STAGES == *decode* ]]; then  # the graphs' outputs first (graphs_check.py: every recorded case), then speed
+if has train; then
+  train $SHAPE "$TOKENS" "--dtype float32"; train $SHAPE "$TOKENS" "--dtype bf16"
+fi
+if has trainer; then  # the Trainer's step beside the bare one: datasets and evaluate carried if missing
+  if ! $PY -c "import datasets, evaluate" 2>/dev/null && [ -d .gpu/whl ]; then
+    $PY -c "import pandas" 2>/dev/null || cp .gpu/whl-pandas/*.whl .gpu/whl/ 2>/dev/null
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl 2>&1 | tail -2
+    export PYTHONPATH=/tmp/site:$PYTHONPATH
+  fi
+  trainer $SHAPE "$TOKENS" "--dtype bf16"
+  [ "$SHAPE" = base ] && trainer demo 1024 "--dtype bf16"  # the demo job's steps (26.6 steps/s in its first GPU run)
+fi
+if has decode; then  # the graphs' outputs first (graphs_check.py: every recorded case), then speed
   timeout $(within 60) $PY benchmarks/graphs_check.py --device $DEVICE >> $OUT/decode.jsonl 2>> $OUT/decode.err
   say "graphs_check exit $?"
   decode --shape $SHAPE --profile
 fi
-[[ $STAGES == *train* ]] && train $SHAPE "$TOKENS" "--dtype bf16 --compile"
-if [[ $STAGES == *cli* ]] && [ -d .gpu/model/demo-bible-en-fr ]; then  # whole `aayn translate` commands, 1,116 verses
+has train && train $SHAPE "$TOKENS" "--dtype bf16 --compile"
+# the step's CUDA graphs (Inductor's CUDA graph trees) where the host bounds it most: the small batch
+has train && [ "$DEVICE" = cuda ] && train $SHAPE "${TOKENS%% *}" "--dtype bf16 --compile --compile_mode reduce-overhead"
+if has cli && [ -d .gpu/model/demo-bible-en-fr ]; then  # whole `aayn translate` commands, 1,116 verses
   for flags in "" "--cuda_graphs" "--dtype bfloat16" "--dtype bfloat16 --cuda_graphs"; do
     name=translate${flags// /_}; start=$(date +%s%N)
     timeout $(within 90) $PY -m aayn.cli translate --model .gpu/model/demo-bible-en-fr --device $DEVICE $flags \
@@ -54,11 +77,11 @@ if [[ $STAGES == *cli* ]] && [ -d .gpu/model/demo-bible-en-fr ]; then  # whole `
       "md5 $(md5sum < $OUT/$name.txt | cut -c1-8)"
   done
 fi
-if [[ $STAGES == *decode* ]] && [ -d .gpu/model/demo-bible-en-fr ]; then  # the trained model, float32 and bf16
+if has decode && [ -d .gpu/model/demo-bible-en-fr ]; then  # the trained model, float32 and bf16
   decode --model .gpu/model/demo-bible-en-fr --sources .gpu/verses.txt
   decode --model .gpu/model/demo-bible-en-fr --sources .gpu/verses.txt --dtype bf16 --beams 4
 fi
-if [[ $STAGES == *train* ]] && [ "$DEVICE" = cuda ]; then
+if has train && [ "$DEVICE" = cuda ]; then
   train big 25000 "--dtype bf16"; train big 25000 "--dtype bf16 --compile"
 fi
 [ -f $OUT/steps.jsonl ] && $PY - $OUT/steps.jsonl <<'PYEOF'
@@ -70,6 +93,6 @@ print("| " + " | ".join(keys) + " |")
 for row in rows:
     print("| " + " | ".join(str(row.get(k)) for k in keys) + " |")
 PYEOF
-tail -3 $OUT/steps.err 2>/dev/null
+for rows in steps trainer; do [ -f $OUT/$rows.jsonl ] && cat $OUT/$rows.jsonl; tail -3 $OUT/$rows.err 2>/dev/null; done
 cat $OUT/decode.jsonl 2>/dev/null; grep -hE "Error|Traceback" $OUT/decode.err 2>/dev/null | tail -3
 say "done"

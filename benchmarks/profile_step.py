@@ -3,7 +3,8 @@ shape and a token budget, timed and profiled with torch.profiler, its MFU counte
 the bench's padded count.
 
     python benchmarks/profile_step.py [--device cuda] [--shape base|big|demo] [--tokens 4096 25000]
-                                      [--dtype float32|bf16] [--compile] [--steps 20] [--warmup 5] [--out DIR]
+                                      [--dtype float32|bf16] [--compile [--compile_mode M]] [--steps 20]
+                                      [--warmup 5] [--out DIR]
 
 Per token budget: a batch as the max-tokens sampler makes them (newstest2014's sentence lengths: the bench's
 sample), `--warmup` steps, then `--steps` timed steps (the device synchronized around each) and 3 profiled ones.
@@ -13,7 +14,8 @@ sentence over their own lengths, padded = the padded matrices, as `aayn bench` c
 device's measured matmul peak in that dtype, and from the profile: host (CPU) time of a step, device kernel time,
 kernel launches, and host reads of device values (`aten::item`, `aten::_local_scalar_dense`, synchronizations). With
 `--out`, the profile's top operators by self time go to DIR/profile-TOKENS.txt. `--compile`: `torch.compile` of the
-model (what `torch_compile: true` does through the Trainer) and fused Adam on a GPU.
+model (what `torch_compile: true` does through the Trainer) and fused Adam on a GPU; `--compile_mode
+reduce-overhead` replays the compiled forward and backward from CUDA graphs (Inductor's CUDA graph trees).
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def run(args, tokens: int) -> dict:
     source, mask, labels = token_batch(lengths, tokens, config, torch.Generator().manual_seed(0), device)
     fused = device.startswith("cuda")
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-7, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)
-    forward = torch.compile(model) if args.compile else model
+    forward = torch.compile(model, mode=args.compile_mode) if args.compile else model
 
     def step():
         with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=bf16):
@@ -119,7 +121,7 @@ def run(args, tokens: int) -> dict:
         "device": torch.cuda.get_device_name() if device.startswith("cuda") else device,
         "shape": args.shape,
         "dtype": args.dtype,
-        "compiled": args.compile,
+        "compiled": args.compile and (args.compile_mode or "default"),
         "token_budget": tokens,
         "batch": list(source.shape),
         "target_tokens": target_tokens,
@@ -144,6 +146,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 25000])
     parser.add_argument("--dtype", default="bf16", choices=["float32", "bf16"])
     parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--compile_mode", help="torch.compile's mode (reduce-overhead: CUDA graphs)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--out", type=Path)
