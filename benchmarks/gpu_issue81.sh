@@ -4,7 +4,8 @@
 # 4,096 and ~25k tokens a step, float32 (TF32) and bf16 autocast, eager and compiled (at 4,096 also compiled with
 # CUDA graphs, mode reduce-overhead); the big shape in bf16. The Trainer's own per-step cost
 # (benchmarks/profile_trainer.py: AaynTrainer's whole step, its batch fetch, training step, optimizer and the rest)
-# at the same shape in bf16, and at the demo shape with the demo recipe's 1,024 tokens; it needs `datasets` and
+# at the same shape in bf16, at the demo shape with the demo recipe's 1,024 tokens, and last, in the time left,
+# compiled with CUDA graphs (reduce-overhead) at 4,096 tokens; it needs `datasets` and
 # `evaluate`, installed from .gpu/whl where the device lacks them (pandas from .gpu/whl-pandas where it lacks that:
 # `pip download --no-deps --python-version 3.12 --only-binary=:all:` of datasets, evaluate, dill, multiprocess,
 # xxhash, fsspec; pandas, python-dateutil, tzdata).
@@ -48,7 +49,8 @@ decode() {  # arguments of decode_gpu.py
   say "decode $* exit $?"
 }
 if has train; then
-  train $SHAPE "$TOKENS" "--dtype float32"; train $SHAPE "$TOKENS" "--dtype bf16"
+  train $SHAPE "$TOKENS ${MORE_TOKENS-8192}" "--dtype float32"  # bf16 >= 1.5x float32 at 8k tokens and more?
+  train $SHAPE "$TOKENS ${MORE_TOKENS-8192}" "--dtype bf16"
 fi
 if has trainer; then  # the Trainer's step beside the bare one: datasets and evaluate carried if missing
   if ! $PY -c "import datasets, evaluate" 2>/dev/null && [ -d .gpu/whl ]; then
@@ -84,6 +86,8 @@ fi
 if has train && [ "$DEVICE" = cuda ]; then
   train big 25000 "--dtype bf16"; train big 25000 "--dtype bf16 --compile"
 fi
+# last, with what time is left: the Trainer's step compiled with CUDA graphs (Dynamo's shapes over the buckets)
+has trainer && [ "$DEVICE" = cuda ] && trainer $SHAPE "${TOKENS%% *}" "--dtype bf16 --compile --compile_mode reduce-overhead"
 [ -f $OUT/steps.jsonl ] && $PY - $OUT/steps.jsonl <<'PYEOF'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]

@@ -4,8 +4,8 @@ divergence watch, transformers' fused Adam, the inverse square-root schedule, §
 shape and a token budget, on made-up sentences of newstest2014's lengths (the bench's sample).
 
     python benchmarks/profile_trainer.py [--device cuda] [--shape base|big|demo] [--tokens 4096 25000]
-        [--dtype float32|bf16] [--workers N] [--buckets 16 24 ... 256] [--compile [--compile_mode M]]
-        [--steps 20] [--warmup 5] [--out DIR]
+        [--dtype float32|bf16] [--attn_implementation eager|sdpa] [--workers N] [--buckets 16 24 ... 256]
+        [--compile [--compile_mode M]] [--steps 20] [--warmup 5] [--out DIR]
 
 Per token budget: `--warmup` Trainer steps, then `--steps` timed ones (the device synchronized at both ends
 only, so the host may run ahead as in a real run), then 3 under torch.profiler. Prints one JSON line per budget:
@@ -151,6 +151,8 @@ def run(args, tokens: int) -> dict:
     from aayn.training.trainer import AaynTrainer
 
     config = AaynConfig(**SHAPES[args.shape], label_smoothing=0.1)
+    if args.attn_implementation:
+        config._attn_implementation = args.attn_implementation
     steps = args.warmup + args.steps + 4  # the profile ends as the step after its 3 begins
     pairs = sentences(config, count=max(2000, steps * tokens // 20))
     tokenizer = word_tokenizer(["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(4, config.vocab_size)])
@@ -170,7 +172,8 @@ def run(args, tokens: int) -> dict:
     timed = int(sum(trainer.label_counts[args.warmup : args.warmup + args.steps]))
     row = {
         "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device,
-        "shape": args.shape, "dtype": args.dtype, "compiled": args.compile and (args.compile_mode or "default"),
+        "shape": args.shape, "attention": model.config._attn_implementation, "dtype": args.dtype,
+        "compiled": args.compile and (args.compile_mode or "default"),
         "token_budget": tokens, "buckets": args.buckets, "workers": trainer.args.dataloader_num_workers,
         "steps_per_s": round(args.steps / clock.elapsed, 2),
         "target_tokens_per_s": round(timed / clock.elapsed),
@@ -196,6 +199,7 @@ def main() -> None:
     parser.add_argument("--shape", default="base", choices=sorted(SHAPES))
     parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 25000])
     parser.add_argument("--dtype", default="bf16", choices=["float32", "bf16"])
+    parser.add_argument("--attn_implementation", choices=["eager", "sdpa"], help="default: the config's")
     parser.add_argument("--workers", type=int, help="data loader processes (default: 2 on a GPU, as the recipes)")
     parser.add_argument("--buckets", type=int, nargs="*", default=[16, 24, 32, 48, 64, 96, 128, 256])
     parser.add_argument("--compile", action="store_true")
