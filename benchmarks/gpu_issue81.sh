@@ -92,7 +92,7 @@ has trainer && [ "$DEVICE" = cuda ] && trainer $SHAPE "${TOKENS%% *}" "--dtype b
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
 keys = ["shape", "dtype", "compiled", "token_budget", "target_tokens", "median_step_ms", "target_tokens_per_s",
-        "mfu_real", "mfu_padded", "peak_memory_gib", "host_ms_per_step", "kernel_ms_per_step", "launches_per_step", "host_reads_per_step"]
+        "mfu_real", "mfu_padded", "peak_memory_gib", "host_ms_per_step", "kernel_ms_per_step", "launches_per_step", "scalar_reads_per_step", "syncs_per_step"]
 print("| " + " | ".join(keys) + " |")
 for row in rows:
     print("| " + " | ".join(str(row.get(k)) for k in keys) + " |")

@@ -12,7 +12,7 @@ Prints one JSON line per budget: the median step, target tokens/s (real tokens: 
 FLOPs of a step written out (3 x the forward's matmul FLOPs: forward + backward's two; real = summed sentence by
 sentence over their own lengths, padded = the padded matrices, as `aayn bench` counts them), MFU against the
 device's measured matmul peak in that dtype, and from the profile: host (CPU) time of a step, device kernel time,
-kernel launches, and host reads of device values (`aten::item`, `aten::_local_scalar_dense`, synchronizations). With
+kernel launches, scalar reads of device values (`.item()`, `bool(t)`) and the host's waits for the device. With
 `--out`, the profile's top operators by self time go to DIR/profile-TOKENS.txt. `--compile`: `torch.compile` of the
 model (what `torch_compile: true` does through the Trainer) and fused Adam on a GPU; `--compile_mode
 reduce-overhead` replays the compiled forward and backward from CUDA graphs (Inductor's CUDA graph trees).
@@ -35,7 +35,10 @@ SHAPES = {
     "big": dict(d_model=1024, encoder_attention_heads=16, decoder_attention_heads=16, encoder_ffn_dim=4096,
                 decoder_ffn_dim=4096, dropout=0.3),
 }  # fmt: skip
-HOST_READS = ("aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize", "cudaDeviceSynchronize")
+# a scalar read (`.item()`, `bool(t)`: aten::item calls this once), and the waits of the host for the device (scalar
+# reads, nonzero and copies to the host each make one)
+SCALAR_READS = {"aten::_local_scalar_dense"}
+SYNCS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"}
 
 
 def step_flops(config, mask: torch.Tensor, labels: torch.Tensor) -> tuple[int, int]:
@@ -66,7 +69,8 @@ def profiled(step, device: str, steps: int = 3) -> dict:
         "host_ms_per_step": sum(e.self_cpu_time_total for e in events) / 1e3 / steps,
         "kernel_ms_per_step": kernel_us / 1e3 / steps,
         "launches_per_step": count({"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel"}) / steps,
-        "host_reads_per_step": count(set(HOST_READS)) / steps,
+        "scalar_reads_per_step": count(SCALAR_READS) / steps,
+        "syncs_per_step": count(SYNCS) / steps,
         "table": top,
     }
 

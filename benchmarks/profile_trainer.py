@@ -7,15 +7,15 @@ shape and a token budget, on made-up sentences of newstest2014's lengths (the be
         [--dtype float32|bf16] [--attn_implementation eager|sdpa] [--workers N] [--buckets 16 24 ... 256]
         [--compile [--compile_mode M]] [--steps 20] [--warmup 5] [--out DIR]
 
-Per token budget: `--warmup` Trainer steps, then `--steps` timed ones (the device synchronized at both ends
-only, so the host may run ahead as in a real run), then 3 under torch.profiler. Prints one JSON line per budget:
-steps/s, target tokens/s (labels that are not padding), and per step from the profile: the host time in fetching
-the batch (the Trainer's `get_batch_samples`: the data loader, with `--workers` 0 the collator itself, and the copy
-to the device), in `training_step` (forward, loss, backward), in the optimizer's step and zero_grad, the rest of the
-Trainer's own loop (wall time less those), device kernel time, kernel launches and host reads; with `--compile`,
-the graphs Dynamo compiled (each beyond the first a recompilation) and its graph breaks. Needs torch,
-transformers, accelerate, datasets and evaluate (the Trainer's imports), no network. With `--out`, the top
-operators by self time go to DIR/trainer-TOKENS.txt.
+Per token budget: `--warmup` Trainer steps, then `--steps` timed ones (the device synchronized at both ends only, so
+the host may run ahead as in a real run), then 3 under torch.profiler. Prints one JSON line per budget: steps/s,
+target tokens/s (labels that are not padding), and per step from the profile: the host time in fetching the batch
+(the Trainer's `get_batch_samples`: the data loader, with `--workers` 0 the collator itself, and the copy to the
+device), in `training_step` (forward, loss, backward), in the optimizer's step and zero_grad, the rest of the
+Trainer's own loop (wall time less those), device kernel time, kernel launches, scalar reads and the host's waits
+for the device; with `--compile`, the graphs Dynamo compiled (each beyond the first a recompilation) and its graph
+breaks. Needs torch, transformers, accelerate, datasets and evaluate (the Trainer's imports), no network. With
+`--out`, the top operators by self time go to DIR/trainer-TOKENS.txt.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from profile_step import HOST_READS, SHAPES
+from profile_step import SCALAR_READS, SHAPES, SYNCS
 
 REGIONS = {"fetch": "trainer: get_batch_samples", "training_step": "trainer: training_step"}
 
@@ -124,7 +124,8 @@ def breakdown(profiler, steps: int, wall_s: float) -> dict:
         "host_ms_trainer_rest": round(wall_ms - sum(named.values()), 2),
         "kernel_ms_per_step": round(kernel_us / 1e3 / steps, 2),
         "launches_per_step": count({"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel"}),
-        "host_reads_per_step": count(set(HOST_READS)),
+        "scalar_reads_per_step": count(SCALAR_READS),
+        "syncs_per_step": count(SYNCS),
     }
 
 
