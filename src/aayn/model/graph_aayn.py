@@ -13,7 +13,8 @@ one by one; a graph launches them all at once. What a graph replays must keep it
 `GraphedSteps` takes over a `Decoding` after its first step (which writes the encoder's keys and values): the
 same functions on the same weights as `decoding_aayn.plain_step`, so the log-probabilities equal its own up to
 float rounding (the softmax runs over the masked slots too). On a device without CUDA graphs the same static
-steps run eagerly (what tests on a CPU check). This file travels with every saved checkpoint: it imports only
+steps run eagerly (`replays_graphs`; tests on a CPU check them so, and captured and replayed by an emulation of
+CUDA graphs). This file travels with every saved checkpoint: it imports only
 torch and transformers.
 """
 
@@ -26,6 +27,11 @@ from transformers.utils import logging
 from .ops_aayn import additive_bias
 
 logger = logging.get_logger(__name__)
+
+
+def replays_graphs(device: torch.device) -> bool:
+    """Whether the static steps on `device` are replayed from CUDA graphs (elsewhere they run eagerly)."""
+    return device.type == "cuda"
 
 
 class StaticSlots:
@@ -119,7 +125,7 @@ class GraphedSteps:
         self.slots = StaticSlots.of(decoding.cache, capacity)
         self.written = decoding.cache.self_attention_cache.written  # positions begun (the host's count)
         self.live = None  # the rows of the sentences still searched, in the search's order (None: every row)
-        self.captured = self.slots.ancestry.device.type == "cuda"  # replayed from graphs (off after a failed capture)
+        self.captured = replays_graphs(self.slots.ancestry.device)  # off after a failed capture
         self._start()
 
     def _start(self) -> None:
