@@ -14,8 +14,7 @@ one by one; a graph launches them all at once. What a graph replays must keep it
 same functions on the same weights as `decoding_aayn.plain_step`, so the log-probabilities equal its own up to
 float rounding (the softmax runs over the masked slots too). On a device without CUDA graphs the same static
 steps run eagerly (`replays_graphs`; tests on a CPU check them so, and captured and replayed by an emulation of
-CUDA graphs). This file travels with every saved checkpoint: it imports only
-torch and transformers.
+CUDA graphs). This file travels with every saved checkpoint: it imports only torch and transformers.
 """
 
 from __future__ import annotations
