@@ -16,8 +16,8 @@
 # weights (runs to the limits), and the demo model on the Bible's test verses where .gpu/ holds them (carry .gpu:
 # model/demo-bible-en-fr, verses.txt); and whole `aayn translate` commands of those verses on the GPU, float32
 # and bf16, with and without --cuda_graphs (times, and an md5 of each output).
-# STAGES="train trainer decode cli" picks the parts (a rerun can take the others); TOTAL_S (540) bounds the whole
-# run. On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh", carry=[".gpu"], timeout_s=590).
+# STAGES picks the parts (default: train trainer graphs decode compiled cli demo big trainer_graphs, in that
+# order; a rerun names those the first did not reach, as times.txt says); TOTAL_S (540) bounds the whole run. On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh", carry=[".gpu"], timeout_s=590).
 # Needs the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
 #   OUT=/tmp/o DEVICE=cpu SHAPE=demo TOKENS="256 512" STEPS=2 SENTENCES=16 bash benchmarks/gpu_issue81.sh
 T0=$SECONDS
@@ -28,10 +28,11 @@ mkdir -p $OUT
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; $PY -c 'import torch, transformers
 print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'; lscpu | grep "Model name"; nproc; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
-STAGES=${STAGES:-"train trainer decode cli"}; SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
+# the parts, in the order of what the issue needs most; a rerun names those the first run did not reach
+STAGES=${STAGES:-"train trainer graphs decode compiled cli demo big trainer_graphs"}
+SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-# each part gets its own limit within what is left of TOTAL_S (the device tool stops a command at 600 s), in the
-# order of what the issue needs most: the eager steps, the base decoding, the compiled step, the big shape
+# each part gets its own limit within what is left of TOTAL_S (the device tool stops a command at 600 s)
 within() { local left=$((TOTAL_S - (SECONDS - T0))); echo $(( left < $1 ? (left > 5 ? left : 5) : $1 )); }
 P="$PY benchmarks/profile_step.py --device $DEVICE --steps $STEPS"
 D="$PY benchmarks/decode_gpu.py --device $DEVICE --sentences $SENTENCES --repeats 2"
@@ -48,27 +49,33 @@ decode() {  # arguments of decode_gpu.py
   timeout $(within ${DEC_S:-180}) $D "$@" >> $OUT/decode.jsonl 2>> $OUT/decode.err
   say "decode $* exit $?"
 }
-if has train; then
-  train $SHAPE "$TOKENS ${MORE_TOKENS-8192}" "--dtype float32"  # bf16 >= 1.5x float32 at 8k tokens and more?
+if has train; then  # the bare step, eager: float32 (TF32) and bf16 autocast; bf16 >= 1.5x float32 from 8k tokens?
+  train $SHAPE "$TOKENS ${MORE_TOKENS-8192}" "--dtype float32"
   train $SHAPE "$TOKENS ${MORE_TOKENS-8192}" "--dtype bf16"
 fi
-if has trainer; then  # the Trainer's step beside the bare one: datasets and evaluate carried if missing
+if has trainer || has trainer_graphs; then  # datasets and evaluate carried where the device lacks them
   if ! $PY -c "import datasets, evaluate" 2>/dev/null && [ -d .gpu/whl ]; then
     $PY -c "import pandas" 2>/dev/null || cp .gpu/whl-pandas/*.whl .gpu/whl/ 2>/dev/null
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl 2>&1 | tail -2
     export PYTHONPATH=/tmp/site:$PYTHONPATH
   fi
-  trainer $SHAPE "$TOKENS" "--dtype bf16"
-  [ "$SHAPE" = base ] && trainer demo 1024 "--dtype bf16"  # the demo job's steps (26.6 steps/s in its first GPU run)
 fi
-if has decode; then  # the graphs' outputs first (graphs_check.py: every recorded case), then speed
+if has trainer; then  # the Trainer's whole step beside the bare one
+  trainer $SHAPE "$TOKENS" "--dtype bf16"
+  if [ "$SHAPE" = base ]; then  # the demo job's steps (26.6 steps/s in its first GPU run): its recipe's eager
+    trainer demo 1024 "--dtype bf16 --attn_implementation eager"  # attention, then SDPA
+    trainer demo 1024 "--dtype bf16"
+  fi
+fi
+if has graphs; then  # the search's CUDA graphs against its plain steps, every recorded case, before any timing
   timeout $(within 60) $PY benchmarks/graphs_check.py --device $DEVICE >> $OUT/decode.jsonl 2>> $OUT/decode.err
   say "graphs_check exit $?"
-  decode --shape $SHAPE --profile
 fi
-has train && train $SHAPE "$TOKENS" "--dtype bf16 --compile"
-# the step's CUDA graphs (Inductor's CUDA graph trees) where the host bounds it most: the small batch
-has train && [ "$DEVICE" = cuda ] && train $SHAPE "${TOKENS%% *}" "--dtype bf16 --compile --compile_mode reduce-overhead"
+has decode && decode --shape $SHAPE --profile
+if has compiled; then  # the bare step compiled; with CUDA graphs where the host bounds it most (the small batch)
+  train $SHAPE "$TOKENS" "--dtype bf16 --compile"
+  [ "$DEVICE" = cuda ] && train $SHAPE "${TOKENS%% *}" "--dtype bf16 --compile --compile_mode reduce-overhead"
+fi
 if has cli && [ -d .gpu/model/demo-bible-en-fr ]; then  # whole `aayn translate` commands, 1,116 verses
   for flags in "" "--cuda_graphs" "--dtype bfloat16" "--dtype bfloat16 --cuda_graphs"; do
     name=translate${flags// /_}; start=$(date +%s%N)
@@ -79,15 +86,15 @@ if has cli && [ -d .gpu/model/demo-bible-en-fr ]; then  # whole `aayn translate`
       "md5 $(md5sum < $OUT/$name.txt | cut -c1-8)"
   done
 fi
-if has decode && [ -d .gpu/model/demo-bible-en-fr ]; then  # the trained model, float32 and bf16
+if has demo && [ -d .gpu/model/demo-bible-en-fr ]; then  # the trained model's decoding, float32 and bf16
   decode --model .gpu/model/demo-bible-en-fr --sources .gpu/verses.txt
   decode --model .gpu/model/demo-bible-en-fr --sources .gpu/verses.txt --dtype bf16 --beams 4
 fi
-if has train && [ "$DEVICE" = cuda ]; then
+if has big && [ "$DEVICE" = cuda ]; then
   train big 25000 "--dtype bf16"; train big 25000 "--dtype bf16 --compile"
 fi
-# last, with what time is left: the Trainer's step compiled with CUDA graphs (Dynamo's shapes over the buckets)
-has trainer && [ "$DEVICE" = cuda ] && trainer $SHAPE "${TOKENS%% *}" "--dtype bf16 --compile --compile_mode reduce-overhead"
+# the Trainer's step compiled with CUDA graphs (Dynamo's shapes over the buckets)
+has trainer_graphs && [ "$DEVICE" = cuda ] && trainer $SHAPE "${TOKENS%% *}" "--dtype bf16 --compile --compile_mode reduce-overhead"
 [ -f $OUT/steps.jsonl ] && $PY - $OUT/steps.jsonl <<'PYEOF'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
