@@ -143,8 +143,9 @@ def run(args, tokens: int) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def step_arguments(description: str) -> argparse.ArgumentParser:
+    """The options of a step's profile, here and in profile_trainer.py."""
+    parser = argparse.ArgumentParser(description=description.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--shape", default="base", choices=sorted(SHAPES))
     parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 25000])
@@ -154,7 +155,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = step_arguments(__doc__).parse_args()
     if args.device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # the recipe's `tf32: auto`
     for tokens in args.tokens:

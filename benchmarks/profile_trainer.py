@@ -20,7 +20,6 @@ breaks. Needs torch, transformers, accelerate, datasets and evaluate (the Traine
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from profile_step import SCALAR_READS, SHAPES, SYNCS
+from profile_step import SCALAR_READS, SHAPES, SYNCS, step_arguments
 
 REGIONS = {"fetch": "trainer: get_batch_samples", "training_step": "trainer: training_step"}
 
@@ -195,19 +194,10 @@ def run(args, tokens: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--shape", default="base", choices=sorted(SHAPES))
-    parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 25000])
-    parser.add_argument("--dtype", default="bf16", choices=["float32", "bf16"])
+    parser = step_arguments(__doc__)
     parser.add_argument("--attn_implementation", choices=["eager", "sdpa"], help="default: the config's")
     parser.add_argument("--workers", type=int, help="data loader processes (default: 2 on a GPU, as the recipes)")
     parser.add_argument("--buckets", type=int, nargs="*", default=[16, 24, 32, 48, 64, 96, 128, 256])
-    parser.add_argument("--compile", action="store_true")
-    parser.add_argument("--compile_mode", help="torch.compile's mode (reduce-overhead: CUDA graphs)")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     args.buckets = args.buckets or None
     for tokens in args.tokens:
