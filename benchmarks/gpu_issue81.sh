@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 81 on a lent GPU. Point 1: where a training step goes (benchmarks/profile_step.py: median step, target
-# tokens/s, MFU on real and padded tokens, host time, kernel time, launches, host reads) at the base shape with
+# tokens/s, MFU on real and padded tokens, host time, kernel time, launches, scalar reads, syncs) at the base shape with
 # 4,096 and ~25k tokens a step, float32 (TF32) and bf16 autocast, eager and compiled (at 4,096 also compiled with
 # CUDA graphs, mode reduce-overhead); the big shape in bf16. The Trainer's own per-step cost
 # (benchmarks/profile_trainer.py: AaynTrainer's whole step, its batch fetch, training step, optimizer and the rest)
@@ -17,7 +17,8 @@
 # model/demo-bible-en-fr, verses.txt); and whole `aayn translate` commands of those verses on the GPU, float32
 # and bf16, with and without --cuda_graphs (times, and an md5 of each output).
 # STAGES picks the parts (default: train trainer graphs decode compiled cli demo big trainer_graphs, in that
-# order; a rerun names those the first did not reach, as times.txt says); TOTAL_S (540) bounds the whole run. On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh", carry=[".gpu"], timeout_s=590).
+# order; a rerun names those the first did not reach, as times.txt says); TOTAL_S (540) bounds the whole run.
+# On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh", carry=[".gpu"], timeout_s=590).
 # Needs the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
 #   OUT=/tmp/o DEVICE=cpu SHAPE=demo TOKENS="256 512" STEPS=2 SENTENCES=16 bash benchmarks/gpu_issue81.sh
 T0=$SECONDS
