@@ -16,7 +16,13 @@
 # weights (runs to the limits), and the demo model on the Bible's test verses where .gpu/ holds them (carry .gpu:
 # model/demo-bible-en-fr, verses.txt); and whole `aayn translate` commands of those verses on the GPU, float32
 # and bf16, with and without --cuda_graphs (times, and an md5 of each output).
-# STAGES picks the parts (default: train trainer graphs decode compiled cli demo big trainer_graphs, in that
+# Point 4: fairseq 0.12 beside aayn on the same tokens (benchmarks/fairseq_side.py: a training step at each token
+# budget, beam 4 on 32 sentences), from .gpu/fairseq-site.tar.xz: fairseq-fixed 0.12.3.1's cp312 wheel (the index
+# has one) and hydra-core 1.3.2, omegaconf 2.3.0, antlr4-python3-runtime 4.9.3, bitarray, sacrebleu, portalocker,
+# tabulate, colorama, lxml, installed with `pip install --no-deps --target fairseq-site` by a Python 3.12, then
+# fairseq's torch extensions (libbase, libnat, alignment_train_cpu_binding: built for another torch, never
+# imported by a translation model) removed, packed with `tar cJf`.
+# STAGES picks the parts (default: train trainer graphs decode compiled cli demo big fairseq trainer_graphs, in that
 # order; a rerun names those the first did not reach, as times.txt says); TOTAL_S (540) bounds the whole run.
 # On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh", carry=[".gpu"], timeout_s=590).
 # Needs the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
@@ -30,7 +36,7 @@ mkdir -p $OUT
 print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'; lscpu | grep "Model name"; nproc; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
 # the parts, in the order of what the issue needs most; a rerun names those the first run did not reach
-STAGES=${STAGES:-"train trainer graphs decode compiled cli demo big trainer_graphs"}
+STAGES=${STAGES:-"train trainer graphs decode compiled cli demo big fairseq trainer_graphs"}
 SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 # each part gets its own limit within what is left of TOTAL_S (the device tool stops a command at 600 s)
@@ -94,6 +100,12 @@ fi
 if has big && [ "$DEVICE" = cuda ]; then
   train big 25000 "--dtype bf16"; train big 25000 "--dtype bf16 --compile"
 fi
+if has fairseq && [ -f .gpu/fairseq-site.tar.xz ]; then  # fairseq 0.12 beside aayn on the same tokens (point 4)
+  mkdir -p /tmp/fs && tar xJf .gpu/fairseq-site.tar.xz -C /tmp/fs
+  PYTHONPATH=/tmp/fs/fairseq-site:$PYTHONPATH timeout $(within ${ARM_S:-150}) $PY benchmarks/fairseq_side.py \
+    --device $DEVICE --shape $SHAPE --tokens $TOKENS --steps $STEPS >> $OUT/fairseq.jsonl 2>> $OUT/fairseq.err
+  say "fairseq exit $?"
+fi
 # the Trainer's step compiled with CUDA graphs (Dynamo's shapes over the buckets)
 has trainer_graphs && [ "$DEVICE" = cuda ] && trainer $SHAPE "${TOKENS%% *}" "--dtype bf16 --compile --compile_mode reduce-overhead"
 [ -f $OUT/steps.jsonl ] && $PY - $OUT/steps.jsonl <<'PYEOF'
@@ -105,6 +117,6 @@ print("| " + " | ".join(keys) + " |")
 for row in rows:
     print("| " + " | ".join(str(row.get(k)) for k in keys) + " |")
 PYEOF
-for rows in steps trainer; do [ -f $OUT/$rows.jsonl ] && cat $OUT/$rows.jsonl; tail -3 $OUT/$rows.err 2>/dev/null; done
+for rows in steps trainer fairseq; do [ -f $OUT/$rows.jsonl ] && cat $OUT/$rows.jsonl; tail -3 $OUT/$rows.err 2>/dev/null; done
 cat $OUT/decode.jsonl 2>/dev/null; grep -hE "Error|Traceback" $OUT/decode.err 2>/dev/null | tail -3
 say "done"
