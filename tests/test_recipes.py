@@ -39,6 +39,33 @@ def test_the_paper_recipes_follow_the_papers_learning_rate_schedule(recipe):
             assert math.isclose(scheduler.get_last_lr()[0], paper, rel_tol=1e-4), step
 
 
+@pytest.mark.parametrize("recipe", ["base-wmt14-en-de", "base-wmt14-en-fr", "big-wmt14-en-de"])
+def test_the_paper_recipes_take_25000_tokens_a_step_on_any_number_of_processes(recipe, monkeypatch, capsys):
+    """`gradient_accumulation_steps: auto` makes `batch_tokens` (the paper's ~25000) from `max_tokens` batches over
+    the processes `accelerate launch` starts (WORLD_SIZE): 8 steps of 3,125 on one device, 1 on eight, 1 with the
+    paper's batch in one micro-batch; each said in one line. A given number wins, and batch_tokens is then said to
+    be unused."""
+    path = str(RECIPES / f"{recipe}.yaml")
+    cases = [(None, [], 8), ("8", [], 1), ("2", [], 4), (None, ["--max_tokens", "25000"], 1)]
+    for processes, flags, accumulation in cases:
+        if processes is None:
+            monkeypatch.delenv("WORLD_SIZE", raising=False)
+        else:
+            monkeypatch.setenv("WORLD_SIZE", processes)
+        _, data_args, args = parse_arguments([path, "--bf16", "false", *flags])
+        micro = data_args.max_tokens
+        assert args.gradient_accumulation_steps == accumulation
+        assert micro * accumulation * int(processes or 1) == data_args.batch_tokens == 25000
+        said = (
+            f"gradient_accumulation_steps: auto -> {accumulation}: {micro} tokens x {accumulation} x {processes or 1}"
+        )
+        assert said in capsys.readouterr().out
+    args = parse_arguments([path, "--bf16", "false", "--gradient_accumulation_steps", "2"])[2]
+    out = capsys.readouterr().out
+    assert args.gradient_accumulation_steps == 2
+    assert "batch_tokens is not used" in out and "gradient_accumulation_steps: auto" not in out
+
+
 def test_recipe_values_are_overridden_by_flags(tmp_path, corpus):
     recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out"))
     model_args, data_args, args = parse_arguments([str(recipe), "--max_steps", "3", "--d_model", "64"])
@@ -55,6 +82,12 @@ def test_recipe_values_are_overridden_by_flags(tmp_path, corpus):
         ({"d_model": 30.5}, ["--d_model", "invalid int value: '30.5'"]),
         ({"lr_scheduler_type": "wavy"}, ["--lr_scheduler_type", "'wavy'"]),
         ({"overlong": "cut"}, ["overlong='cut'; allowed: truncate, drop"]),
+        (
+            {"gradient_accumulation_steps": "auto"},
+            ["gradient_accumulation_steps: auto makes batch_tokens", "give both"],
+        ),
+        ({"batch_tokens": 0}, ["batch_tokens=0 counts max_tokens batches"]),
+        ({"batch_tokens": "many"}, ["--batch_tokens", "invalid int value: 'many'"]),
     ],
 )
 def test_unknown_keys_and_bad_values_name_the_key(tmp_path, corpus, capsys, change, message):

@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import difflib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,6 +123,13 @@ class DataTrainingArguments:
             "replaces per_device_train_batch_size"
         },
     )
+    batch_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "tokens an optimizer step takes over every process and accumulation step (the paper: ~25000); "
+            "what gradient_accumulation_steps: auto makes from max_tokens batches"
+        },
+    )
     length_buckets: list[int] | None = field(
         default=None,
         metadata={
@@ -161,6 +169,9 @@ class DataTrainingArguments:
                 f"max_tokens={self.max_tokens} cannot batch a sentence of {longest} tokens, the longest that "
                 "max_source_length / max_target_length allow; raise max_tokens or lower those lengths"
             )
+        if self.batch_tokens is not None and (self.batch_tokens < 1 or self.max_tokens is None):
+            raise ValueError(f"batch_tokens={self.batch_tokens} counts max_tokens batches: give max_tokens, and a "
+                             "batch_tokens of at least 1")  # fmt: skip
         if self.length_buckets is not None:
             from ..data.batching import check_buckets
 
@@ -388,15 +399,31 @@ def _auto_workers(flags: list[str]) -> str | None:
     return str(GPU_DATALOADER_WORKERS)
 
 
+def _auto_accumulation(flags: list[str]) -> str:
+    """The micro-batches a step accumulates so that it takes `batch_tokens` (the paper's ~25000) in `max_tokens`
+    batches over the processes that `accelerate launch` or `torchrun` started (their WORLD_SIZE): 8 on one device
+    at 3,125 tokens, 1 on eight, 1 on one device whose memory takes `max_tokens: 25000`. Said in one line."""
+    batch, micro = _flag_value(flags, "batch_tokens"), _flag_value(flags, "max_tokens")
+    if batch is None or micro is None:
+        raise RecipeError("gradient_accumulation_steps: auto makes batch_tokens from max_tokens batches: give both")
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    steps = max(1, round(int(batch) / (int(micro) * processes)))
+    print(f"gradient_accumulation_steps: auto -> {steps}: {micro} tokens x {steps} x {processes} process"
+          f"{'es' if processes > 1 else ''} for batch_tokens {batch}")  # fmt: skip
+    return str(steps)
+
+
 # aayn's `auto` for Trainer keys: how the machine decides each (a value, or None: the key unset)
-AUTO_KEYS = {"bf16": _auto_bf16, "tf32": _auto_tf32, "dataloader_num_workers": _auto_workers}
+AUTO_KEYS = {"bf16": _auto_bf16, "tf32": _auto_tf32, "dataloader_num_workers": _auto_workers,
+             "gradient_accumulation_steps": _auto_accumulation}  # fmt: skip
 
 
 def _resolve_autos(flags: list[str]) -> list[str]:
     """`bf16: auto` (bf16 autocast where its matmuls run natively, float32 elsewhere), `tf32: auto` (TF32 for
-    float32 matmuls on GPUs that have it) and `dataloader_num_workers: auto` (worker processes on a GPU), each said
-    in one line. The last flag of a key decides, as for any key: a recipe's `auto` followed by `--bf16 true` trains
-    in bf16 without asking the machine."""
+    float32 matmuls on GPUs that have it), `dataloader_num_workers: auto` (worker processes on a GPU) and
+    `gradient_accumulation_steps: auto` (`batch_tokens` over the processes), each said in one line. The last flag
+    of a key decides, as for any key: a recipe's `auto` followed by `--bf16 true` trains in bf16 without asking the
+    machine."""
     for key, decide in AUTO_KEYS.items():
         autos = [i for i, flag in enumerate(flags) if flag == f"--{key}=auto"
                  or (flag == f"--{key}" and i + 1 < len(flags) and flags[i + 1] == "auto")]  # fmt: skip
@@ -481,6 +508,8 @@ def parse_arguments(argv: list[str]) -> tuple:
     stages = {stage: _bool(value) for stage in STAGES if (value := _flag_value(flags, stage)) is not None}
     if stages.get("do_eval") is False:  # no evaluation during training either (the Trainer would set do_eval again)
         flags = [*flags, "--eval_strategy", "no"]
+    if _flag_value(flags, "batch_tokens") is not None and _flag_value(flags, "gradient_accumulation_steps") != "auto":
+        print("batch_tokens is not used: gradient_accumulation_steps is given, not auto")
     flags = _resolve_autos(flags)  # imports torch: after every check that does not need it
     parser = argument_parser()
     parser.error = _one_line_error  # argparse would print the whole usage (every Trainer option) first
