@@ -62,8 +62,9 @@ if has train; then  # the bare step, eager: float32 (TF32) and bf16 autocast; bf
 fi
 if has trainer || has trainer_graphs; then  # datasets and evaluate carried where the device lacks them
   if ! $PY -c "import datasets, evaluate" 2>/dev/null && [ -d .gpu/whl ]; then
-    $PY -c "import pandas" 2>/dev/null || cp .gpu/whl-pandas/*.whl .gpu/whl/ 2>/dev/null
-    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl 2>&1 | tail -2
+    pandas=$($PY -c "import pandas" 2>/dev/null || echo .gpu/whl-pandas/*.whl)
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl $pandas \
+      2>&1 | tail -2
     export PYTHONPATH=/tmp/site:$PYTHONPATH
   fi
 fi
