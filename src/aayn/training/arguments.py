@@ -404,7 +404,7 @@ def _auto_accumulation(flags: list[str]) -> str:
     batches over the processes that `accelerate launch` or `torchrun` started (their WORLD_SIZE): 8 on one device
     at 3,125 tokens, 1 on eight, 1 on one device whose memory takes `max_tokens: 25000`. Said in one line."""
     batch, micro = _flag_value(flags, "batch_tokens"), _flag_value(flags, "max_tokens")
-    if batch is None or micro is None:
+    if batch is None or micro is None or int(micro) < 1:
         raise RecipeError("gradient_accumulation_steps: auto makes batch_tokens from max_tokens batches: give both")
     processes = int(os.environ.get("WORLD_SIZE", "1"))
     steps = max(1, round(int(batch) / (int(micro) * processes)))
@@ -509,7 +509,7 @@ def parse_arguments(argv: list[str]) -> tuple:
     if stages.get("do_eval") is False:  # no evaluation during training either (the Trainer would set do_eval again)
         flags = [*flags, "--eval_strategy", "no"]
     if _flag_value(flags, "batch_tokens") is not None and _flag_value(flags, "gradient_accumulation_steps") != "auto":
-        print("batch_tokens is not used: gradient_accumulation_steps is given, not auto")
+        print("batch_tokens is not used: gradient_accumulation_steps is not auto")
     flags = _resolve_autos(flags)  # imports torch: after every check that does not need it
     parser = argument_parser()
     parser.error = _one_line_error  # argparse would print the whole usage (every Trainer option) first
