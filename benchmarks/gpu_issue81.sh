@@ -25,6 +25,7 @@
 # STAGES picks the parts (default: train trainer graphs decode compiled cli demo big fairseq trainer_graphs, in that
 # order; a rerun names those the first did not reach, as times.txt says); TOTAL_S (540) bounds the whole run.
 # On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh", carry=[".gpu"], timeout_s=590).
+# Printed last, and kept in OUT/summary.md: the tables for docs/measurements.md (benchmarks/gpu_summary.py).
 # Needs the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
 #   OUT=/tmp/o DEVICE=cpu SHAPE=demo TOKENS="256 512" STEPS=2 SENTENCES=16 bash benchmarks/gpu_issue81.sh
 T0=$SECONDS
@@ -109,15 +110,8 @@ if has fairseq && [ -f .gpu/fairseq-site.tar.xz ]; then  # fairseq 0.12 beside a
 fi
 # the Trainer's step compiled with CUDA graphs (Dynamo's shapes over the buckets)
 has trainer_graphs && [ "$DEVICE" = cuda ] && trainer $SHAPE "${TOKENS%% *}" "--dtype bf16 --compile --compile_mode reduce-overhead"
-[ -f $OUT/steps.jsonl ] && $PY - $OUT/steps.jsonl <<'PYEOF'
-import json, sys
-rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
-keys = ["shape", "dtype", "compiled", "token_budget", "target_tokens", "median_step_ms", "target_tokens_per_s",
-        "mfu_real", "mfu_padded", "peak_memory_gib", "host_ms_per_step", "kernel_ms_per_step", "launches_per_step", "scalar_reads_per_step", "syncs_per_step"]
-print("| " + " | ".join(keys) + " |")
-for row in rows:
-    print("| " + " | ".join(str(row.get(k)) for k in keys) + " |")
-PYEOF
-for rows in steps trainer fairseq; do [ -f $OUT/$rows.jsonl ] && cat $OUT/$rows.jsonl; tail -3 $OUT/$rows.err 2>/dev/null; done
-cat $OUT/decode.jsonl 2>/dev/null; grep -hE "Error|Traceback" $OUT/decode.err 2>/dev/null | tail -3
 say "done"
+for part in steps trainer decode fairseq translate; do  # the last error lines of each part, where it has any
+  grep -hE "Error|Traceback" $OUT/$part.err 2>/dev/null | tail -2
+done
+$PY benchmarks/gpu_summary.py $OUT | tee $OUT/summary.md  # the tables for docs/measurements.md, printed last
