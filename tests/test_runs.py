@@ -345,6 +345,23 @@ def test_tf32_auto_is_true_on_a_gpu_with_tf32_and_unset_elsewhere(corpus, tmp_pa
 
 
 @pytest.mark.parametrize("gpu", [True, False])
+def test_attention_auto_is_eager_on_a_cpu_and_sdpa_on_a_gpu(gpu, monkeypatch, capsys):
+    """The demo recipe's `attn_implementation: auto`: eager where training runs on a CPU (the recipe's measured
+    choice there), sdpa on a GPU; said in one line. The demo recipe as written parses to eager on this CPU."""
+    from aayn.training.arguments import _resolve_autos
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    flags = ["--output_dir", "x", "--attn_implementation", "auto"]
+    assert _resolve_autos(flags) == ["--output_dir", "x", "--attn_implementation", "sdpa" if gpu else "eager"]
+    said = "attn_implementation: auto -> " + ("sdpa: training runs on a GPU" if gpu else "eager: training runs on")
+    assert said in capsys.readouterr().out
+    assert _resolve_autos([*flags, "--use_cpu", "true"])[3] == "eager"
+    if not gpu:
+        demo = Path(__file__).resolve().parents[1] / "recipes" / "demo.yaml"
+        assert parse_arguments([str(demo)])[0].attn_implementation == "eager"
+
+
+@pytest.mark.parametrize("gpu", [True, False])
 def test_dataloader_workers_auto_collates_beside_a_gpu_only(gpu, monkeypatch, capsys):
     """The WMT recipes' `dataloader_num_workers: auto`: worker processes where training runs on a GPU (said in one
     line), none on a CPU (`use_cpu`, or no GPU), where they would take the step's cores."""

@@ -70,7 +70,10 @@ class ModelArguments:
     max_position_embeddings: int = field(default=MAX_POSITIONS)
     attn_implementation: str = field(
         default="sdpa",
-        metadata={"help": "sdpa, eager, flex_attention or flash_attention_2 (see the model's README section)"},
+        metadata={
+            "help": "sdpa, eager, flex_attention or flash_attention_2 (see the model's README section); "
+            "auto: eager where training runs on a CPU, sdpa on a GPU"
+        },
     )
     # the keys the recipe or a flag set (not a key itself): fine-tuning applies only those (`parse_arguments`)
     given: frozenset = field(default=frozenset(), init=False, repr=False)
@@ -399,6 +402,17 @@ def _auto_workers(flags: list[str]) -> str | None:
     return str(GPU_DATALOADER_WORKERS)
 
 
+def _auto_attention(flags: list[str]) -> str:
+    """eager where training runs on a CPU (there, in bf16, torch's SDPA backward is slower than plain matmuls and a
+    softmax: the demo recipe's measurement), sdpa on a GPU (its fused kernels). Said in one line."""
+    import torch
+
+    on_cpu = _bool(_flag_value(flags, "use_cpu") or "false") or not torch.cuda.is_available()
+    choice = "eager" if on_cpu else "sdpa"
+    print(f"attn_implementation: auto -> {choice}: training runs on {'the CPU' if on_cpu else 'a GPU'}")
+    return choice
+
+
 def _auto_accumulation(flags: list[str]) -> str:
     """The micro-batches a step accumulates so that it takes `batch_tokens` (the paper's ~25000) in `max_tokens`
     batches over the processes that `accelerate launch` or `torchrun` started (their WORLD_SIZE): 8 on one device
@@ -415,13 +429,14 @@ def _auto_accumulation(flags: list[str]) -> str:
 
 # aayn's `auto` for Trainer keys: how the machine decides each (a value, or None: the key unset)
 AUTO_KEYS = {"bf16": _auto_bf16, "tf32": _auto_tf32, "dataloader_num_workers": _auto_workers,
-             "gradient_accumulation_steps": _auto_accumulation}  # fmt: skip
+             "gradient_accumulation_steps": _auto_accumulation, "attn_implementation": _auto_attention}  # fmt: skip
 
 
 def _resolve_autos(flags: list[str]) -> list[str]:
     """`bf16: auto` (bf16 autocast where its matmuls run natively, float32 elsewhere), `tf32: auto` (TF32 for
-    float32 matmuls on GPUs that have it), `dataloader_num_workers: auto` (worker processes on a GPU) and
-    `gradient_accumulation_steps: auto` (`batch_tokens` over the processes), each said in one line. The last flag
+    float32 matmuls on GPUs that have it), `dataloader_num_workers: auto` (worker processes on a GPU),
+    `gradient_accumulation_steps: auto` (`batch_tokens` over the processes) and `attn_implementation: auto` (eager on
+    a CPU, sdpa on a GPU), each said in one line. The last flag
     of a key decides, as for any key: a recipe's `auto` followed by `--bf16 true` trains in bf16 without asking the
     machine."""
     for key, decide in AUTO_KEYS.items():
