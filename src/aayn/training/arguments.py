@@ -427,7 +427,7 @@ def _auto_accumulation(flags: list[str]) -> str:
     return str(steps)
 
 
-# aayn's `auto` for Trainer keys: how the machine decides each (a value, or None: the key unset)
+# aayn's `auto` for keys of the Trainer and the model: how the machine decides each (a value, or None: unset)
 AUTO_KEYS = {"bf16": _auto_bf16, "tf32": _auto_tf32, "dataloader_num_workers": _auto_workers,
              "gradient_accumulation_steps": _auto_accumulation, "attn_implementation": _auto_attention}  # fmt: skip
 
@@ -436,9 +436,8 @@ def _resolve_autos(flags: list[str]) -> list[str]:
     """`bf16: auto` (bf16 autocast where its matmuls run natively, float32 elsewhere), `tf32: auto` (TF32 for
     float32 matmuls on GPUs that have it), `dataloader_num_workers: auto` (worker processes on a GPU),
     `gradient_accumulation_steps: auto` (`batch_tokens` over the processes) and `attn_implementation: auto` (eager on
-    a CPU, sdpa on a GPU), each said in one line. The last flag
-    of a key decides, as for any key: a recipe's `auto` followed by `--bf16 true` trains in bf16 without asking the
-    machine."""
+    a CPU, sdpa on a GPU), each said in one line. The last flag of a key decides, as for any key: a recipe's `auto`
+    followed by `--bf16 true` trains in bf16 without asking the machine."""
     for key, decide in AUTO_KEYS.items():
         autos = [i for i, flag in enumerate(flags) if flag == f"--{key}=auto"
                  or (flag == f"--{key}" and i + 1 < len(flags) and flags[i + 1] == "auto")]  # fmt: skip
