@@ -15,15 +15,17 @@
 # MarianMTModel's with the same weights, beam 4 and greedy, batches of 32 and 256: the base shape at its initial
 # weights (runs to the limits), and the demo model on the Bible's test verses where .gpu/ holds them (carry .gpu:
 # model/demo-bible-en-fr, verses.txt); and whole `aayn translate` commands of those verses on the GPU, float32
-# and bf16, with and without --cuda_graphs (times, and an md5 of each output).
+# and bf16, with and without --cuda_graphs (times, and an md5 of each output); `aayn serve --device cuda` at 32
+# clients with and without --cuda_graphs (benchmarks/serve_load.py; starlette, uvicorn, prometheus_client and
+# the sentence splitters' wheels carried in .gpu/whl-serve, srt built as a wheel from its sdist).
 # Point 4: fairseq 0.12 beside aayn on the same tokens (benchmarks/fairseq_side.py: a training step at each token
 # budget, beam 4 on 32 sentences), from .gpu/fairseq-site.tar.xz: fairseq-fixed 0.12.3.1's cp312 wheel (the index
 # has one) and hydra-core 1.3.2, omegaconf 2.3.0, antlr4-python3-runtime 4.9.3, bitarray, sacrebleu, portalocker,
 # tabulate, colorama, lxml, installed with `pip install --no-deps --target fairseq-site` by a Python 3.12, then
 # fairseq's torch extensions (libbase, libnat, alignment_train_cpu_binding: built for another torch, never
 # imported by a translation model) removed, packed with `tar cJf`.
-# STAGES picks the parts (default: train trainer graphs decode compiled cli demo big fairseq trainer_graphs, in that
-# order; a rerun names those the first did not reach, as times.txt says); TOTAL_S (540) bounds the whole run.
+# STAGES picks the parts (default: train trainer graphs decode compiled cli serve demo big fairseq trainer_graphs,
+# in that order; a rerun names those the first did not reach, as times.txt says); TOTAL_S (540) bounds the run.
 # On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh", carry=[".gpu"], timeout_s=590).
 # Printed last, and kept in OUT/summary.md: the tables for docs/measurements.md (benchmarks/gpu_summary.py).
 # Needs the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
@@ -37,7 +39,7 @@ mkdir -p $OUT
 print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'; lscpu | grep "Model name"; nproc; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
 # the parts, in the order of what the issue needs most; a rerun names those the first run did not reach
-STAGES=${STAGES:-"train trainer graphs decode compiled cli demo big fairseq trainer_graphs"}
+STAGES=${STAGES:-"train trainer graphs decode compiled cli serve demo big fairseq trainer_graphs"}
 SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 # each part gets its own limit within what is left of TOTAL_S (the device tool stops a command at 600 s)
@@ -95,6 +97,19 @@ if has cli && [ -d .gpu/model/demo-bible-en-fr ]; then  # whole `aayn translate`
       "md5 $(md5sum < $OUT/$name.txt | cut -c1-8)"
   done
 fi
+if has serve && [ -d .gpu/model/demo-bible-en-fr ]; then  # `aayn serve` at 32 clients, with and without CUDA graphs
+  if ! $PY -c "import starlette, uvicorn, prometheus_client, pysbd" 2>/dev/null && [ -d .gpu/whl-serve ]; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site-serve \
+      .gpu/whl-serve/*.whl 2>&1 | tail -2
+    export PYTHONPATH=/tmp/site-serve:$PYTHONPATH
+  fi
+  for graphs in "" "--cuda_graphs"; do
+    timeout $(within ${SERVE_S:-75}) $PY benchmarks/serve_load.py --model .gpu/model/demo-bible-en-fr \
+      --sources .gpu/verses.txt --sentences 512 --clients 32 --seconds 15 --arms torch --device $DEVICE $graphs \
+      >> $OUT/serve.jsonl 2>> $OUT/serve.err
+    say "serve [$graphs] exit $?"
+  done
+fi
 if has demo && [ -d .gpu/model/demo-bible-en-fr ]; then  # the trained model's decoding, float32 and bf16
   decode --model .gpu/model/demo-bible-en-fr --sources .gpu/verses.txt
   decode --model .gpu/model/demo-bible-en-fr --sources .gpu/verses.txt --dtype bf16 --beams 4
@@ -111,7 +126,7 @@ fi
 # the Trainer's step compiled with CUDA graphs (Dynamo's shapes over the buckets)
 has trainer_graphs && [ "$DEVICE" = cuda ] && trainer $SHAPE "${TOKENS%% *}" "--dtype bf16 --compile --compile_mode reduce-overhead"
 say "done"
-for part in steps trainer decode fairseq translate; do  # the last error lines of each part, where it has any
+for part in steps trainer decode fairseq translate serve; do  # the last error lines of each part, where it has any
   grep -hE "Error|Traceback" $OUT/$part.err 2>/dev/null | tail -2
 done
 $PY benchmarks/gpu_summary.py $OUT | tee $OUT/summary.md  # the tables for docs/measurements.md, printed last

@@ -1,6 +1,6 @@
 """The tables of a `benchmarks/gpu_issue81.sh` run, in markdown for docs/measurements.md, from the files it left in
-its OUT folder (env.txt, times.txt, steps.jsonl, trainer.jsonl, decode.jsonl, fairseq.jsonl): each table only where
-its file has rows.
+its OUT folder (env.txt, times.txt, steps.jsonl, trainer.jsonl, decode.jsonl, serve.jsonl, fairseq.jsonl): each
+table only where its file has rows.
 
     python benchmarks/gpu_summary.py OUT
 """
@@ -19,6 +19,8 @@ TRAINER_KEYS = ["shape", "attention", "dtype", "compiled", "token_budget", "work
                 "host_ms_optimizer", "host_ms_trainer_rest", "kernel_ms_per_step", "launches_per_step",
                 "scalar_reads_per_step", "syncs_per_step", "graphs", "graph_breaks"]  # fmt: skip
 DECODE_ARMS = ["aayn_every_step", "aayn", "aayn_graphs", "marian"]
+SERVE_KEYS = ["arm", "clients", "overflow_queue", "answered", "sentences_per_second", "p50_s", "p95_s", "p99_s",
+              "errors", "errors_503_with_retry_after", "wrong", "sentences_per_model_call"]  # fmt: skip
 FAIRSEQ_KEYS = ["row", "shape", "dtype", "token_budget", "new_tokens", "aayn_tokens_per_s", "fairseq_tokens_per_s",
                 "aayn_over_fairseq"]  # fmt: skip
 
@@ -30,11 +32,14 @@ def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in lines if line.startswith('{"')]  # not the Trainer's own printed dict
 
 
+def cell(value) -> str:
+    """A table's cell: nothing for None, four significant digits for a float."""
+    return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def table(keys: list[str], entries: list[dict]) -> str:
     lines = ["| " + " | ".join(keys) + " |", "|" + " --- |" * len(keys)]
-    lines += [
-        "| " + " | ".join("" if row.get(key) is None else str(row[key]) for key in keys) + " |" for row in entries
-    ]
+    lines += ["| " + " | ".join(cell(row.get(key)) for key in keys) + " |" for row in entries]
     return "\n".join(lines)
 
 
@@ -60,7 +65,7 @@ def main() -> None:
         if (out / name).is_file():
             print(f"{name}:\n```\n{(out / name).read_text(encoding='utf-8').strip()}\n```\n")
     steps, trainer, fairseq = rows(out / "steps.jsonl"), rows(out / "trainer.jsonl"), rows(out / "fairseq.jsonl")
-    decoded = rows(out / "decode.jsonl")
+    decoded, served = rows(out / "decode.jsonl"), [row for row in rows(out / "serve.jsonl") if "arm" in row]
     checks = [row for row in decoded if "cases" in row]
     searches = [row for row in decoded if "tokens_per_s" in row]
     for title, text in (
@@ -68,6 +73,7 @@ def main() -> None:
         ("The Trainer's step (profile_trainer.py)", trainer and table(TRAINER_KEYS, trainer)),
         ("CUDA graphs against the plain steps (graphs_check.py)", checks and table(list(checks[0]), checks)),
         ("Decoding (decode_gpu.py)", searches and decoding(searches)),
+        ("aayn serve at 32 clients (serve_load.py)", served and table(SERVE_KEYS, served)),
         ("fairseq 0.12 beside aayn (fairseq_side.py)", fairseq and table(FAIRSEQ_KEYS, fairseq)),
     ):
         if text:

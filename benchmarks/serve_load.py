@@ -9,6 +9,7 @@ translation pipeline): an imported OPUS-MT folder against the model it came from
                                     [--max_queue 1024] [--overflow_queue 16] [--max_wait_ms 10] [--arms torch ct2]
                                     [--torch_threads N] [--ct2_threads N] [--torch_workers N] [--ct2_workers N]
                                     [--marian FOLDER --pipeline_python PYTHON]
+                                    [--sources FILE] [--device cuda [--cuda_graphs]]
 
 The model is the demo job's (runs/demo-bible-en-fr, what the README's first command trains) where it is there;
 else, or with --model none, a demo-shaped model trained 300 steps here (`aayn.bench.decoding.train_demo_model`),
@@ -18,7 +19,9 @@ from the same sentence translated alone in the reference call; the server batche
 rounding may in rare cases pick another token), and the clients' own CPU time (coroutines on one thread, each with
 a kept-alive connection: light beside the server). A last level sends 128 clients against a queue of
 --overflow_queue sentences: the overflow must be 503 with Retry-After, never a hang.
-Bounded: each level stops after --sentences answers or --seconds.
+Bounded: each level stops after --sentences answers or --seconds. `--sources`: the sentences from a file (one a
+line) instead of the Bible's (a machine without the Bible package: a GPU's); `--device` and `--cuda_graphs`: where
+the torch arm's server and reference call translate.
 """
 
 from __future__ import annotations
@@ -171,6 +174,9 @@ def main() -> None:
     parser.add_argument("--ct2_workers", default="1", help="the CTranslate2 server's --workers")
     parser.add_argument("--marian", help="the pipeline arm's MarianMTModel folder")
     parser.add_argument("--pipeline_python", default=sys.executable, help="a python with transformers 4.57")
+    parser.add_argument("--sources", help="the sentences, one a line (default: the Bible's English test verses)")
+    parser.add_argument("--device", default="cpu", help="the torch arm's --device")
+    parser.add_argument("--cuda_graphs", action="store_true", help="the torch arm's --cuda_graphs (with cuda)")
     args = parser.parse_args()
     if "pipeline" in args.arms and not args.marian:
         parser.error("--arms pipeline serves --marian FOLDER: give it")
@@ -180,12 +186,22 @@ def main() -> None:
     from aayn.bench.decoding import serving_benchmark_inputs
     from aayn.formats import export_model
     from aayn.translation.opening import open_translator
+    from aayn.translation.translator import AS_SAVED, EngineOptions
 
     work = Path(tempfile.mkdtemp(prefix="serve-load-"))
-    folder, texts = serving_benchmark_inputs(args.model, args.sentences, work)
+    if args.sources:
+        folder = args.model
+        with open(args.sources, encoding="utf-8") as file:
+            texts = [line.strip() for line in file if line.strip()][: args.sentences]
+    else:
+        folder, texts = serving_benchmark_inputs(args.model, args.sentences, work)
     exported = str(work / "ct2")
-    export_model(Path(folder), Path(exported))
-    report = {"machine": f"{os.cpu_count()} cores, torch {torch.__version__}", "model": folder, "arms": {}}
+    if "ct2" in args.arms:
+        export_model(Path(folder), Path(exported))
+    engine = {"torch": (args.device, EngineOptions(cuda_graphs=args.cuda_graphs)), "ct2": ("cpu", AS_SAVED)}
+    torch_flags = ("--device", args.device, *(["--cuda_graphs"] if args.cuda_graphs else []))
+    report = {"machine": f"{os.cpu_count()} cores, torch {torch.__version__}", "model": folder, "arms": {},
+              "device": args.device, "cuda_graphs": args.cuda_graphs}  # fmt: skip
     report["sentences"] = len(texts)
     for name, path in (("torch", folder), ("ct2", exported), ("pipeline", args.marian)):
         if name not in args.arms:
@@ -193,7 +209,7 @@ def main() -> None:
         if name == "pipeline":
             report["arms"][name] = pipeline_arm(args, texts)
             continue
-        translator = open_translator([path])
+        translator = open_translator([path], device=engine[name][0], options=engine[name][1])
         started = time.perf_counter()
         reference = translator.translate(texts)
         single_call = len(texts) / (time.perf_counter() - started)
@@ -201,12 +217,14 @@ def main() -> None:
         expected = dict(zip(texts, reference))
         threads = getattr(args, f"{name}_threads")
         flags = ("--max_wait_ms", args.max_wait_ms, "--workers", getattr(args, f"{name}_workers"))
+        flags += torch_flags if name == "torch" else ()
         flags += ("--threads", threads) if threads else ()
-        rows = levels(name, texts, expected, args, "--model", path, "--max_queue", str(args.max_queue), *flags)
+        label = f"torch ({args.device}{', cuda_graphs' if args.cuda_graphs else ''})" if name == "torch" else name
+        rows = levels(label, texts, expected, args, "--model", path, "--max_queue", str(args.max_queue), *flags)
         process, url = start("--model", path, "--max_queue", str(args.overflow_queue), *flags)
         try:
             overflow = level(url, texts, expected, 128, args.seconds)
-            print(json.dumps({"arm": name, "overflow_queue": args.overflow_queue, **overflow}), flush=True)
+            print(json.dumps({"arm": label, "overflow_queue": args.overflow_queue, **overflow}), flush=True)
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=120)
