@@ -15,7 +15,8 @@
 # MarianMTModel's with the same weights, beam 4 and greedy, batches of 32 and 256: the base shape at its initial
 # weights (runs to the limits), and the demo model on the Bible's test verses where .gpu/ holds them (carry .gpu:
 # model/demo-bible-en-fr, verses.txt); and whole `aayn translate` commands of those verses on the GPU, float32
-# and bf16, with and without --cuda_graphs (times, and an md5 of each output); `aayn serve --device cuda` at 32
+# and bf16, with and without --cuda_graphs (times, and an md5 of each output), and bulk (`--input` of 12 files,
+# the verses 5 times over) with and without --cuda_graphs; `aayn serve --device cuda` at 32
 # clients with and without --cuda_graphs (benchmarks/serve_load.py; starlette, uvicorn, prometheus_client and
 # the sentence splitters' wheels carried in .gpu/whl-serve, srt built as a wheel from its sdist).
 # Point 4: fairseq 0.12 beside aayn on the same tokens (benchmarks/fairseq_side.py: a training step at each token
@@ -87,7 +88,7 @@ if has compiled; then  # the bare step compiled; with CUDA graphs where the host
   train $SHAPE "$TOKENS" "--dtype bf16 --compile"
   [ "$DEVICE" = cuda ] && train $SHAPE "${TOKENS%% *}" "--dtype bf16 --compile --compile_mode reduce-overhead"
 fi
-if has cli && [ -d .gpu/model/demo-bible-en-fr ]; then  # whole `aayn translate` commands, 1,116 verses
+if has cli && [ -d .gpu/model/demo-bible-en-fr ]; then  # whole `aayn translate` commands: 1,116 verses; bulk
   for flags in "" "--cuda_graphs" "--dtype bfloat16" "--dtype bfloat16 --cuda_graphs"; do
     name=translate${flags// /_}; start=$(date +%s%N)
     timeout $(within 90) $PY -m aayn.cli translate --model .gpu/model/demo-bible-en-fr --device $DEVICE $flags \
@@ -95,6 +96,19 @@ if has cli && [ -d .gpu/model/demo-bible-en-fr ]; then  # whole `aayn translate`
     code=$?
     say "translate [$flags] exit $code $(( ($(date +%s%N) - start) / 1000000 )) ms, $(wc -l < $OUT/$name.txt) lines," \
       "md5 $(md5sum < $OUT/$name.txt | cut -c1-8)"
+  done
+  # bulk: the verses 5 times over (5,580) in 12 files, one `aayn translate --input` process
+  mkdir -p /tmp/bulk && for i in $(seq 0 11); do
+    for _ in 1 2 3 4 5; do cat .gpu/verses.txt; done | awk -v i=$i 'NR % 12 == i' > /tmp/bulk/part$i.txt
+  done
+  for flags in "" "--cuda_graphs"; do
+    rm -rf /tmp/bulk-out; start=$(date +%s%N)
+    timeout $(within 120) $PY -m aayn.cli translate --model .gpu/model/demo-bible-en-fr --device $DEVICE $flags \
+      --input /tmp/bulk --output_dir /tmp/bulk-out > /dev/null 2>> $OUT/translate.err
+    code=$?; ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    lines=$(cat /tmp/bulk-out/*.txt 2>/dev/null | wc -l)
+    say "bulk [$flags] exit $code $ms ms, $lines lines, $(( lines * 1000 / (ms > 0 ? ms : 1) )) verses/s," \
+      "md5 $(cat /tmp/bulk-out/*.txt 2>/dev/null | md5sum | cut -c1-8)"
   done
 fi
 if has serve && [ -d .gpu/model/demo-bible-en-fr ]; then  # `aayn serve` at 32 clients, with and without CUDA graphs
