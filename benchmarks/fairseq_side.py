@@ -61,13 +61,15 @@ def import_fairseq():
     from fairseq.models.transformer import TransformerModel, base_architecture
     from fairseq.sequence_generator import SequenceGenerator
 
-    return Dictionary, TransformerModel, base_architecture, SequenceGenerator, label_smoothed_nll_loss
+    return types.SimpleNamespace(Dictionary=Dictionary, TransformerModel=TransformerModel,
+                                 base_architecture=base_architecture, SequenceGenerator=SequenceGenerator,
+                                 label_smoothed_nll_loss=label_smoothed_nll_loss)  # fmt: skip
 
 
 def fairseq_model(config, device: str):
     """fairseq's transformer with `config`'s dimensions and one shared embedding matrix; and its dictionary."""
-    Dictionary, TransformerModel, base_architecture, _, _ = import_fairseq()
-    dictionary = Dictionary()  # <s> 0, <pad> 1, </s> 2, <unk> 3
+    fs = import_fairseq()
+    dictionary = fs.Dictionary()  # <s> 0, <pad> 1, </s> 2, <unk> 3
     for i in range(config.vocab_size - len(dictionary)):
         dictionary.add_symbol(f"w{i}")
     args = argparse.Namespace(
@@ -78,9 +80,9 @@ def fairseq_model(config, device: str):
         decoder_attention_heads=config.decoder_attention_heads, dropout=config.dropout,
         max_source_positions=1024, max_target_positions=1024,
     )  # fmt: skip
-    base_architecture(args)
+    fs.base_architecture(args)
     task = types.SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary)
-    return TransformerModel.build_model(args, task).to(device), dictionary
+    return fs.TransformerModel.build_model(args, task).to(device), dictionary
 
 
 def as_fairseq(ids: torch.Tensor, mask: torch.Tensor, dictionary) -> torch.Tensor:
@@ -90,7 +92,7 @@ def as_fairseq(ids: torch.Tensor, mask: torch.Tensor, dictionary) -> torch.Tenso
 
 def training_arms(config, fairseq, dictionary, model, batch, device, bf16: bool) -> dict:
     """{arm: one training step} of aayn and fairseq on the same batch."""
-    *_, label_smoothed_nll_loss = import_fairseq()
+    label_smoothed_nll_loss = import_fairseq().label_smoothed_nll_loss
     source, mask, labels = batch
     target_mask = (labels != -100).long()
     fs_source = as_fairseq(source, mask, dictionary)
@@ -120,10 +122,9 @@ def training_arms(config, fairseq, dictionary, model, batch, device, bf16: bool)
 
 def decoding_arms(model, fairseq, dictionary, batch, new_tokens: int, beams: int) -> dict:
     """{arm: one forced-length beam search of the batch} of aayn and fairseq."""
-    _, _, _, SequenceGenerator, _ = import_fairseq()
     source, mask = batch
-    generator = SequenceGenerator([fairseq], dictionary, beam_size=beams, max_len_a=0, max_len_b=new_tokens,
-                                  min_len=new_tokens)  # fmt: skip
+    generator = import_fairseq().SequenceGenerator([fairseq], dictionary, beam_size=beams, max_len_a=0,
+                                                   max_len_b=new_tokens, min_len=new_tokens)  # fmt: skip
     sample = {"net_input": {"src_tokens": as_fairseq(source, mask, dictionary), "src_lengths": mask.sum(1)}}
     return {
         "aayn": lambda: model.generate(input_ids=source, attention_mask=mask, num_beams=beams,

@@ -131,6 +131,8 @@ def breakdown(profiler, steps: int, wall_s: float) -> dict:
 def training_arguments(args, folder: str, steps: int):
     from transformers import Seq2SeqTrainingArguments
 
+    from aayn.training.arguments import GPU_DATALOADER_WORKERS
+
     cuda = args.device.startswith("cuda")
     compiled = dict(torch_compile=True, torch_compile_mode=args.compile_mode) if args.compile else {}
     return Seq2SeqTrainingArguments(
@@ -138,7 +140,8 @@ def training_arguments(args, folder: str, steps: int):
         warmup_steps=4000, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9, weight_decay=0.0, max_grad_norm=0.0,
         bf16=args.dtype == "bf16", tf32=True if cuda else None, use_cpu=not cuda, save_strategy="no",
         logging_steps=100, report_to="none", disable_tqdm=True, seed=1,
-        dataloader_num_workers=args.workers if args.workers is not None else (2 if cuda else 0), **compiled,
+        dataloader_num_workers=args.workers if args.workers is not None else GPU_DATALOADER_WORKERS * cuda,
+        **compiled,
     )  # fmt: skip
 
 

@@ -12,16 +12,17 @@ import time
 from pathlib import Path
 
 from .bulk import BulkSettings, missing, summary, translate_shard
+from .translator import AS_SAVED, EngineOptions
 
 
 class ShardTranslator:
     """One Ray actor: a translator opened once, then each batch of shard paths translated shard by shard."""
 
-    def __init__(self, names: list[str], device: str, needs: tuple, settings: BulkSettings, options=None):
+    def __init__(self, names: list[str], device: str, needs: tuple, settings: BulkSettings,
+                 options: EngineOptions = AS_SAVED):  # fmt: skip
         from .opening import open_translator
-        from .translator import AS_SAVED
 
-        self.translator = open_translator(names, device, needs, options=options or AS_SAVED)
+        self.translator = open_translator(names, device, needs, options=options)
         self.settings = settings
 
     def __call__(self, batch: dict) -> dict:
@@ -55,7 +56,7 @@ def started(address: str | None, concurrency: int, num_cpus: float, num_gpus: fl
 
 def translate_shards_on_ray(names: list[str], device: str, needs: tuple, shards: list[Path], settings: BulkSettings,
                             *, address=None, concurrency=1, num_cpus=1.0, num_gpus=0.0,
-                            options=None) -> dict:  # fmt: skip
+                            options: EngineOptions = AS_SAVED) -> dict:  # fmt: skip
     """Every shard without an output, translated by `concurrency` Ray actors (computing as `options` ask,
     `EngineOptions`); a summary."""
     started_at, todo = time.perf_counter(), missing(shards, settings.output_dir)

@@ -12,7 +12,7 @@ from ..folders import write_text_atomically
 from ..paper_bleu import paper_bleu_scores
 from ..training.trainer import METRICS_MODULE
 from .opening import ModelFolder, open_translator
-from .translator import AS_SAVED, DECODING_BATCH_TOKENS
+from .translator import AS_SAVED, DECODING_BATCH_TOKENS, EngineOptions
 
 logger = logging.get_logger(__name__)
 
@@ -28,7 +28,7 @@ def evaluate_model(
     max_samples: int | None = None,
     batch_tokens: int = DECODING_BATCH_TOKENS,
     device: str = "cpu",
-    options=None,
+    options: EngineOptions = AS_SAVED,
     output: str | None = None,
     **generate,
 ) -> dict:
@@ -36,7 +36,7 @@ def evaluate_model(
     (and `paper_bleu` into German); `output`: a file to write the translations to, one line per sentence.
     `model_path` may be a CTranslate2 folder that `aayn export` wrote (e.g. to see what int8 weights cost), or the
     `ModelFolder` the caller located already. `options`: how the engine computes (`translator.EngineOptions`)."""
-    translator = open_translator([model_path], device, options=options or AS_SAVED)
+    translator = open_translator([model_path], device, options=options)
     data = load_translation_dataset(
         dataset_name, dataset_config_name, source_lang=source_lang, target_lang=target_lang, splits={"test": split}
     )["test"]

@@ -55,7 +55,7 @@ class AaynFolder(Format):
         if saved.card is not None:
             write_model_card(folder, saved.model, **saved.card)
 
-    def open(self, locations: list[str], names: list[str], device: str, threads: int | None, options=None):
+    def open(self, locations: list[str], names: list[str], device: str, threads: int | None, options=AS_SAVED):
         from ...checks import check_device
 
         engine = self.part("engine")
@@ -64,7 +64,6 @@ class AaynFolder(Format):
             import torch
 
             torch.set_num_threads(threads)
-        options = options or AS_SAVED
         loaded = (load_model(location, name, device, options.dtype) for location, name in zip(locations, names))
         models, tokenizers = zip(*loaded)
         engine.check_same_tokenizer(list(tokenizers), names)
