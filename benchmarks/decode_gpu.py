@@ -6,16 +6,17 @@ replayed from CUDA graphs (`cuda_graphs=True`, `aayn.model.graph_aayn`; run eage
     python benchmarks/decode_gpu.py [--model FOLDER --sources FILE] [--shape base|demo|host] [--device cuda]
                                     [--dtype float32|bf16] [--batches 32 256] [--beams 4 1] [--sentences 512]
 
-With `--model` (a trained aayn folder) and `--sources` (one sentence a line), real sentences with a trained
-model: the outputs say what users get. Without, a model of `--shape` with its initial weights on random ids
-of newstest2014's lengths (`aayn.bench.base_shape.sentence_lengths`): such a model rarely emits eos, so both
-searches run to their limits (aayn's: each source + 50; Marian's: the batch's longest source + 50, as `aayn
-bench` gives it). Sentences are sorted by length and batched, as `aayn translate` does; each arm decodes them all
-once as warm-up and then `--repeats` times, alternating, median. Prints one JSON line per (beams, batch): emitted
-tokens/s of each arm (tokens up to and including the first eos), the ratio to Marian, how many outputs differ
-from aayn's checked-every-step search (none may, up to float rounding for the graphs arm) and from Marian's; with
-`--profile`, aayn's arms' first batch under torch.profiler (`profile_step.profiled`: host reads, kernel launches,
-host and kernel time).
+With `--model` (a trained aayn folder) and `--sources` (one sentence a line), real sentences with a trained model:
+the outputs say what users get. Without, a model of `--shape` with its initial weights on random ids of
+newstest2014's lengths (`aayn.bench.base_shape.sentence_lengths`): such a model rarely emits eos, so both searches
+run to their limits (aayn's: each source + 50; Marian's: the batch's longest source + 50, as `aayn bench` gives it).
+Sentences are sorted by length and batched, as `aayn translate` does; each arm decodes them all once as warm-up
+(`first_run_seconds`: the graphs arm captures its graphs there, one per size, which the model keeps for the runs
+after it: `graphs_kept`) and then `--repeats` times, alternating, median. Prints one JSON line per (beams, batch):
+emitted tokens/s of each arm (tokens up to and including the first eos), the ratio to Marian, how many outputs
+differ from aayn's checked-every-step search (none may, up to float rounding for the graphs arm) and from Marian's;
+with `--profile`, aayn's arms' first batch under torch.profiler (`profile_step.profiled`: host reads, kernel
+launches, host and kernel time).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from profile_step import profiled
 
 from aayn.bench.decoding import emitted_tokens, output_tokens
 from aayn.model import search_aayn
+from aayn.model.graph_aayn import kept_steps
 from aayn.model.policy_aayn import paper_length_limit
 
 # the base shape's six layers on each side, each a few numbers wide: a step's time on a CPU is its host's work
@@ -131,10 +133,14 @@ def main() -> None:
                 return outputs
 
             arms = ["aayn_every_step", "aayn", "aayn_graphs", "marian"]
-            tokens, texts, times = {}, {}, {arm: [] for arm in arms}
+            tokens, texts, times, first_run = {}, {}, {arm: [] for arm in arms}, {}
             with torch.no_grad():
-                for arm in arms:  # warm-up; the outputs and token counts do not change between runs
+                for arm in arms:  # warm-up (the graphs arm captures what the runs after it replay); same outputs
+                    sync()
+                    start = time.perf_counter()
                     outs = decode(arm)
+                    sync()
+                    first_run[arm] = round(time.perf_counter() - start, 3)
                     tokens[arm] = sum(emitted_tokens(out, eos) for out in outs)
                     texts[arm] = [row for out in outs for row in output_tokens(out, eos, pad)]
                 for _ in range(args.repeats):
@@ -159,7 +165,8 @@ def main() -> None:
                 "every_vs_every_step": round(rate["aayn"] / rate["aayn_every_step"], 2),
                 "graphs_vs_marian": round(rate["aayn_graphs"] / rate["marian"], 2),
                 "graphs_vs_aayn": round(rate["aayn_graphs"] / rate["aayn"], 2),
-                "seconds": {arm: round(s, 3) for arm, s in seconds.items()},
+                "seconds": {arm: round(s, 3) for arm, s in seconds.items()}, "first_run_seconds": first_run,
+                "graphs_kept": len(kept_steps(model).entries),
                 "differ_every": differ["aayn"], "differ_graphs": differ["aayn_graphs"],
                 "differ_marian": differ["marian"], "first_batch_profile": profiles,
             }), flush=True)  # fmt: skip

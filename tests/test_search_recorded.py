@@ -36,6 +36,7 @@ def test_the_search_decodes_as_recorded(name, options, every, graphs, monkeypatc
         options, start = {**options, "cuda_graphs": True}, GraphedSteps.__init__
         monkeypatch.setattr(GraphedSteps, "__init__", lambda self, *args: made.append(self) or start(self, *args))
     graphs_made = replay_graphs_on_the_cpu(monkeypatch) if graphs == "replayed" else None
+    monkeypatch.setattr("aayn.model.graph_aayn.MIN_ROWS", 1)  # the four sentences' rows halved down to one
     if options.get("_attn") == "flex_attention":
         pytest.importorskip("torch.nn.attention.flex_attention")
         import transformers.integrations.flex_attention as flex
@@ -56,3 +57,81 @@ def test_the_search_decodes_as_recorded(name, options, every, graphs, monkeypatc
     assert actual["sequences"] == expected["sequences"]
     for key in expected.keys() - {"sequences"}:
         torch.testing.assert_close(torch.tensor(actual[key]), torch.tensor(expected[key]), rtol=1e-10, atol=1e-10)
+
+
+def test_a_models_graphs_are_replayed_by_its_later_batches(monkeypatch):
+    """`cuda_graphs`' static steps are kept per size (rows, beams, positions, source length, rounded up:
+    `graph_aayn.bucket`) across a model's searches, captured and replayed as CUDA would (`ReplayedGraph`): a later
+    batch of other sentences, lengths and limits within the same sizes replays the graphs an earlier one captured,
+    its own state copied in, and decodes as the plain search does; weights changed in place are what a replay
+    reads; a parameter replaced by another tensor has the graphs captured again."""
+    from scripts.record_search import model as recorded_model
+
+    from aayn.model.graph_aayn import kept_steps
+
+    graphs = replay_graphs_on_the_cpu(monkeypatch)
+    monkeypatch.setattr("aayn.model.search_aayn.done_check_interval", lambda device: 3)
+    model, generator = recorded_model(0), torch.Generator().manual_seed(7)
+
+    def batch(lengths: list[int], limit: int) -> set:
+        """Decode with the kept graphs and plainly, compare; the keys of the graphs this batch captured."""
+        ids = torch.randint(4, 14, (len(lengths), max(lengths)), generator=generator)
+        mask = (torch.arange(ids.shape[1]) < torch.tensor(lengths)[:, None]).long()
+        kwargs = dict(attention_mask=mask, num_beams=4, max_new_tokens=limit, return_dict_in_generate=True)
+        made = len(graphs)
+        with torch.no_grad():
+            graphed, plain = (model.generate(ids * mask, cuda_graphs=flag, **kwargs) for flag in (True, False))
+        assert graphed.sequences.tolist() == plain.sequences.tolist()
+        torch.testing.assert_close(graphed.sequences_scores, plain.sequences_scores, rtol=1e-10, atol=1e-10)
+        return {entry.key for entry in kept_steps(model).entries if entry.graph in graphs[made:]}
+
+    lengths = [7, 2, 5, 3, 6, 4, 7, 1, 6, 5, 7, 2]
+    first = batch(lengths, 10)  # 16 rows (12 sentences), 12 positions (10 steps), source 8 (7 tokens)
+    assert {(16, 4, 12, 8, torch.float64, torch.float64), (8, 4, 12, 8, torch.float64, torch.float64)} <= first
+    replays = sum(graph.replays for graph in graphs)
+    for entry in kept_steps(model).entries:  # what a batch leaves in them (even an overflow's) is never read
+        slots, cross = entry.slots, entry.slots.cross_attention_cache.layers
+        for buffer in [
+            *slots.keys,
+            *slots.values,
+            *(layer.keys for layer in cross),
+            *(layer.values for layer in cross),
+        ]:
+            buffer.fill_(float("nan"))
+    again = batch([8, 6, 3, 8, 2, 5, 7, 1, 4, 8, 3], 11)  # other sentences of the same sizes
+    assert not first & again and sum(graph.replays for graph in graphs[: len(first)]) > replays
+    with torch.no_grad():
+        model.get_decoder().layers[0].feed_forward.fc1.weight.mul_(1.5)  # in place: the graphs read the new values
+    assert not batch(lengths, 10) & first
+    model.get_decoder().layers[0].feed_forward.fc1.weight = torch.nn.Parameter(
+        model.get_decoder().layers[0].feed_forward.fc1.weight * 0.5
+    )
+    assert (16, 4, 12, 8, torch.float64, torch.float64) in batch(lengths, 10)  # captured again
+
+
+def test_the_kept_steps_are_few_free_before_taken_and_let_go_with_their_weights():
+    """`StepGraphs.take`: a step of the key asked, never one another search holds; at most `limit` kept, the least
+    recently used free ones let go first; all let go once the weights' signature changes."""
+    from aayn.model.graph_aayn import StepGraph, StepGraphs
+
+    class Entry:
+        free = StepGraph.free
+
+        def __init__(self, key):
+            self.key, self.owner, self.used = key, None, 0
+
+    class Search:  # an owner
+        pass
+
+    kept, one, two, three = StepGraphs(), Search(), Search(), Search()
+    kept.limit = 2
+    first = kept.take(one, "a", "weights", lambda: Entry("a"))
+    assert kept.take(two, "a", "weights", lambda: Entry("a")) is not first  # `one` holds it
+    del one  # a search that ends lets its step go
+    assert kept.take(three, "a", "weights", lambda: Entry("a")) is first
+    second = kept.entries[1]
+    del two, three  # both free; `second` used longer ago
+    made = kept.take(Search(), "b", "weights", lambda: Entry("b"))
+    assert kept.entries == [first, made]  # three kept: the least recently used free one let go
+    kept.take(Search(), "a", "other weights", lambda: Entry("a"))
+    assert len(kept.entries) == 1 and kept.entries[0] not in (first, second, made)

@@ -1,23 +1,32 @@
-"""The decoder steps of one batch of §6.1's search with static shapes, replayed from a CUDA graph
-(`generate(cuda_graphs=True)`): on a GPU a step of a small batch is bound by the host launching its ~150 kernels
-one by one; a graph launches them all at once. What a graph replays must keep its shapes and its memory, so:
+"""The decoder steps of §6.1's search with static shapes, replayed from CUDA graphs (`generate(cuda_graphs=True)`):
+on a GPU a step of a small batch is bound by the host launching its ~150 kernels one by one; a graph launches them
+all at once. What a graph replays must keep its shapes and its memory, so:
 
-- self-attention's keys and values go into slots allocated for every position up to the batch's limit (slot
-  p * k + b for beam b's position p, as in `FoldedSearchCache`), zeroed, each step's position a tensor, and each
-  step's mask hides the slots not yet written as well as those off a beam's path;
+- self-attention's keys and values go into slots allocated for every position up to a capacity (slot p * k + b
+  for beam b's position p, as in `FoldedSearchCache`), each step's position a tensor, and each step's mask hides
+  the slots not yet written as well as those off a beam's path; the encoder's keys and values and the padding bias
+  are copied into buffers of a source length, the positions past a batch's source masked;
 - the rows stay: a sentence that leaves the search keeps its rows in the graph (computed, never read), the
-  search's live sentences mapped to them (`live`), until at most half are live, when the graph is captured again
-  for those alone (`compact`);
+  search's live sentences mapped to them (`live`), until at most half are live, when the live rows move to a
+  graph of half as many (`compact`);
 - the step's inputs (the beams' last tokens and parents) are copied into buffers the graph reads.
+
+The rows, capacity and source length are rounded up to a few sizes (`rows_bucket`, at least `MIN_ROWS`; `bucket`),
+and a model keeps its graphs (`StepGraphs`, at most `StepGraphs.limit`) across searches: a batch of the same sizes
+as an earlier one replays that one's graph with its own state copied in, so a long run (`aayn translate --input`, a
+server) captures a graph per size met, not per batch. `forget(model)` lets them go.
 
 `GraphedSteps` takes over a `Decoding` after its first step (which writes the encoder's keys and values): the
 same functions on the same weights as `decoding_aayn.plain_step`, so the log-probabilities equal its own up to
-float rounding (the softmax runs over the masked slots too). On a device without CUDA graphs the same static
-steps run eagerly (`replays_graphs`; tests on a CPU check them so, and captured and replayed by an emulation of
-CUDA graphs). This file travels with every saved checkpoint: it imports only torch and transformers.
+float rounding (the softmaxes run over the masked slots and source positions too). On a device without CUDA graphs
+the same static steps run eagerly (`replays_graphs`; tests on a CPU check them so, and captured and replayed by an
+emulation of CUDA graphs). This file travels with every saved checkpoint: it imports only torch and transformers.
 """
 
 from __future__ import annotations
+
+import threading
+import weakref
 
 import torch
 from torch.nn import functional as F
@@ -33,11 +42,32 @@ def replays_graphs(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
+def bucket(size: int) -> int:
+    """The length a static buffer holds for `size` positions: the next of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (powers
+    of two and 1.5 times them), at most 1.5 times `size`."""
+    power = 1
+    while power < size:
+        if power >= 2 and power * 3 // 2 >= size:
+            return power * 3 // 2
+        power *= 2
+    return power
+
+
+MIN_ROWS = 8  # below it a GPU's step takes about as long, and each size more is a capture more
+
+
+def rows_bucket(sentences: int) -> int:
+    """The rows a graph holds for `sentences`: the next power of two, at least `MIN_ROWS` (a compaction halves
+    them)."""
+    return max(1 << max(sentences - 1, 0).bit_length(), MIN_ROWS)
+
+
 class StaticSlots:
     """The folded cache's self-attention with static shapes: keys and values of every position up to `capacity`
-    in zeroed buffers (n, heads, capacity * k, head_dim), each beam's path in `ancestry` (n, k, capacity), the
-    position the next step writes in the tensor `position`; the encoder's keys and values and the padding bias
-    as the first step left them. What `decoding_aayn.layers_step` asks of a cache."""
+    in buffers (rows, heads, capacity * k, head_dim), each beam's path in `ancestry` (rows, k, capacity), the
+    position the next step writes in the tensor `position`, the step's input `parents` (rows, k); the encoder's
+    keys and values (rows, heads, source, head_dim) and padding bias (rows, 1, 1, source). What
+    `decoding_aayn.layers_step` asks of a cache."""
 
     def __init__(self, keys, values, ancestry, position, cross, padding_bias, dtype):
         self.keys, self.values, self.ancestry, self.position = keys, values, ancestry, position
@@ -45,42 +75,64 @@ class StaticSlots:
         self.k, self.capacity = ancestry.shape[1], ancestry.shape[2]
         self.beam = torch.arange(self.k, device=ancestry.device)
         self.slot_position = torch.arange(self.capacity, device=ancestry.device)
-        self.parents = self.beam.expand(ancestry.shape[0], -1).clone()  # (n, k) the step's input: each its own
+        self.parents = self.beam.expand(ancestry.shape[0], -1).clone()  # (rows, k) the step's input
         self.record_cross = None
 
     @classmethod
-    def of(cls, folded, capacity: int) -> StaticSlots:
-        """The slots of a `FoldedSearchCache` after its first step, in buffers of `capacity` positions."""
-        slots, k = folded.self_attention_cache, folded.folded_beams
-        written, ancestry = slots.written, slots.ancestry
-        keys, values = [], []
-        for source_keys, source_values in zip(slots.keys, slots.values):
-            for source, target in ((source_keys, keys), (source_values, values)):
-                buffer = source.new_zeros((*source.shape[:2], capacity * k, source.shape[3]))
-                buffer[:, :, : written * k] = source[:, :, : written * k]
-                target.append(buffer)
-        paths = ancestry.new_zeros((*ancestry.shape[:2], capacity))
-        paths[:, :, :written] = ancestry
-        position = torch.full((), written, dtype=torch.long, device=ancestry.device)
-        return cls(keys, values, paths, position, folded.cross_attention_cache, folded.padding_bias, folded.dtype)
+    def like(cls, folded, rows: int, capacity: int, source: int) -> StaticSlots:
+        """Buffers for `rows` sentences, `capacity` positions and `source` source positions, shaped as the cache
+        `folded`'s (a `FoldedSearchCache` after its first step, or `StaticSlots`)."""
+        slots = folded.self_attention_cache
+        k = slots.ancestry.shape[1]
+        sized = lambda tensor, length: tensor.new_zeros((rows, tensor.shape[1], length, tensor.shape[3]))
+        keys = [sized(tensor, capacity * k) for tensor in slots.keys]
+        values = [sized(tensor, capacity * k) for tensor in slots.values]
+        cross = _CrossRows([_Layer(sized(layer.keys, source), sized(layer.values, source))
+                            for layer in folded.cross_attention_cache.layers])  # fmt: skip
+        ancestry = slots.ancestry.new_zeros((rows, k, capacity))
+        position = torch.zeros((), dtype=torch.long, device=ancestry.device)
+        padding = folded.padding_bias.new_empty((rows, 1, 1, source))
+        return cls(keys, values, ancestry, position, cross, padding, folded.dtype)
 
-    def rows(self, sentences: torch.LongTensor) -> StaticSlots:
-        """These slots of `sentences` only, in new buffers (the position, paths and parents still to follow as
-        they are)."""
-        cross = _CrossRows(self.cross_attention_cache, sentences)
+    def load(self, keys, values, ancestry, position, cross, padding_bias, parents=None) -> None:
+        """The state of n <= rows sentences put into these buffers: their keys and values per layer (n, heads,
+        slots, head_dim; the first written * k slots read), `ancestry` (n, k, written), `position` (a number or a
+        tensor), the encoder's keys and values per layer (n, heads, S, head_dim) and `padding_bias` (n, 1, 1, S),
+        `parents` (n, k) (None: each its own). What no sentence fills is zeroed, the source positions past S
+        masked: the rows past n compute finite values that nobody reads."""
+        n, written = ancestry.shape[0], ancestry.shape[2]
+        given = [buffer[:, :, : written * self.k] for buffer in (*keys, *values)]
+        pairs = list(zip([*self.keys, *self.values], given, strict=True))
+        for layer, encoded in zip(self.cross_attention_cache.layers, cross, strict=True):
+            pairs += [(layer.keys, encoded.keys), (layer.values, encoded.values)]
+        for target, source in pairs:
+            target.zero_()
+            target[:n, :, : source.shape[2]].copy_(source)
+        self.ancestry.zero_()
+        self.ancestry[:n, :, :written].copy_(ancestry)
+        if isinstance(position, torch.Tensor):
+            self.position.copy_(position)
+        else:
+            self.position.fill_(position)
+        self.padding_bias.fill_(torch.finfo(self.padding_bias.dtype).min / 2)
+        self.padding_bias[:n, :, :, : padding_bias.shape[3]].copy_(padding_bias)
+        self.parents.copy_(self.beam.expand(self.parents.shape[0], -1))
+        if parents is not None:
+            self.parents[:n].copy_(parents)
+
+    def rows(self, sentences: torch.LongTensor) -> tuple:
+        """What `load` takes, of the rows `sentences` (the state of a search's live sentences)."""
         pick = lambda tensors: [tensor.index_select(0, sentences) for tensor in tensors]
-        kept = StaticSlots(pick(self.keys), pick(self.values), self.ancestry.index_select(0, sentences),
-                           self.position.clone(), cross, self.padding_bias.index_select(0, sentences),
-                           self.dtype)  # fmt: skip
-        kept.parents.copy_(self.parents.index_select(0, sentences))
-        return kept
+        cross = [_Layer(*pick((layer.keys, layer.values))) for layer in self.cross_attention_cache.layers]
+        return (pick(self.keys), pick(self.values), self.ancestry.index_select(0, sentences), self.position, cross,
+                self.padding_bias.index_select(0, sentences), self.parents.index_select(0, sentences))  # fmt: skip
 
     @property
     def self_attention_cache(self) -> StaticSlots:
         return self
 
     def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int):
-        """Write the step's keys and values (n, heads, k, head_dim) into their slots; return every slot."""
+        """Write the step's keys and values (rows, heads, k, head_dim) into their slots; return every slot."""
         slots = self.position * self.k + self.beam  # (k,)
         self.keys[layer_idx].index_copy_(2, slots, key)
         self.values[layer_idx].index_copy_(2, slots, value)
@@ -88,24 +140,23 @@ class StaticSlots:
 
     def layout(self, hidden_states: torch.Tensor):
         """As `FoldedSearchCache.attention_layout`, with the beams first following their `parents`: the step's
-        input (n, k, d), the self-attention bias (n, 1, k, capacity * k: 0 on a beam's path up to the position)
-        and the padding bias."""
+        input (rows, k, d), the self-attention bias (rows, 1, k, capacity * k: 0 on a beam's path up to the
+        position) and the padding bias."""
         n, k = self.ancestry.shape[:2]
         self.ancestry.copy_(self.ancestry.gather(1, self.parents[:, :, None].expand(-1, -1, self.capacity)))
         self.ancestry.index_copy_(2, self.position[None], self.beam.expand(n, -1)[:, :, None])
-        off_path = self.ancestry[:, :, :, None] != self.beam  # (n, k, capacity, k)
+        off_path = self.ancestry[:, :, :, None] != self.beam  # (rows, k, capacity, k)
         off_path |= (self.slot_position > self.position)[None, None, :, None]
         bias = additive_bias(off_path, self.dtype).view(n, 1, k, self.capacity * k)
         return hidden_states.view(n, k, hidden_states.shape[-1]), bias, self.padding_bias
 
 
 class _CrossRows:
-    """The encoder's keys and values of some sentences, per layer, as `decoding_aayn._attention_step` reads a
-    cache's `cross_attention_cache.layers`."""
+    """The encoder's keys and values, per layer, as `decoding_aayn._attention_step` reads a cache's
+    `cross_attention_cache.layers`."""
 
-    def __init__(self, cross, sentences: torch.LongTensor):
-        self.layers = [_Layer(layer.keys.index_select(0, sentences), layer.values.index_select(0, sentences))
-                       for layer in cross.layers]  # fmt: skip
+    def __init__(self, layers: list):
+        self.layers = layers
 
 
 class _Layer:
@@ -113,32 +164,116 @@ class _Layer:
         self.keys, self.values = keys, values
 
 
+class StepGraph:
+    """One size's static step: its buffers (`slots`, the step's input `tokens`, the §3.5 encodings of its
+    positions) and, once captured, its CUDA graph and the graph's output. A search that holds it (`owner`) is the
+    only one to use it."""
+
+    def __init__(self, key: tuple, slots: StaticSlots, positions: torch.Tensor):
+        self.key, self.slots, self.positions = key, slots, positions
+        rows, k = slots.ancestry.shape[:2]
+        self.tokens = torch.zeros((rows * k, 1), dtype=torch.long, device=positions.device)
+        self.graph, self.output = None, None
+        self.captured = replays_graphs(positions.device)  # off after a failed capture
+        self.owner, self.used = None, 0
+
+    def free(self) -> bool:
+        return self.owner is None or self.owner() is None
+
+
+class StepGraphs:
+    """A model's static steps (`StepGraph`), kept across its searches: at most `limit`, the least recently used
+    let go first, all of them once the model's weights are no longer those the graphs read (moved, cast, replaced).
+    """
+
+    limit = 32
+
+    def __init__(self):
+        self.entries: list[StepGraph] = []
+        self.lock, self.signature, self.clock = threading.Lock(), None, 0
+
+    def take(self, owner, key: tuple, signature: tuple, make) -> StepGraph:
+        """A free step of `key` (made by `make()` where none is), held by `owner` until it is let go or dies."""
+        with self.lock:
+            if signature != self.signature:
+                self.entries, self.signature = [], signature
+            self.clock += 1
+            entry = next((entry for entry in self.entries if entry.key == key and entry.free()), None)
+            if entry is None:
+                entry = make()
+                self.entries.append(entry)
+            entry.owner, entry.used = weakref.ref(owner), self.clock
+            unused = sorted((entry for entry in self.entries if entry.free()), key=lambda entry: entry.used)
+            for old in unused[: max(len(self.entries) - self.limit, 0)]:
+                self.entries.remove(old)
+            return entry
+
+
+_KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> StepGraphs
+_KEPT_LOCK = threading.Lock()
+
+
+def kept_steps(model) -> StepGraphs:
+    """The static steps `model` keeps (made at its first search with `cuda_graphs`)."""
+    with _KEPT_LOCK:
+        if model not in _KEPT:
+            _KEPT[model] = StepGraphs()
+        return _KEPT[model]
+
+
+def forget(model) -> None:
+    """Let `model`'s kept static steps and their CUDA graphs go (their memory returns to torch's allocator)."""
+    with _KEPT_LOCK:
+        _KEPT.pop(model, None)
+
+
 class GraphedSteps:
-    """A `Decoding`'s steps after its first, with static shapes (`StaticSlots`), replayed from a CUDA graph
-    captured at the first of them (on CUDA; elsewhere run eagerly). `log_probs` and `next_step` keep
-    `Decoding`'s contract for the live sentences, whichever rows the graph holds."""
+    """A `Decoding`'s steps after its first, with static shapes, on a model's kept `StepGraph` of the batch's
+    sizes, replayed from its CUDA graph (captured at its first use; elsewhere run eagerly). `log_probs` and
+    `next_step` keep `Decoding`'s contract for the live sentences, whichever rows the graph holds."""
 
     def __init__(self, decoding, capacity: int, dtype: torch.dtype, layers_step):
-        """`layers_step`: `decoding_aayn.layers_step`, the decoder's layers at a step of folded beams."""
-        self.decoding, self.dtype, self.layers_step = decoding, dtype, layers_step
-        self.slots = StaticSlots.of(decoding.cache, capacity)
-        self.written = decoding.cache.self_attention_cache.written  # positions begun (the host's count)
-        self.live = None  # the rows of the sentences still searched, in the search's order (None: every row)
-        self.captured = replays_graphs(self.slots.ancestry.device)  # off after a failed capture
-        self._start()
+        """`capacity`: the positions the search may write; `layers_step`: `decoding_aayn.layers_step`, the
+        decoder's layers at a step of folded beams."""
+        # the decoding's model, not the decoding (which holds this): the step a search holds is free once it ends
+        self.model, self.decoder, self.k = decoding.model, decoding.decoder, decoding.k
+        self.dtype, self.layers_step = dtype, layers_step
+        folded = decoding.cache
+        self.written = folded.self_attention_cache.written  # positions begun (the host's count)
+        sentences, source = folded.padding_bias.shape[0], folded.padding_bias.shape[3]
+        self.sizes = bucket(capacity), bucket(source)
+        self.entry = self._take(rows_bucket(sentences), folded)
+        slots = folded.self_attention_cache
+        layers = folded.cross_attention_cache.layers
+        self.entry.slots.load(slots.keys, slots.values, slots.ancestry, self.written, layers, folded.padding_bias)
+        rows = self.entry.tokens.shape[0] // self.k
+        self.live = None if sentences == rows else torch.arange(sentences, device=folded.padding_bias.device)
 
-    def _start(self) -> None:
-        """A buffer for the step's input for the rows `slots` holds; their graph is captured at the next step."""
-        n, k = self.slots.ancestry.shape[:2]
-        self.tokens = torch.zeros((n * k, 1), dtype=torch.long, device=self.slots.ancestry.device)
-        self.graph, self.output = None, None
+    @property
+    def captured(self) -> bool:
+        return self.entry.captured
+
+    def _take(self, rows: int, like) -> StepGraph:
+        """The model's free `StepGraph` of `rows` rows and this search's sizes and dtypes, held by this search;
+        one made has buffers shaped as the cache `like`'s (a `FoldedSearchCache` or `StaticSlots`)."""
+        model, (capacity, source), dtype = self.model, self.sizes, like.dtype
+        key = (rows, self.k, capacity, source, self.dtype, dtype)
+        weights = tuple(tensor.data_ptr() for tensor in model.parameters())
+        signature = (weights, model.config._attn_implementation)
+
+        def make() -> StepGraph:
+            slots = StaticSlots.like(like, rows, capacity, source)
+            device = slots.ancestry.device
+            return StepGraph(key, slots, self.decoder.embed.encodings(capacity + 1, device))
+
+        return kept_steps(model).take(self, key, signature, make)
 
     def step(self) -> torch.Tensor:
         """One decoder step of every row: (rows, vocab) log-probabilities in `dtype` (the graph's captured body)."""
-        decoder, model, slots = self.decoding.decoder, self.decoding.model, self.slots
-        embed = decoder.embed
-        embeds = embed.embed_tokens.forward(self.tokens)
-        position = self.decoding.positions.index_select(0, slots.position[None]).to(embeds.dtype)
+        decoder, model, entry = self.decoder, self.model, self.entry
+        slots, embed = entry.slots, decoder.embed
+        embeds = embed.embed_tokens.forward(entry.tokens)
+        position = entry.positions.index_select(0, slots.position[None]).to(embeds.dtype)
         hidden_states = self.layers_step(decoder, *slots.layout(embeds * embed.scale + position), slots)
         logits = model._output_logits(hidden_states.view(-1, hidden_states.shape[-1]))
         slots.position.add_(1)
@@ -146,59 +281,64 @@ class GraphedSteps:
 
     def log_probs(self, history: torch.Tensor, step: int) -> torch.Tensor:
         """(live rows, vocab) log-probabilities of the next token after `history[:, :step]` (the live beams')."""
-        n, k = self.slots.ancestry.shape[:2]
-        self.decoding.decoder.embed.warn_of_length(self.written + 1)
+        entry = self.entry
+        rows, k = entry.slots.ancestry.shape[:2]
+        self.decoder.embed.warn_of_length(self.written + 1)
         last = history[:, step - 1 : step]
         if self.live is None:
-            self.tokens.copy_(last)
+            entry.tokens.copy_(last)
         else:
-            self.tokens.view(n, k).index_copy_(0, self.live, last.view(-1, k))
+            entry.tokens.view(rows, k).index_copy_(0, self.live, last.view(-1, k))
         output = self._replay()
         self.written += 1
         if self.live is None:  # the search changes its log-probabilities in place; a graph's output stays its own
-            return output if self.graph is None else output.clone()
-        return output.view(n, k, -1).index_select(0, self.live).view(-1, output.shape[-1])
+            return output if entry.graph is None else output.clone()
+        return output.view(rows, k, -1).index_select(0, self.live).view(-1, output.shape[-1])
 
     def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
         """The live beams continue `parents` (m, k) (None: each its own), then only the live sentences `keep` go
-        on; once at most half the rows are live (and more than one row is held), the graph holds those alone."""
+        on; once at most half the rows are live, they move to a graph of half as many rows (or fewer)."""
+        slots = self.entry.slots
         if parents is not None:
             if self.live is None:
-                self.slots.parents.copy_(parents)
+                slots.parents.copy_(parents)
             else:
-                self.slots.parents.index_copy_(0, self.live, parents)
+                slots.parents.index_copy_(0, self.live, parents)
         if keep is None:
             return
-        rows = self.slots.ancestry.shape[0]
         self.live = keep if self.live is None else self.live[keep]
-        if self.live.shape[0] * 2 <= rows and rows > 1:
+        if rows_bucket(self.live.shape[0]) < slots.ancestry.shape[0]:
             self.compact()
 
     def compact(self) -> None:
-        """The slots of the live rows alone, and a graph captured again for them."""
-        self.slots = self.slots.rows(self.live)
-        self.live = None
-        self._start()
+        """The live rows' state moved to the model's step of as few rows as hold them; the old one let go."""
+        old, live = self.entry, self.live
+        self.entry = self._take(rows_bucket(live.shape[0]), old.slots)
+        old.owner = None
+        self.entry.slots.load(*old.slots.rows(live))
+        self.live = None if live.shape[0] == self.entry.slots.ancestry.shape[0] else torch.arange(
+            live.shape[0], device=live.device)  # fmt: skip
 
     def _replay(self) -> torch.Tensor:
-        if not self.captured:
+        entry = self.entry
+        if not entry.captured:
             return self.step()
-        if self.graph is None:
+        if entry.graph is None:
             try:
                 self._capture()
             except Exception as error:  # noqa: BLE001  a kernel that cannot be captured: the same steps, eagerly
                 logger.warning_once(f"cuda_graphs: the decoder step could not be captured ({error}); run eagerly")
-                self.captured = False
+                entry.captured = False
                 return self.step()
-        self.graph.replay()
-        return self.output
+        entry.graph.replay()
+        return entry.output
 
     def _capture(self) -> None:
         """One step on a side stream (so that cuBLAS and the allocator set up outside the capture), then the step
         captured on it; the state the two moved on (paths, position) put back. Keys and values they wrote lie at
         the next position, which the next step writes before any step reads it. `torch.cuda.graph` is not used:
-        it synchronizes and empties the allocator's cache at every capture, and a search captures once a batch."""
-        slots = self.slots
+        it synchronizes and empties the allocator's cache at every capture."""
+        entry, slots = self.entry, self.entry.slots
         saved = slots.ancestry.clone(), slots.position.clone()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -215,7 +355,7 @@ class GraphedSteps:
             torch.cuda.current_stream().wait_stream(side)
             slots.ancestry.copy_(saved[0])
             slots.position.copy_(saved[1])
-        self.graph, self.output = graph, output
+        entry.graph, entry.output = graph, output
 
 
-__all__ = ["GraphedSteps", "StaticSlots"]
+__all__ = ["GraphedSteps", "StaticSlots", "StepGraph", "StepGraphs", "bucket", "forget", "rows_bucket"]
