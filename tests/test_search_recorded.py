@@ -110,28 +110,36 @@ def test_a_models_graphs_are_replayed_by_its_later_batches(monkeypatch):
 
 
 def test_the_kept_steps_are_few_free_before_taken_and_let_go_with_their_weights():
-    """`StepGraphs.take`: a step of the key asked, never one another search holds; at most `limit` kept, the least
-    recently used free ones let go first; all let go once the weights' signature changes."""
+    """`StepGraphs.take`: a step of the key asked, never one another search holds; at most `limit` kept, and
+    buffers within the budget, the least recently used free ones let go first; all let go once the weights'
+    signature changes."""
     from aayn.model.graph_aayn import StepGraph, StepGraphs
 
     class Entry:
         free = StepGraph.free
 
-        def __init__(self, key):
-            self.key, self.owner, self.used = key, None, 0
+        def __init__(self, key, size=1):
+            self.key, self.owner, self.used, self.bytes = key, None, 0, size
 
     class Search:  # an owner
         pass
 
     kept, one, two, three = StepGraphs(), Search(), Search(), Search()
     kept.limit = 2
-    first = kept.take(one, "a", "weights", lambda: Entry("a"))
-    assert kept.take(two, "a", "weights", lambda: Entry("a")) is not first  # `one` holds it
+    take = lambda owner, key, size=1, signature="weights": kept.take(
+        owner, key, signature, lambda: Entry(key, size), 10
+    )
+    first = take(one, "a")
+    assert take(two, "a") is not first  # `one` holds it
     del one  # a search that ends lets its step go
-    assert kept.take(three, "a", "weights", lambda: Entry("a")) is first
-    second = kept.entries[1]
-    del two, three  # both free; `second` used longer ago
-    made = kept.take(Search(), "b", "weights", lambda: Entry("b"))
+    assert take(three, "a") is first
+    del two, three  # both free; the second "a" used longer ago than `first`
+    made = take(Search(), "b")
     assert kept.entries == [first, made]  # three kept: the least recently used free one let go
-    kept.take(Search(), "a", "other weights", lambda: Entry("a"))
-    assert len(kept.entries) == 1 and kept.entries[0] not in (first, second, made)
+    big = take(Search(), "c", 9)
+    assert kept.entries == [made, big]  # 11 bytes kept: `first` let go, 10 then
+    held = Search()
+    huge = take(held, "d", 20)
+    assert kept.entries == [huge]  # held: kept, over the budget, until it is let go
+    take(Search(), "a", signature="other weights")
+    assert len(kept.entries) == 1 and kept.entries[0].key == "a"

@@ -12,9 +12,9 @@ all at once. What a graph replays must keep its shapes and its memory, so:
 - the step's inputs (the beams' last tokens and parents) are copied into buffers the graph reads.
 
 The rows, capacity and source length are rounded up to a few sizes (`rows_bucket`, at least `MIN_ROWS`; `bucket`),
-and a model keeps its graphs (`StepGraphs`, at most `StepGraphs.limit`) across searches: a batch of the same sizes
-as an earlier one replays that one's graph with its own state copied in, so a long run (`aayn translate --input`, a
-server) captures a graph per size met, not per batch. `forget(model)` lets them go.
+and a model keeps its graphs (`StepGraphs`, at most `StepGraphs.limit` within `memory_budget`) across searches: a
+batch of the same sizes as an earlier one replays that one's graph with its own state copied in, so a long run
+(`aayn translate --input`, a server) captures a graph per size met, not per batch. `forget(model)` lets them go.
 
 `GraphedSteps` takes over a `Decoding` after its first step (which writes the encoder's keys and values): the
 same functions on the same weights as `decoding_aayn.plain_step`, so the log-probabilities equal its own up to
@@ -176,15 +176,27 @@ class StepGraph:
         self.graph, self.output = None, None
         self.captured = replays_graphs(positions.device)  # off after a failed capture
         self.owner, self.used = None, 0
+        cross = [tensor for layer in slots.cross_attention_cache.layers for tensor in (layer.keys, layer.values)]
+        buffers = [*slots.keys, *slots.values, *cross, slots.ancestry, slots.padding_bias, self.tokens, positions]
+        self.bytes = sum(buffer.nbytes for buffer in buffers)  # its buffers' (the graph's own memory besides)
 
     def free(self) -> bool:
         return self.owner is None or self.owner() is None
 
 
+def memory_budget(device: torch.device) -> int:
+    """The bytes of buffers a model's kept steps may hold on `device`: an eighth of a GPU's memory (on an H200
+    ~17 GiB; 256 sentences of 128 source positions, 4 beams and 192 positions of the base shape hold ~2.6 GiB in
+    bf16, their halvings as much again), 2 GiB elsewhere."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory // 8
+    return 2 << 30
+
+
 class StepGraphs:
-    """A model's static steps (`StepGraph`), kept across its searches: at most `limit`, the least recently used
-    let go first, all of them once the model's weights are no longer those the graphs read (moved, cast, replaced).
-    """
+    """A model's static steps (`StepGraph`), kept across its searches: at most `limit`, and buffers of at most
+    the budget `take` is given, the least recently used free ones let go first (when a search takes one), all of
+    them once the model's weights are no longer those the graphs read (moved, cast, replaced)."""
 
     limit = 32
 
@@ -192,8 +204,9 @@ class StepGraphs:
         self.entries: list[StepGraph] = []
         self.lock, self.signature, self.clock = threading.Lock(), None, 0
 
-    def take(self, owner, key: tuple, signature: tuple, make) -> StepGraph:
-        """A free step of `key` (made by `make()` where none is), held by `owner` until it is let go or dies."""
+    def take(self, owner, key: tuple, signature: tuple, make, budget: int) -> StepGraph:
+        """A free step of `key` (made by `make()` where none is), held by `owner` until it is let go or dies;
+        `budget`: the bytes the steps kept may hold."""
         with self.lock:
             if signature != self.signature:
                 self.entries, self.signature = [], signature
@@ -204,8 +217,8 @@ class StepGraphs:
                 self.entries.append(entry)
             entry.owner, entry.used = weakref.ref(owner), self.clock
             unused = sorted((entry for entry in self.entries if entry.free()), key=lambda entry: entry.used)
-            for old in unused[: max(len(self.entries) - self.limit, 0)]:
-                self.entries.remove(old)
+            while unused and (len(self.entries) > self.limit or sum(e.bytes for e in self.entries) > budget):
+                self.entries.remove(unused.pop(0))
             return entry
 
 
@@ -266,7 +279,8 @@ class GraphedSteps:
             device = slots.ancestry.device
             return StepGraph(key, slots, self.decoder.embed.encodings(capacity + 1, device))
 
-        return kept_steps(model).take(self, key, signature, make)
+        budget = memory_budget(like.padding_bias.device)
+        return kept_steps(model).take(self, key, signature, make, budget)
 
     def step(self) -> torch.Tensor:
         """One decoder step of every row: (rows, vocab) log-probabilities in `dtype` (the graph's captured body)."""
@@ -358,4 +372,4 @@ class GraphedSteps:
         entry.graph, entry.output = graph, output
 
 
-__all__ = ["GraphedSteps", "StaticSlots", "StepGraph", "StepGraphs", "bucket", "forget", "rows_bucket"]
+__all__ = ["GraphedSteps", "StaticSlots", "StepGraph", "StepGraphs", "bucket", "forget", "memory_budget", "rows_bucket"]
