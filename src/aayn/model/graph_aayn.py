@@ -270,7 +270,9 @@ class GraphedSteps:
         """The model's free `StepGraph` of `rows` rows and this search's sizes and dtypes, held by this search;
         one made has buffers shaped as the cache `like`'s (a `FoldedSearchCache` or `StaticSlots`)."""
         model, (capacity, source), dtype = self.model, self.sizes, like.dtype
-        key = (rows, self.k, capacity, source, self.dtype, dtype)
+        # tensors made in inference mode cannot be written outside it (aayn's translators run in it; `generate`
+        # is called in no_grad)
+        key = (rows, self.k, capacity, source, self.dtype, dtype, torch.is_inference_mode_enabled())
         weights = tuple(tensor.data_ptr() for tensor in model.parameters())
         signature = (weights, model.config._attn_implementation)
 
