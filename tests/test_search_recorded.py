@@ -88,8 +88,8 @@ def test_a_models_graphs_are_replayed_by_its_later_batches(monkeypatch):
     lengths = [7, 2, 5, 3, 6, 4, 7, 1, 6, 5, 7, 2]
     first = batch(lengths, 10)  # 16 rows (12 sentences), 12 positions (10 steps), source 8 (7 tokens)
     assert {
-        (16, 4, 12, 8, torch.float64, torch.float64, False),
-        (8, 4, 12, 8, torch.float64, torch.float64, False),
+        (16, 4, 12, 8, torch.float64, torch.float64, False, False),
+        (8, 4, 12, 8, torch.float64, torch.float64, False, False),
     } <= first
     replays = sum(graph.replays for graph in graphs)
     for entry in kept_steps(model).entries:  # what a batch leaves in them (even an overflow's) is never read
@@ -109,21 +109,31 @@ def test_a_models_graphs_are_replayed_by_its_later_batches(monkeypatch):
     model.get_decoder().layers[0].feed_forward.fc1.weight = torch.nn.Parameter(
         model.get_decoder().layers[0].feed_forward.fc1.weight * 0.5
     )
-    assert (16, 4, 12, 8, torch.float64, torch.float64, False) in batch(lengths, 10)  # captured again
+    assert (16, 4, 12, 8, torch.float64, torch.float64, False, False) in batch(lengths, 10)  # captured again
 
 
-def test_kept_steps_made_in_inference_mode_are_not_written_outside_it():
+def test_kept_steps_are_apart_in_inference_mode_and_under_autocast(monkeypatch):
     """aayn's translators decode in `torch.inference_mode`, a user's `generate` in no_grad: each its own steps (a
-    tensor made in inference mode cannot be written outside it)."""
+    tensor made in inference mode cannot be written outside it); a graph captured under autocast (its casts baked
+    in) is not replayed without it, nor one captured without it under autocast."""
     from scripts.record_search import inputs
     from scripts.record_search import model as recorded_model
 
-    model, (ids, mask, _) = recorded_model(0), inputs()
+    model, (ids, mask, _) = recorded_model(0).float(), inputs()
+    decode = lambda: model.generate(ids, attention_mask=mask, num_beams=4, cuda_graphs=True).tolist()
     outputs = []
     for mode in (torch.inference_mode, torch.no_grad, torch.inference_mode):
         with mode():
-            outputs.append(model.generate(ids, attention_mask=mask, num_beams=4, cuda_graphs=True).tolist())
+            outputs.append(decode())
     assert outputs[0] == outputs[1] == outputs[2]
+    replay_graphs_on_the_cpu(monkeypatch)
+    with torch.no_grad():
+        plain, low = decode(), None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = decode()
+        assert decode() == plain
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert decode() == low
 
 
 def test_the_kept_steps_are_few_free_before_taken_and_let_go_with_their_weights():

@@ -270,9 +270,11 @@ class GraphedSteps:
         """The model's free `StepGraph` of `rows` rows and this search's sizes and dtypes, held by this search;
         one made has buffers shaped as the cache `like`'s (a `FoldedSearchCache` or `StaticSlots`)."""
         model, (capacity, source), dtype = self.model, self.sizes, like.dtype
-        # tensors made in inference mode cannot be written outside it (aayn's translators run in it; `generate`
-        # is called in no_grad)
-        key = (rows, self.k, capacity, source, self.dtype, dtype, torch.is_inference_mode_enabled())
+        # what a graph bakes in: autocast's casts; and tensors made in inference mode cannot be written outside it
+        # (aayn's translators run in it; `generate` is called in no_grad)
+        device = like.padding_bias.device.type
+        autocast = torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device)
+        key = (rows, self.k, capacity, source, self.dtype, dtype, torch.is_inference_mode_enabled(), autocast)
         weights = tuple(tensor.data_ptr() for tensor in model.parameters())
         signature = (weights, model.config._attn_implementation)
 
