@@ -1,7 +1,8 @@
 #!/bin/bash
 # Issue 81 on a lent GPU. Point 1: where a training step goes (benchmarks/profile_step.py: median step, target
 # tokens/s, MFU on real and padded tokens, host time, kernel time, launches, scalar reads, syncs) at the base shape with
-# 4,096 and ~25k tokens a step, float32 (TF32) and bf16 autocast, eager and compiled (at 4,096 also compiled with
+# 4,096 and ~25k tokens a step, float32 (TF32), bf16 autocast and bf16 weights with float32 master weights (fairseq's
+# --bf16), eager and compiled (at 4,096 also compiled with
 # CUDA graphs, mode reduce-overhead); the big shape in bf16. The Trainer's own per-step cost
 # (benchmarks/profile_trainer.py: AaynTrainer's whole step, its batch fetch, training step, optimizer and the rest)
 # at the same shape in bf16, at the demo shape with the demo recipe's 1,024 tokens, and last, in the time left,
@@ -63,6 +64,7 @@ decode() {  # arguments of decode_gpu.py
 if has train; then  # the bare step, eager: float32 (TF32) and bf16 autocast; bf16 >= 1.5x float32 from 8k tokens?
   train $SHAPE "$TOKENS ${MORE_TOKENS-8192}" "--dtype float32"
   train $SHAPE "$TOKENS ${MORE_TOKENS-8192}" "--dtype bf16"
+  train $SHAPE "$TOKENS" "--dtype bf16_weights"  # fairseq's --bf16: no casts in the step, float32 master weights
 fi
 if has trainer || has trainer_graphs; then  # datasets and evaluate carried where the device lacks them
   if ! $PY -c "import datasets, evaluate" 2>/dev/null && [ -d .gpu/whl ]; then

@@ -3,7 +3,7 @@ shape and a token budget, timed and profiled with torch.profiler, its MFU counte
 the bench's padded count.
 
     python benchmarks/profile_step.py [--device cuda] [--shape base|big|demo] [--tokens 4096 25000]
-                                      [--dtype float32|bf16] [--compile [--compile_mode M]] [--steps 20]
+                                      [--dtype float32|bf16|bf16_weights] [--compile [--compile_mode M]] [--steps 20]
                                       [--warmup 5] [--out DIR]
 
 Per token budget: a batch as the max-tokens sampler makes them (newstest2014's sentence lengths: the bench's
@@ -13,9 +13,10 @@ FLOPs of a step written out (3 x the forward's matmul FLOPs: forward + backward'
 sentence over their own lengths, padded = the padded matrices, as `aayn bench` counts them), MFU against the
 device's measured matmul peak in that dtype, and from the profile: host (CPU) time of a step, device kernel time,
 kernel launches, scalar reads of device values (`.item()`, `bool(t)`) and the host's waits for the device. With
-`--out`, the profile's top operators by self time go to DIR/profile-TOKENS.txt. `--compile`: `torch.compile` of the
-model (what `torch_compile: true` does through the Trainer) and fused Adam on a GPU; `--compile_mode
-reduce-overhead` replays the compiled forward and backward from CUDA graphs (Inductor's CUDA graph trees).
+`--out`, the profile's top operators by self time go to DIR/profile-TOKENS.txt. `--dtype bf16_weights`: the model in
+bf16 with float32 master weights (`master_weights`) instead of bf16 autocast; `--compile`: `torch.compile` of the
+model (what `torch_compile: true` does through the Trainer); `--compile_mode reduce-overhead` replays the compiled
+forward and backward from CUDA graphs (Inductor's CUDA graph trees).
 """
 
 from __future__ import annotations
@@ -75,6 +76,19 @@ def profiled(step, device: str, steps: int = 3) -> dict:
     }
 
 
+def master_weights(model, fused: bool | None) -> tuple:
+    """`--dtype bf16_weights`, fairseq's `--bf16` (its FP16Optimizer): the model cast to bf16 (no autocast, so no
+    cast in the step; the fused loss still sums float32 probabilities), Adam on float32 master copies of its
+    weights, whose gradients the bf16 ones are copied into before each update. Returns (the optimizer, the
+    model's parameters, the master weights, gradients allocated)."""
+    master = [param.detach().float().clone().requires_grad_() for param in model.parameters()]
+    for weight in master:
+        weight.grad = torch.zeros_like(weight)
+    model.to(torch.bfloat16)
+    optimizer = torch.optim.Adam(master, lr=1e-7, betas=(0.9, 0.98), eps=1e-9, fused=fused)
+    return optimizer, list(model.parameters()), master
+
+
 def run(args, tokens: int) -> dict:
     from aayn import AaynConfig, AaynForConditionalGeneration
     from aayn.bench.base_shape import matmul_peak, sentence_lengths, token_batch
@@ -88,16 +102,23 @@ def run(args, tokens: int) -> dict:
     model = AaynForConditionalGeneration(config).to(device).train()
     lengths = sentence_lengths(None) * 40
     source, mask, labels = token_batch(lengths, tokens, config, torch.Generator().manual_seed(0), device)
-    fused = device.startswith("cuda")
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-7, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)
+    fused = device.startswith("cuda") or None
+    optimizer, params, master = master_weights(model, fused) if args.dtype == "bf16_weights" else (None, None, None)
+    if optimizer is None:
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-7, betas=(0.9, 0.98), eps=1e-9, fused=fused)
     forward = torch.compile(model, mode=args.compile_mode) if args.compile else model
+    params_data = None if params is None else [param.detach() for param in params]  # once: the same storage
 
     def step():
         with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=bf16):
             loss = forward(input_ids=source, attention_mask=mask, labels=labels).loss
         loss.backward()
+        if master is not None:  # the bf16 gradients into the float32 master weights' (one multi-tensor copy)
+            torch._foreach_copy_([weight.grad for weight in master], [param.grad for param in params])
         optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        if master is not None:  # and the updated master weights back into the bf16 model
+            torch._foreach_copy_(params_data, master)
+        model.zero_grad(set_to_none=True)
 
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     start = time.perf_counter()
@@ -114,7 +135,7 @@ def run(args, tokens: int) -> dict:
         times.append(time.perf_counter() - start)
     median = statistics.median(times)
     real, padded = step_flops(config, mask, labels)
-    peak = matmul_peak(device, torch.bfloat16 if bf16 else torch.float32)
+    peak = matmul_peak(device, torch.float32 if args.dtype == "float32" else torch.bfloat16)
     target_tokens = int((labels != -100).sum())
     profile = profiled(step, device)
     if args.out:
@@ -149,7 +170,7 @@ def step_arguments(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--shape", default="base", choices=sorted(SHAPES))
     parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 25000])
-    parser.add_argument("--dtype", default="bf16", choices=["float32", "bf16"])
+    parser.add_argument("--dtype", default="bf16", choices=["float32", "bf16", "bf16_weights"])
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--compile_mode", help="torch.compile's mode (reduce-overhead: CUDA graphs)")
     parser.add_argument("--steps", type=int, default=20)

@@ -202,6 +202,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, help="data loader processes (default: 2 on a GPU, as the recipes)")
     parser.add_argument("--buckets", type=int, nargs="*", default=[16, 24, 32, 48, 64, 96, 128, 256])
     args = parser.parse_args()
+    if args.dtype == "bf16_weights":
+        parser.error("--dtype bf16_weights is profile_step.py's arm; the Trainer trains with float32 or bf16 autocast")
     args.buckets = args.buckets or None
     for tokens in args.tokens:
         print(json.dumps(run(args, tokens)), flush=True)
