@@ -35,6 +35,7 @@ class BeamSearch:
 
     def __init__(self, num_beams: int, eos_token_id: int):
         self.k, self.eos = num_beams, eos_token_id
+        self.slots = None  # (2k,) the candidates' places, made once (on a GPU each tensor made is a kernel)
 
     def step(self, scores: torch.Tensor, log_probs: torch.Tensor):
         """scores (n, k), log_probs (n, k, vocab) -> the 2k candidates' values, beams, words, each (n, 2k)."""
@@ -48,9 +49,12 @@ class BeamSearch:
         k = self.k
         go_on = words != self.eos
         go_on &= go_on.cumsum(-1) <= k
-        slots = torch.arange(2 * k, device=values.device).expand_as(values)
-        order = torch.where(go_on, slots, 2 * k).argsort(dim=-1, stable=True)[:, :k]  # (n, k), in candidate order
-        scores = values.gather(1, order).masked_fill(~go_on.gather(1, order), -math.inf)
+        if self.slots is None or self.slots.device != values.device:
+            self.slots = torch.arange(2 * k, device=values.device)
+        order = torch.where(go_on, self.slots.expand_as(values), 2 * k).argsort(dim=-1, stable=True)[
+            :, :k
+        ]  # (n, k), in candidate order
+        scores = torch.where(go_on, values, -math.inf).gather(1, order)
         return scores, beams.gather(1, order), words.gather(1, order)
 
 
@@ -146,6 +150,7 @@ class SearchState:
     # (n, k) each finished hypothesis's row at the step that ended it
     rows_before: torch.Tensor | None = None
     finished_rows: torch.Tensor | None = None
+    largest_lp: torch.Tensor | None = None  # (n,) lp at its limit, the largest lp a hypothesis can have (alpha >= 0)
 
     @classmethod
     def start(cls, limits, longest: int, prefix, settings: SearchSettings, dtype, trail: bool = False) -> SearchState:
@@ -167,28 +172,32 @@ class SearchState:
             prefix=prefix,
             rows_before=torch.arange(batch * k, device=device) if trail else None,
             finished_rows=torch.zeros((batch, k), dtype=torch.long, device=device) if trail else None,
+            largest_lp=length_penalty(limits, settings.alpha, settings.normalization) if settings.alpha >= 0 else None,
         )
 
     def beam_rows(self, beams: torch.Tensor) -> torch.Tensor:
         """(n, j) beams of each sentence -> their (n * j,) rows in the beam-row fields."""
-        return (beams + torch.arange(beams.shape[0], device=beams.device)[:, None] * self.k).view(-1)
+        offsets = self.__dict__.get("_offsets")  # (n, 1) each sentence's first row, made again once n changes
+        if offsets is None or offsets.shape[0] != beams.shape[0]:
+            offsets = self._offsets = torch.arange(beams.shape[0], device=beams.device)[:, None] * self.k
+        return (beams + offsets).view(-1)
 
     def finish(self, values, beams, words, step: int, settings: SearchSettings) -> None:
         """The candidates among the first k that end in eos join the finished hypotheses (the best k by score)."""
         n, k = beams.shape[0], self.k
-        ending = (words[:, :k] == settings.eos) & torch.isfinite(values[:, :k])
+        ending = (words[:, :k] == settings.eos) & (values[:, :k] > -math.inf)  # log P < +inf; NaN is not > either
         ended_tokens = self.history[self.beam_rows(beams[:, :k])].view(n, k, -1)  # (n, k, L), a copy
         ended_tokens[:, :, step] = settings.eos
         lp = length_penalty(step, settings.alpha, settings.normalization)
         ended = torch.where(ending, values[:, :k] / lp, -math.inf)
         self.finished, pick = torch.cat([self.finished, ended], 1).topk(k, dim=-1)  # (n, k), best first
-        sentences = torch.arange(n, device=pick.device)[:, None]
-        self.finished_tokens = torch.cat([self.finished_tokens, ended_tokens], 1)[sentences, pick]
+        tokens = torch.cat([self.finished_tokens, ended_tokens], 1)  # (n, 2k, L)
+        self.finished_tokens = tokens.gather(1, pick[:, :, None].expand(-1, -1, tokens.shape[2]))
         lengths = torch.cat([self.finished_lengths, torch.full_like(self.finished_lengths, step)], 1)
         self.finished_lengths = lengths.gather(1, pick)
         if self.finished_rows is not None:
             ended_rows = self.beam_rows(beams[:, :k]).view(n, k)
-            self.finished_rows = torch.cat([self.finished_rows, ended_rows], 1)[sentences, pick]
+            self.finished_rows = torch.cat([self.finished_rows, ended_rows], 1).gather(1, pick)
 
     def live_on(self, scores, beams, words, step: int) -> None:
         """The new live beams: their scores, and their histories, those of the beams they continue plus `words`."""
@@ -345,7 +354,7 @@ def paper_search(
                 state.finish(*candidates, step, s)
                 scores, parents, words = search.live_on(*candidates)
                 at_limit = step >= state.limits
-                done = at_limit | _search_done(state.finished, scores.max(-1).values, state.limits, step, s)
+                done = at_limit | _search_done(state, scores.max(-1).values, step, s)
                 state.live_on(scores, parents, words, step)
                 if constraints is not None:
                     constraints.live_on(parents, words)
@@ -442,16 +451,19 @@ def ensemble_log_probs(each: list[torch.Tensor], average: str) -> torch.Tensor:
     return stacked.mean(dim=0)
 
 
-def _search_done(finished, best_live, limits, step: int, settings: SearchSettings) -> torch.Tensor:
+def _search_done(state: SearchState, best_live, step: int, settings: SearchSettings) -> torch.Tensor:
     """(n,) whether each sentence's search may stop, by its early-stopping rule (see `paper_search`)."""
-    alpha, k = settings.alpha, settings.num_beams
+    alpha, k, finished = settings.alpha, settings.num_beams, state.finished
     if settings.early_stopping is True:  # transformers: as soon as k hypotheses finished
         return torch.isfinite(finished[:, k - 1])
     if settings.early_stopping is False:  # transformers' heuristic: the best live beam, were it to end next
         return finished[:, k - 1] >= best_live / length_penalty(step + 1, alpha, settings.normalization)
     # exact: log P only falls, so a live beam reaches at most log P / (the largest lp of a length still possible)
-    first_end = max(step + 1, settings.min_step)
-    largest_lp = length_penalty(limits if alpha >= 0 else limits.clamp(max=first_end), alpha, settings.normalization)
+    if alpha >= 0:  # lp grows with the length: largest at the sentence's limit (computed at the start)
+        largest_lp = state.largest_lp
+    else:  # it shrinks: largest at the shortest length still possible
+        first_end = max(step + 1, settings.min_step)
+        largest_lp = length_penalty(state.limits.clamp(max=first_end), alpha, settings.normalization)
     return finished[:, settings.returned - 1] >= best_live / largest_lp
 
 
