@@ -51,9 +51,8 @@ class BeamSearch:
         go_on &= go_on.cumsum(-1) <= k
         if self.slots is None or self.slots.device != values.device:
             self.slots = torch.arange(2 * k, device=values.device)
-        order = torch.where(go_on, self.slots.expand_as(values), 2 * k).argsort(dim=-1, stable=True)[
-            :, :k
-        ]  # (n, k), in candidate order
+        places = torch.where(go_on, self.slots.expand_as(values), 2 * k)  # those that do not go on sort last
+        order = places.argsort(dim=-1, stable=True)[:, :k]  # (n, k), in candidate order
         scores = torch.where(go_on, values, -math.inf).gather(1, order)
         return scores, beams.gather(1, order), words.gather(1, order)
 
