@@ -283,3 +283,23 @@ def check_folded_cache(model):
                 paths = [paths[i * k + b] for i in keep.tolist() for b in range(k)]
             cache.next_step(parents, keep)
             assert cache.get_seq_length() == step + 1
+
+
+def test_a_sentence_done_between_checks_keeps_the_hypotheses_it_was_done_with(monkeypatch):
+    """On an accelerator done sentences stay in the batch until the next check (every 4 steps); their finished
+    hypotheses must stay as they were when they were done, though their beams go on: with early_stopping=True and a
+    strong length reward (alpha 2) a later, longer hypothesis would beat them. The same outputs as checked every
+    step."""
+    from scripts.record_search import model as recorded_model
+
+    model, outputs = recorded_model(0), []
+    torch.manual_seed(3)
+    source, mask = random_batch(16, 9, 14, [9, 3, 7, 5, 8, 2, 6, 4] * 2)
+    for every in (1, 4):
+        monkeypatch.setattr("aayn.model.search_aayn.done_check_interval", lambda device, every=every: every)
+        with torch.no_grad():
+            outputs.append(model.generate(source, attention_mask=mask, num_beams=2, early_stopping=True,
+                                          length_penalty=2.0, max_new_tokens=16, num_return_sequences=2,
+                                          return_dict_in_generate=True))  # fmt: skip
+    assert outputs[0].sequences.tolist() == outputs[1].sequences.tolist()
+    torch.testing.assert_close(outputs[0].sequences_scores, outputs[1].sequences_scores, rtol=1e-9, atol=1e-9)

@@ -181,9 +181,11 @@ class SearchState:
             offsets = self._offsets = torch.arange(beams.shape[0], device=beams.device)[:, None] * self.k
         return (beams + offsets).view(-1)
 
-    def finish(self, values, beams, words, step: int, settings: SearchSettings) -> None:
-        """The candidates among the first k that end in eos join the finished hypotheses (the best k by score)."""
+    def finish(self, values, beams, words, step: int, settings: SearchSettings, frozen=None) -> None:
+        """The candidates among the first k that end in eos join the finished hypotheses (the best k by score);
+        `frozen` (n,): sentences done at an earlier step since the last check, whose hypotheses stay as they were."""
         n, k = beams.shape[0], self.k
+        books = self.finished, self.finished_tokens, self.finished_lengths, self.finished_rows
         ending = (words[:, :k] == settings.eos) & (values[:, :k] > -math.inf)  # log P < +inf; NaN is not > either
         ended_tokens = self.history[self.beam_rows(beams[:, :k])].view(n, k, -1)  # (n, k, L), a copy
         ended_tokens[:, :, step] = settings.eos
@@ -197,6 +199,12 @@ class SearchState:
         if self.finished_rows is not None:
             ended_rows = self.beam_rows(beams[:, :k]).view(n, k)
             self.finished_rows = torch.cat([self.finished_rows, ended_rows], 1).gather(1, pick)
+        if frozen is not None:
+            names = ("finished", "finished_tokens", "finished_lengths", "finished_rows")
+            for name, before in zip(names, books):
+                if before is not None:
+                    keep = frozen.view(-1, *[1] * (before.dim() - 1))
+                    setattr(self, name, torch.where(keep, before, getattr(self, name)))
 
     def live_on(self, scores, beams, words, step: int) -> None:
         """The new live beams: their scores, and their histories, those of the beams they continue plus `words`."""
@@ -230,17 +238,6 @@ class Hypotheses:
         self.lengths[where] = state.finished_lengths[ended]
         if self.rows is not None:
             self.rows[where] = state.finished_rows[ended]
-
-    def store_where(self, state: SearchState, ended: torch.Tensor) -> None:
-        """As `store`, for the sentences where `ended` (n,) holds, without reading it on the host."""
-        where = state.sentence
-        fields = (("scores", state.finished), ("tokens", state.finished_tokens), ("lengths", state.finished_lengths),
-                  ("rows", state.finished_rows))  # fmt: skip
-        for name, source in fields:
-            target = getattr(self, name)
-            if target is not None:
-                chosen = ended.view(-1, *[1] * (source.dim() - 1))
-                target.index_copy_(0, where, torch.where(chosen, source, target[where]))
 
     def best(self, returned: int, trail: AttentionTrail | None = None):
         """The `returned` best of each sentence: (batch * returned, width) tokens, their scores and, from `trail`,
@@ -343,14 +340,14 @@ def paper_search(
                 trail.record(decoders[0].recorded, state)
             log_probs = _allowed(log_probs, state, step, rules, step >= shortest, not_eos)
             if s.num_beams == 1 and constraints is None:
-                done, parents = _greedy_step(state, log_probs, step, s), None
+                done, parents = _greedy_step(state, log_probs, step, s, stored), None
             else:
                 if constraints is None:
                     candidates = search.step(state.scores, log_probs)
                 else:
                     constraints.ban_unmet_eos(log_probs, s.eos)
                     candidates = constraints.step(state.scores, log_probs)
-                state.finish(*candidates, step, s)
+                state.finish(*candidates, step, s, stored)
                 scores, parents, words = search.live_on(*candidates)
                 at_limit = step >= state.limits
                 done = at_limit | _search_done(state, scores.max(-1).values, step, s)
@@ -391,21 +388,23 @@ def _allowed(log_probs, state: SearchState, step: int, rules: TokenRules, maybe_
     return log_probs
 
 
-def _greedy_step(state: SearchState, log_probs, step: int, settings: SearchSettings) -> torch.Tensor:
+def _greedy_step(state: SearchState, log_probs, step: int, settings: SearchSettings, frozen=None) -> torch.Tensor:
     """Greedy decoding's choose-and-finish phase, as tensor2tensor decodes with beam size 1: the likeliest token;
-    eos ends the hypothesis (at the limit eos is the only choice). Returns which sentences are done, (n,)."""
+    eos ends the hypothesis (at the limit eos is the only choice). `frozen` (n,): sentences done at an earlier step
+    since the last check, whose finished hypothesis stays as it was. Returns which sentences are done, (n,)."""
     value, word = log_probs[:, 0].max(dim=-1)  # (n,)
     state.scores = state.scores + value[:, None]
     state.history[:, step] = word
     done = word == settings.eos
+    ends = done if frozen is None else done & ~frozen  # the hypotheses that end here
     normalized = state.scores / length_penalty(step, settings.alpha, settings.normalization)
-    state.finished = torch.where(done[:, None], normalized, state.finished)
-    state.finished_tokens = torch.where(done[:, None, None], state.history[:, None], state.finished_tokens)
-    state.finished_lengths = state.finished_lengths.masked_fill(done[:, None], step)
+    state.finished = torch.where(ends[:, None], normalized, state.finished)
+    state.finished_tokens = torch.where(ends[:, None, None], state.history[:, None], state.finished_tokens)
+    state.finished_lengths = state.finished_lengths.masked_fill(ends[:, None], step)
     if state.finished_rows is not None:
         rows = torch.arange(done.shape[0], device=done.device)
         state.rows_before = rows
-        state.finished_rows = torch.where(done[:, None], rows[:, None], state.finished_rows)
+        state.finished_rows = torch.where(ends[:, None], rows[:, None], state.finished_rows)
     return done
 
 
@@ -413,21 +412,18 @@ def _drop_done(state: SearchState, hypotheses: Hypotheses, decoders: list, paren
                stored=None, check: bool = True):  # fmt: skip
     """The phase that ends sentences: the done ones' hypotheses are stored and they leave the state and every
     model's cache, which also learn the beams' parents. Between checks (`check` false: no host read; see
-    `done_check_interval`) done sentences stay in the batch, their hypotheses stored at the step they are done:
-    `stored` (n,) says which, until the next check drops them. Returns whether any sentence is still searched, and
-    `stored`."""
-    newly = done if stored is None else done & ~stored
+    `done_check_interval`) done sentences stay in the batch with their finished hypotheses as they were at the step
+    they were done (the finishing phases keep them: `stored` (n,) says which) until the next check stores them and
+    drops them. Returns whether any sentence is still searched, and `stored`."""
     if not check:
-        hypotheses.store_where(state, newly)
         for decoder in decoders:
             decoder.next_step(parents, None)
         return True, done if stored is None else stored | done
     # the one host read of the step (at a check); the indices below are built from it on the host
-    leaving, flags = torch.stack([done if stored is None else done | stored, newly]).tolist()
+    leaving = (done if stored is None else done | stored).tolist()
     device, searching, keep = done.device, True, None
-    if any(flags):
-        hypotheses.store(state, torch.tensor([i for i, flag in enumerate(flags) if flag], device=device))
     if any(leaving):
+        hypotheses.store(state, torch.tensor([i for i, flag in enumerate(leaving) if flag], device=device))
         searching = not all(leaving)
         if searching:
             kept = [i for i, flag in enumerate(leaving) if not flag]
