@@ -338,7 +338,7 @@ def paper_search(
             log_probs = _score(decoders, state, step, dtype, s.ensemble_average)
             if trail is not None:
                 trail.record(decoders[0].recorded, state)
-            log_probs = _allowed(log_probs, state, step, rules, step >= shortest, not_eos)
+            log_probs, at_limit = _allowed(log_probs, state, step, rules, step >= shortest, not_eos)
             if s.num_beams == 1 and constraints is None:
                 done, parents = _greedy_step(state, log_probs, step, s, stored), None
             else:
@@ -349,7 +349,6 @@ def paper_search(
                     candidates = constraints.step(state.scores, log_probs)
                 state.finish(*candidates, step, s, stored)
                 scores, parents, words = search.live_on(*candidates)
-                at_limit = step >= state.limits
                 done = at_limit | _search_done(state, scores.max(-1).values, step, s)
                 state.live_on(scores, parents, words, step)
                 if constraints is not None:
@@ -373,7 +372,8 @@ def _score(decoders: list, state: SearchState, step: int, dtype: torch.dtype, av
 
 def _allowed(log_probs, state: SearchState, step: int, rules: TokenRules, maybe_at_limit: bool, not_eos):
     """The phase that bans what a hypothesis may not take next: the token rules, then the target prefix (its token
-    is the only choice; the limits leave room for it and eos), then eos as the only choice at a sentence's limit."""
+    is the only choice; the limits leave room for it and eos), then eos as the only choice at a sentence's limit.
+    Returns the log-probabilities and which sentences are at their limit, (n,)."""
     at_limit = step >= state.limits  # (n,)
     prefix = state.prefix
     forcing = prefix is not None and step <= prefix.shape[1]
@@ -385,7 +385,7 @@ def _allowed(log_probs, state: SearchState, step: int, rules: TokenRules, maybe_
         log_probs = torch.where((prefix[:, step - 1] >= 0)[:, None, None], only, log_probs)
     if maybe_at_limit:  # before the shortest limit, no sentence is at its limit
         log_probs = torch.where(at_limit[:, None, None] & not_eos, -math.inf, log_probs)
-    return log_probs
+    return log_probs, at_limit
 
 
 def _greedy_step(state: SearchState, log_probs, step: int, settings: SearchSettings, frozen=None) -> torch.Tensor:
