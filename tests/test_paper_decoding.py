@@ -289,7 +289,7 @@ def test_a_sentence_done_between_checks_keeps_the_hypotheses_it_was_done_with(mo
     """On an accelerator done sentences stay in the batch until the next check (every 4 steps); their finished
     hypotheses must stay as they were when they were done, though their beams go on: with early_stopping=True and a
     strong length reward (alpha 2) a later, longer hypothesis would beat them. The same outputs as checked every
-    step."""
+    step, and the same alignments (the attention each kept hypothesis's tokens were chosen with)."""
     from scripts.record_search import model as recorded_model
 
     model, outputs = recorded_model(0), []
@@ -300,6 +300,7 @@ def test_a_sentence_done_between_checks_keeps_the_hypotheses_it_was_done_with(mo
         with torch.no_grad():
             outputs.append(model.generate(source, attention_mask=mask, num_beams=2, early_stopping=True,
                                           length_penalty=2.0, max_new_tokens=16, num_return_sequences=2,
-                                          return_dict_in_generate=True))  # fmt: skip
+                                          return_dict_in_generate=True, output_alignments=True))  # fmt: skip
     assert outputs[0].sequences.tolist() == outputs[1].sequences.tolist()
+    torch.testing.assert_close(outputs[0].alignments, outputs[1].alignments)
     torch.testing.assert_close(outputs[0].sequences_scores, outputs[1].sequences_scores, rtol=1e-9, atol=1e-9)
