@@ -332,8 +332,8 @@ class GraphedSteps:
         """The live rows' state moved to the model's step of as few rows as hold them; the old one let go."""
         old, live = self.entry, self.live
         self.entry = self._take(rows_bucket(live.shape[0]), old.slots)
-        old.owner = None
         self.entry.slots.load(*old.slots.rows(live))
+        old.owner = None  # once read: another thread's search may take it then
         self.live = None if live.shape[0] == self.entry.slots.ancestry.shape[0] else torch.arange(
             live.shape[0], device=live.device)  # fmt: skip
 
