@@ -255,12 +255,19 @@ class GraphedSteps:
         self.written = folded.self_attention_cache.written  # positions begun (the host's count)
         sentences, source = folded.padding_bias.shape[0], folded.padding_bias.shape[3]
         self.sizes = bucket(capacity), bucket(source)
+        # the weights a graph reads (the same all search long)
+        self.signature = (tuple(tensor.data_ptr() for tensor in self.model.parameters()),
+                          self.model.config._attn_implementation)  # fmt: skip
         self.entry = self._take(rows_bucket(sentences), folded)
         slots = folded.self_attention_cache
         layers = folded.cross_attention_cache.layers
         self.entry.slots.load(slots.keys, slots.values, slots.ancestry, self.written, layers, folded.padding_bias)
-        rows = self.entry.tokens.shape[0] // self.k
-        self.live = None if sentences == rows else torch.arange(sentences, device=folded.padding_bias.device)
+        self._map_live(sentences, folded.padding_bias.device)
+
+    def _map_live(self, sentences: int, device: torch.device) -> None:
+        """The search's `sentences` live sentences in the first rows of the step held (`live` None: every row)."""
+        rows = self.entry.slots.ancestry.shape[0]
+        self.live = None if sentences == rows else torch.arange(sentences, device=device)
 
     @property
     def captured(self) -> bool:
@@ -272,19 +279,15 @@ class GraphedSteps:
         model, (capacity, source), dtype = self.model, self.sizes, like.dtype
         # what a graph bakes in: autocast's casts; and tensors made in inference mode cannot be written outside it
         # (aayn's translators run in it; `generate` is called in no_grad)
-        device = like.padding_bias.device.type
-        autocast = torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device)
+        device = like.padding_bias.device
+        autocast = torch.is_autocast_enabled(device.type) and torch.get_autocast_dtype(device.type)
         key = (rows, self.k, capacity, source, self.dtype, dtype, torch.is_inference_mode_enabled(), autocast)
-        weights = tuple(tensor.data_ptr() for tensor in model.parameters())
-        signature = (weights, model.config._attn_implementation)
 
         def make() -> StepGraph:
             slots = StaticSlots.like(like, rows, capacity, source)
-            device = slots.ancestry.device
             return StepGraph(key, slots, self.decoder.embed.encodings(capacity + 1, device))
 
-        budget = memory_budget(like.padding_bias.device)
-        return kept_steps(model).take(self, key, signature, make, budget)
+        return kept_steps(model).take(self, key, self.signature, make, memory_budget(device))
 
     def step(self) -> torch.Tensor:
         """One decoder step of every row: (rows, vocab) log-probabilities in `dtype` (the graph's captured body)."""
@@ -334,8 +337,7 @@ class GraphedSteps:
         self.entry = self._take(rows_bucket(live.shape[0]), old.slots)
         self.entry.slots.load(*old.slots.rows(live))
         old.owner = None  # once read: another thread's search may take it then
-        self.live = None if live.shape[0] == self.entry.slots.ancestry.shape[0] else torch.arange(
-            live.shape[0], device=live.device)  # fmt: skip
+        self._map_live(live.shape[0], live.device)
 
     def _replay(self) -> torch.Tensor:
         entry = self.entry

@@ -176,7 +176,7 @@ class SearchState:
 
     def beam_rows(self, beams: torch.Tensor) -> torch.Tensor:
         """(n, j) beams of each sentence -> their (n * j,) rows in the beam-row fields."""
-        offsets = self.__dict__.get("_offsets")  # (n, 1) each sentence's first row, made again once n changes
+        offsets = getattr(self, "_offsets", None)  # (n, 1) each sentence's first row, made again once n changes
         if offsets is None or offsets.shape[0] != beams.shape[0]:
             offsets = self._offsets = torch.arange(beams.shape[0], device=beams.device)[:, None] * self.k
         return (beams + offsets).view(-1)
