@@ -5,7 +5,7 @@
 # --bf16), eager and compiled (at 4,096 also compiled with
 # CUDA graphs, mode reduce-overhead); the big shape in bf16. The Trainer's own per-step cost
 # (benchmarks/profile_trainer.py: AaynTrainer's whole step, its batch fetch, training step, optimizer and the rest)
-# at the same shape in bf16, at the demo shape with the demo recipe's 1,024 tokens, and last, in the time left,
+# at the same shape in bf16 (autocast, then `aayn train --bf16_weights true`'s bf16 weights), at the demo shape with the demo recipe's 1,024 tokens, and last, in the time left,
 # compiled with CUDA graphs (reduce-overhead) at 4,096 tokens; it needs `datasets` and
 # `evaluate`, installed from .gpu/whl where the device lacks them (pandas from .gpu/whl-pandas where it lacks that:
 # `pip download --no-deps --python-version 3.12 --only-binary=:all:` of datasets, evaluate, dill, multiprocess,
@@ -74,8 +74,9 @@ if has trainer || has trainer_graphs; then  # datasets and evaluate carried wher
     export PYTHONPATH=/tmp/site:$PYTHONPATH
   fi
 fi
-if has trainer; then  # the Trainer's whole step beside the bare one
-  trainer $SHAPE "$TOKENS" "--dtype bf16"
+if has trainer; then  # the Trainer's whole step beside the bare one; bf16 autocast, then bf16 weights (aayn train
+  trainer $SHAPE "$TOKENS" "--dtype bf16"  # --bf16_weights true: float32 master weights, no casts in the step)
+  trainer $SHAPE "$TOKENS" "--dtype bf16_weights"
   if [ "$SHAPE" = base ]; then  # the demo job's steps (26.6 steps/s in its first GPU run): its recipe's eager
     trainer demo 1024 "--dtype bf16 --attn_implementation eager"  # attention, then SDPA
     trainer demo 1024 "--dtype bf16"

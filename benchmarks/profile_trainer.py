@@ -4,7 +4,7 @@ divergence watch, transformers' fused Adam, the inverse square-root schedule, §
 shape and a token budget, on made-up sentences of newstest2014's lengths (the bench's sample).
 
     python benchmarks/profile_trainer.py [--device cuda] [--shape base|big|demo] [--tokens 4096 25000]
-        [--dtype float32|bf16] [--attn_implementation eager|sdpa] [--workers N] [--buckets 16 24 ... 256]
+        [--dtype float32|bf16|bf16_weights] [--attn_implementation eager|sdpa] [--workers N] [--buckets 16 24 ... 256]
         [--compile [--compile_mode M]] [--steps 20] [--warmup 5] [--out DIR]
 
 Per token budget: `--warmup` Trainer steps, then `--steps` timed ones (the device synchronized at both ends only, so
@@ -14,8 +14,9 @@ target tokens/s (labels that are not padding), and per step from the profile: th
 device), in `training_step` (forward, loss, backward), in the optimizer's step and zero_grad, the rest of the
 Trainer's own loop (wall time less those), device kernel time, kernel launches, scalar reads and the host's waits
 for the device; with `--compile`, the graphs Dynamo compiled (each beyond the first a recompilation) and its graph
-breaks. Needs torch, transformers, accelerate, datasets and evaluate (the Trainer's imports), no network. With
-`--out`, the top operators by self time go to DIR/trainer-TOKENS.txt.
+breaks. `--dtype bf16_weights` is `aayn train --bf16_weights true`: the weights in bf16 with float32 master
+weights (`aayn.training.master_weights`), no autocast. Needs torch, transformers, accelerate, datasets and evaluate
+(the Trainer's imports), no network. With `--out`, the top operators by self time go to DIR/trainer-TOKENS.txt.
 """
 
 from __future__ import annotations
@@ -162,14 +163,14 @@ def run(args, tokens: int) -> dict:
     torch.manual_seed(0)
     model = AaynForConditionalGeneration(config)
     clock = StepClock(args.warmup, args.steps, 3, args.device)
-    collate = DataCollatorForSeq2Seq(tokenizer, model=model, pad_to_multiple_of=8 if args.dtype == "bf16" else None)
+    collate = DataCollatorForSeq2Seq(tokenizer, model=model, pad_to_multiple_of=8 if args.dtype != "float32" else None)
     if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     with tempfile.TemporaryDirectory() as folder:
         trainer = profiled_trainer(AaynTrainer)(
             model=model, args=training_arguments(args, folder, steps), train_dataset=Dataset.from_dict(pairs),
             processing_class=tokenizer, data_collator=collate, callbacks=[clock.callback], max_tokens=tokens,
-            length_buckets=args.buckets,
+            length_buckets=args.buckets, bf16_weights=args.dtype == "bf16_weights",
         )  # fmt: skip
         trainer.train()
     timed = int(sum(trainer.label_counts[args.warmup : args.warmup + args.steps]))
@@ -202,8 +203,6 @@ def main() -> None:
     parser.add_argument("--workers", type=int, help="data loader processes (default: 2 on a GPU, as the recipes)")
     parser.add_argument("--buckets", type=int, nargs="*", default=[16, 24, 32, 48, 64, 96, 128, 256])
     args = parser.parse_args()
-    if args.dtype == "bf16_weights":
-        parser.error("--dtype bf16_weights is profile_step.py's arm; the Trainer trains with float32 or bf16 autocast")
     args.buckets = args.buckets or None
     for tokens in args.tokens:
         print(json.dumps(run(args, tokens)), flush=True)

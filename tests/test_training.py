@@ -137,10 +137,11 @@ def test_diverging_run_stops_with_a_clear_message_and_saves_nothing(corpus, tmp_
     assert not (tmp_path / "out" / "model.safetensors").exists()
 
 
-@pytest.mark.parametrize("max_grad_norm", [0.0, 1.0])
-def test_a_trainer_step_makes_the_host_wait_for_nothing(corpus, tmp_path, monkeypatch, max_grad_norm):
+@pytest.mark.parametrize("max_grad_norm, bf16_weights", [(0.0, False), (1.0, False), (1.0, True)])
+def test_a_trainer_step_makes_the_host_wait_for_nothing(corpus, tmp_path, monkeypatch, max_grad_norm, bf16_weights):
     """The whole Trainer step on the path it takes on an accelerator, from its first micro-batch's forward to the
-    optimizer's and the schedule's steps (gradient accumulation, clipping on and off): no aten call that makes the
+    optimizer's and the schedule's steps (gradient accumulation, clipping on and off, bf16 weights with their
+    master weights' copies): no aten call that makes the
     host wait for the device (`HostReads`). The loss is read where a step logs, evaluates or saves, after it; a
     divergence is found there (the test above). The batches' fetch comes before a step begins: host work on host
     tensors (counted here, a DataLoader's seed reads one at each epoch's start, which on a GPU waits for nothing)."""
@@ -163,6 +164,8 @@ def test_a_trainer_step_makes_the_host_wait_for_nothing(corpus, tmp_path, monkey
     steps = Steps()
     recipe = tiny_recipe(corpus, tmp_path / "out", max_steps=4, gradient_accumulation_steps=2, eval_strategy="no")
     recipe.update(max_grad_norm=max_grad_norm, predict_with_generate=False, save_steps=4)
+    if bf16_weights:
+        recipe.update(bf16=True, bf16_weights=True)
     model_args, data_args, args = parse_arguments([write_recipe(tmp_path / "r.yaml", recipe).as_posix()])
     run(model_args, data_args, args, callbacks=[steps])
     assert steps.reads == {1: [], 2: [], 3: [], 4: []}

@@ -75,6 +75,13 @@ class ModelArguments:
             "auto: eager where training runs on a CPU, sdpa on a GPU"
         },
     )
+    bf16_weights: bool = field(
+        default=False,
+        metadata={
+            "help": "with bf16: the model's weights in bfloat16 and Adam on float32 master weights (fairseq's --bf16) "
+            "instead of bf16 autocast; every saved folder holds the float32 master weights"
+        },
+    )
     # the keys the recipe or a flag set (not a key itself): fine-tuning applies only those (`parse_arguments`)
     given: frozenset = field(default=frozenset(), init=False, repr=False)
 
@@ -456,6 +463,19 @@ def _resolve_autos(flags: list[str]) -> list[str]:
     return flags
 
 
+def _bf16_weights(flags: list[str]) -> list[str]:
+    """`bf16_weights: true` says how bf16 training runs: the Trainer's `bf16` (autocast) is then turned off before
+    its arguments are built, and aayn casts the weights (`training.master_weights`); with bf16 false (given, or
+    `auto` on a machine without native bf16 matmuls) it is not used. Said in one line either way."""
+    if not _bool(_flag_value(flags, "bf16_weights") or "false"):
+        return flags
+    if not _bool(_flag_value(flags, "bf16") or "false"):
+        print("bf16_weights is not used: bf16 is false, training runs in float32")
+        return [*flags, "--bf16_weights", "false"]
+    print("bf16_weights: the weights in bfloat16, Adam on float32 master weights, no autocast")
+    return [*flags, "--bf16", "false"]
+
+
 PROG, DESCRIPTION = "aayn train", "Train an AAYN translation model."
 USAGE = f"{PROG} [RECIPE.yaml] [--key value ...]"
 
@@ -524,7 +544,7 @@ def parse_arguments(argv: list[str]) -> tuple:
         flags = [*flags, "--eval_strategy", "no"]
     if _flag_value(flags, "batch_tokens") is not None and _flag_value(flags, "gradient_accumulation_steps") != "auto":
         print("batch_tokens is not used: gradient_accumulation_steps is not auto")
-    flags = _resolve_autos(flags)  # imports torch: after every check that does not need it
+    flags = _bf16_weights(_resolve_autos(flags))  # imports torch: after every check that does not need it
     parser = argument_parser()
     parser.error = _one_line_error  # argparse would print the whole usage (every Trainer option) first
     parsed = parser.parse_args_into_dataclasses(args=flags)

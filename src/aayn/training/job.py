@@ -125,7 +125,7 @@ def build_trainer(plan: RunPlan, model, prepared: PreparedData, callbacks=None) 
         eval_dataset=prepared.splits.get("validation"),
         processing_class=tokenizer,
         data_collator=DataCollatorForSeq2Seq(
-            tokenizer, model=model, pad_to_multiple_of=8 if args.bf16 or args.fp16 else None
+            tokenizer, model=model, pad_to_multiple_of=8 if args.bf16 or args.fp16 or plan.bf16_weights else None
         ),
         compute_metrics=translation_metrics(tokenizer, plan.card["target_lang"])
         if args.predict_with_generate
@@ -133,6 +133,7 @@ def build_trainer(plan: RunPlan, model, prepared: PreparedData, callbacks=None) 
         callbacks=callbacks,
         max_tokens=plan.max_tokens,
         length_buckets=plan.length_buckets,
+        bf16_weights=plan.bf16_weights,
         model_card=card,
     )
 

@@ -14,6 +14,7 @@ from ..checks import available_cores
 from ..data.prepare import DataPlan
 from ..model.configuration_aayn import AaynConfig
 from .arguments import DataTrainingArguments, ModelArguments
+from .fsdp import accelerate_fsdp_settings
 from .output import resume_checkpoint
 
 logger = logging.get_logger("aayn.training")
@@ -35,6 +36,7 @@ class RunPlan:
     config: AaynConfig | None  # a new model's (the tokenizer's size and ids fill in); None: fine-tuning
     max_tokens: int | None  # the token budget of a batch per device (None: sentences per device)
     length_buckets: list[int] | None  # the lengths max_tokens batches are cut by and padded to (None: their longest)
+    bf16_weights: bool  # bf16 weights with float32 master weights instead of autocast (`training.master_weights`)
     early_stopping: tuple[int, float] | None  # (patience, threshold) of the stop on the best metric
     card: dict  # the model card's languages, dataset, license and repository name
     examples_to_print: int  # test translations printed at the end
@@ -51,6 +53,9 @@ def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args)
         raise ValueError(
             "load_best_model_at_end and average_last_checkpoints both choose the final weights: set one of them"
         )
+    if model_args.bf16_weights and (args.fsdp or args.deepspeed or accelerate_fsdp_settings()):
+        raise ValueError("bf16_weights casts the whole model in one process; FSDP's and DeepSpeed's own mixed "
+                         "precision keep float32 master weights of sharded models: drop bf16_weights")  # fmt: skip
     trainer_args = copy.copy(args)
     # the model takes §5.4's loss itself, normalized over the whole accumulated batch; the Trainer's smoother would
     # divide by each micro-batch's tokens instead
@@ -78,6 +83,7 @@ def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args)
         config=config,
         max_tokens=data_args.max_tokens,
         length_buckets=data_args.length_buckets,
+        bf16_weights=model_args.bf16_weights,
         early_stopping=(
             None
             if data_args.early_stopping_patience is None

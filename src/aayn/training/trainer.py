@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -18,6 +19,7 @@ from transformers.utils import logging
 from ..data.batching import BucketPadding, MaxTokensBatchSampler, example_lengths
 from ..hub import write_model_card
 from .fsdp import shard_for_trainer
+from .master_weights import MasterWeights
 
 logger = logging.get_logger(__name__)
 
@@ -53,7 +55,8 @@ def no_waits_for_the_device(args) -> None:
 
 
 class AaynTrainer(Seq2SeqTrainer):
-    """Seq2SeqTrainer + `max_tokens` batching (fairseq's --max-tokens) + an error on a NaN/inf loss.
+    """Seq2SeqTrainer + `max_tokens` batching (fairseq's --max-tokens) + an error on a NaN/inf loss + bf16 weights
+    with float32 master weights (`bf16_weights`, fairseq's --bf16: `master_weights.py`).
 
     With `max_tokens`, training batches come from `MaxTokensBatchSampler` over the whole training set; Accelerate
     deals them round-robin to the processes (the sampler makes their number a multiple of the world size, so each
@@ -66,6 +69,7 @@ class AaynTrainer(Seq2SeqTrainer):
         max_tokens: int | None = None,
         length_buckets: list[int] | None = None,
         model_card: dict | None = None,
+        bf16_weights: bool = False,
         **kwargs,
     ):
         training_args = kwargs.get("args") if "args" in kwargs else (args[1] if len(args) > 1 else None)
@@ -85,14 +89,32 @@ class AaynTrainer(Seq2SeqTrainer):
         self._train_lengths = None
         self._diverged: tuple[torch.Tensor, torch.Tensor] | None = None  # (first non-finite loss's step, the loss)
         self._parameters_counted = None  # (model, parameters outside the embeddings), for `floating_point_ops`
+        self.bf16_weights = bf16_weights
+        self.master_weights: MasterWeights | None = None  # while a bf16_weights training runs
 
     def train(self, *args, **kwargs):
         """Under Accelerate's FSDP2 plugin the model is sharded first by aayn's wrapping (`training.fsdp.shard`: §3.4's
         matrix in one unit), which Accelerate then keeps; so too before an evaluation or a prediction alone."""
         shard_for_trainer(self)
-        output = super().train(*args, **kwargs)
+        try:
+            output = super().train(*args, **kwargs)
+        finally:
+            if self.master_weights is not None:  # the model float32 again, holding the master weights
+                self.master_weights.release()
+                self.master_weights = self.optimizer = None  # a later train() casts and attaches anew
         self._stop_if_diverged()  # steps after the last log: before the caller saves the model
         return output
+
+    def create_optimizer(self, *args):  # 5.x passes the model to build it over; 4.57 nothing
+        """With `bf16_weights`, the Trainer's own optimizer (its class, groups, settings), built over the float32
+        model (loaded from the checkpoint where the run resumes: the masters are the saved ones, exactly) before
+        Accelerate wraps it, then the model cast to bf16 and the optimizer pointed at the float32 masters."""
+        if not self.bf16_weights or self.optimizer is not None:
+            return super().create_optimizer(*args)
+        optimizer = super().create_optimizer(*args)
+        self.master_weights = MasterWeights(self.model)
+        self.optimizer = self.master_weights.attach(optimizer)
+        return self.optimizer
 
     def evaluate(self, *args, **kwargs):
         shard_for_trainer(self)
@@ -108,12 +130,14 @@ class AaynTrainer(Seq2SeqTrainer):
         from ..formats.aayn import AaynFolder, SavedModel
 
         output_dir = output_dir or self.args.output_dir
-        super()._save(output_dir, state_dict)
-        if not self.args.should_save:  # transformers 5 calls `_save` on every process; one writes
-            return
-        tokenizer = self.processing_class if hasattr(self.processing_class, "backend_tokenizer") else None
-        saved = SavedModel(self.accelerator.unwrap_model(self.model), tokenizer, self.card_keywords())
-        AaynFolder.write_into(Path(output_dir), saved, weights=False)
+        # a checkpoint of a bf16_weights run holds (and its config says) the float32 master weights
+        with self.master_weights.float32() if self.master_weights is not None else contextlib.nullcontext():
+            super()._save(output_dir, state_dict)
+            if not self.args.should_save:  # transformers 5 calls `_save` on every process; one writes
+                return
+            tokenizer = self.processing_class if hasattr(self.processing_class, "backend_tokenizer") else None
+            saved = SavedModel(self.accelerator.unwrap_model(self.model), tokenizer, self.card_keywords())
+            AaynFolder.write_into(Path(output_dir), saved, weights=False)
 
     def create_model_card(self, *args, **kwargs) -> None:
         """`push_to_hub` calls this after saving: it would replace aayn's card with transformers' generic one."""
