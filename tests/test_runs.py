@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from training_helpers import FAST, tiny_recipe, write_numbers_corpus, write_recipe
 
 from aayn.cli import main as aayn
@@ -221,10 +222,13 @@ print(sorted(name for name in ("torch", "transformers", "datasets") if name in s
     assert "--lr_scheduler_type: invalid choice: 'inverse_sqr'; did you mean inverse_sqrt?" in result.stderr
 
 
-def test_accelerate_launch_runs_two_processes_on_cpu(corpus, tmp_path):
+@pytest.mark.parametrize("precision", [{}, {"bf16": True, "bf16_weights": True}], ids=["float32", "bf16_weights"])
+def test_accelerate_launch_runs_two_processes_on_cpu(corpus, tmp_path, precision):
     """The README's launch line: `accelerate launch --multi_gpu --num_processes 2 -m aayn.train` (torchrun under
-    the hood; gloo on CPU). `--cpu` would pick accelerate's single-process launcher."""
-    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out", **FAST, save_strategy="no"))
+    the hood; gloo on CPU). `--cpu` would pick accelerate's single-process launcher. With bf16 weights, DDP reduces
+    their bf16 gradients and the final folder holds the float32 master weights."""
+    recipe = tiny_recipe(corpus, tmp_path / "out", **FAST, save_strategy="no", **precision)
+    recipe = write_recipe(tmp_path / "r.yaml", recipe)
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     accelerate = Path(sys.executable).with_name("accelerate")
     result = subprocess.run(
@@ -251,6 +255,9 @@ def test_accelerate_launch_runs_two_processes_on_cpu(corpus, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "x 2 processes" in (tmp_path / "out" / "README.md").read_text()
+    weights = load_file(tmp_path / "out" / "model.safetensors")
+    assert {weight.dtype for weight in weights.values()} == {torch.float32}
+    assert any(not torch.equal(weight, weight.bfloat16().float()) for weight in weights.values())
 
 
 def test_saved_tokenizers_carry_no_training_truncation(finished_run):
