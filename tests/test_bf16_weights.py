@@ -131,3 +131,31 @@ def test_bf16_weights_under_fsdp_are_refused_before_any_work(corpus, tmp_path, m
     with pytest.raises(ValueError, match="bf16_weights casts the whole model in one process"):
         run(*parsed(corpus, tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+def test_bf16_weights_load_the_best_checkpoint_at_the_end_in_float32(corpus, tmp_path):
+    """`load_best_model_at_end` (here the checkpoint of the highest validation loss, the first): the final folder
+    holds that checkpoint's float32 weights exactly, not the last step's nor their bf16 rounding."""
+    folder = tmp_path / "out"
+    best = dict(eval_strategy="steps", eval_steps=2, load_best_model_at_end=True, metric_for_best_model="loss",
+                greater_is_better=True, predict_with_generate=False, do_predict=False)  # fmt: skip
+    run(*parsed(corpus, folder, **best))
+    final, first = load_file(folder / "model.safetensors"), load_file(folder / "checkpoint-2" / "model.safetensors")
+    assert all(torch.equal(final[key], first[key]) for key in first)
+    last = load_file(folder / "checkpoint-4" / "model.safetensors")
+    assert not all(torch.equal(final[key], last[key]) for key in last)
+
+
+def test_bf16_weights_with_an_optimizer_of_ones_own_are_refused(tmp_path):
+    from transformers import Seq2SeqTrainingArguments
+
+    from aayn import AaynConfig
+    from aayn.training import AaynTrainer
+
+    model = AaynForConditionalGeneration(AaynConfig(d_model=16, encoder_layers=1, decoder_layers=1, vocab_size=32,
+                                                    encoder_attention_heads=2, decoder_attention_heads=2,
+                                                    encoder_ffn_dim=32, decoder_ffn_dim=32))  # fmt: skip
+    args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none")
+    optimizer = torch.optim.Adam(model.parameters())
+    with pytest.raises(ValueError, match="an optimizer given in `optimizers` would update the bf16 weights"):
+        AaynTrainer(model=model, args=args, optimizers=(optimizer, None), bf16_weights=True)

@@ -89,6 +89,9 @@ class AaynTrainer(Seq2SeqTrainer):
         self._train_lengths = None
         self._diverged: tuple[torch.Tensor, torch.Tensor] | None = None  # (first non-finite loss's step, the loss)
         self._parameters_counted = None  # (model, parameters outside the embeddings), for `floating_point_ops`
+        if bf16_weights and self.optimizer is not None:
+            raise ValueError("bf16_weights points the Trainer's own optimizer at float32 master weights; an optimizer "
+                             "given in `optimizers` would update the bf16 weights: give one or the other")  # fmt: skip
         self.bf16_weights = bf16_weights
         self.master_weights: MasterWeights | None = None  # while a bf16_weights training runs
 
@@ -123,6 +126,13 @@ class AaynTrainer(Seq2SeqTrainer):
     def predict(self, *args, **kwargs):
         shard_for_trainer(self)
         return super().predict(*args, **kwargs)
+
+    def _load_best_model(self) -> None:
+        """`load_best_model_at_end` at the end of `train()`: with bf16 weights, the best checkpoint's float32 weights
+        into the master weights, which the model holds from then on (loaded into the bf16 model, they would be
+        rounded, then replaced by the last step's masters)."""
+        with self.master_weights.float32() if self.master_weights is not None else contextlib.nullcontext():
+            super()._load_best_model()
 
     def _save(self, output_dir: str | None = None, state_dict=None):
         """The Trainer's folder (weights, config), with the rest of an aayn folder written as every aayn folder is
