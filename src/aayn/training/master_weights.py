@@ -30,7 +30,10 @@ class MasterWeights:
         self.masters = []
         for param in self.params:
             if param.dtype != torch.float32:
-                raise ValueError(f"bf16_weights casts a float32 model to bf16; a parameter is {param.dtype}")
+                raise ValueError(
+                    f"bf16_weights keeps a float32 model's weights as its masters; this model holds "
+                    f"{param.dtype} weights (saved so?): load it in float32, or drop bf16_weights"
+                )
             master = param.detach()
             param.grad = None
             param.data = master.to(torch.bfloat16)
