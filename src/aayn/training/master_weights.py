@@ -1,8 +1,8 @@
 """bf16 training with the model's weights in bfloat16 and float32 master weights (fairseq's `--bf16`, its
 `FP16Optimizer`), the other way to train in bf16 than autocast, which `aayn train --bf16_weights true` takes.
 
-Autocast keeps float32 weights and casts them (and some activations back) around each operator: a cast is a kernel,
-369 of the base step's 2,549 aten calls (docs/measurements.md). Here the step runs on bf16 weights with no cast;
+Autocast keeps float32 weights and casts them (and some activations back) around each operator, each cast a kernel
+the host launches (docs/measurements.md counts them). Here the step runs on bf16 weights with no cast;
 Adam updates float32 copies (the master weights), whose gradients are the bf16 ones copied in before each update,
 and the updated masters are copied back into the model after it: one multi-tensor copy each way a step. Neither
 transformers nor Accelerate has this (Accelerate's bf16 is autocast; FSDP2's MixedPrecisionPolicy does it for sharded
@@ -26,7 +26,7 @@ class MasterWeights:
     `attach` points an optimizer built over the model's parameters at them."""
 
     def __init__(self, model: nn.Module):
-        self.params = [param for param in model.parameters() if param.requires_grad]
+        self.params = list(model.parameters())  # frozen ones too: the step runs in one dtype, a save holds them all
         self.masters = []
         for param in self.params:
             if param.dtype != torch.float32:
