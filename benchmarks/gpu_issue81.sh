@@ -5,8 +5,9 @@
 # --bf16), eager and compiled (at 4,096 also compiled with
 # CUDA graphs, mode reduce-overhead); the big shape in bf16. The Trainer's own per-step cost
 # (benchmarks/profile_trainer.py: AaynTrainer's whole step, its batch fetch, training step, optimizer and the rest)
-# at the same shape in bf16 (autocast, then `aayn train --bf16_weights true`'s bf16 weights), at the demo shape with the demo recipe's 1,024 tokens, and last, in the time left,
-# compiled with CUDA graphs (reduce-overhead) at 4,096 tokens; it needs `datasets` and
+# at the same shape in bf16 (autocast, then `aayn train --bf16_weights true`'s bf16 weights), at the demo shape
+# with the demo recipe's 1,024 tokens, and last, in the time left, compiled with CUDA graphs (reduce-overhead) at
+# 4,096 tokens; it needs `datasets` and
 # `evaluate`, installed from .gpu/whl where the device lacks them (pandas from .gpu/whl-pandas where it lacks that:
 # `pip download --no-deps --python-version 3.12 --only-binary=:all:` of datasets, evaluate, dill, multiprocess,
 # xxhash, fsspec; pandas, python-dateutil, tzdata).

@@ -104,7 +104,8 @@ class AaynTrainer(Seq2SeqTrainer):
         finally:
             if self.master_weights is not None:  # the model float32 again, holding the master weights
                 self.master_weights.release()
-                self.master_weights = self.optimizer = None  # a later train() casts and attaches anew
+                # a later train() casts and attaches anew, with a schedule over its new optimizer
+                self.master_weights = self.optimizer = self.lr_scheduler = None
         self._stop_if_diverged()  # steps after the last log: before the caller saves the model
         return output
 
@@ -131,8 +132,12 @@ class AaynTrainer(Seq2SeqTrainer):
         """`load_best_model_at_end` at the end of `train()`: with bf16 weights, the best checkpoint's float32 weights
         into the master weights, which the model holds from then on (loaded into the bf16 model, they would be
         rounded, then replaced by the last step's masters)."""
-        with self.master_weights.float32() if self.master_weights is not None else contextlib.nullcontext():
+        with self._float32_weights():
             super()._load_best_model()
+
+    def _float32_weights(self):
+        """A block in which the model holds float32 weights: with bf16 weights, their masters; else as it is."""
+        return self.master_weights.float32() if self.master_weights is not None else contextlib.nullcontext()
 
     def _save(self, output_dir: str | None = None, state_dict=None):
         """The Trainer's folder (weights, config), with the rest of an aayn folder written as every aayn folder is
@@ -141,7 +146,7 @@ class AaynTrainer(Seq2SeqTrainer):
 
         output_dir = output_dir or self.args.output_dir
         # a checkpoint of a bf16_weights run holds (and its config says) the float32 master weights
-        with self.master_weights.float32() if self.master_weights is not None else contextlib.nullcontext():
+        with self._float32_weights():
             super()._save(output_dir, state_dict)
             if not self.args.should_save:  # transformers 5 calls `_save` on every process; one writes
                 return
