@@ -230,7 +230,7 @@ def test_decoding_steps_multiply_by_a_transposed_copy_of_the_output_layer_with_t
     layout for torch's kernels): the logits are the output layer's, and the copy is gone after the call."""
     model = AaynForConditionalGeneration(tiny_config(vocab_size=300)).eval()
     source, mask = random_batch(3, 7, 300, [7, 4, 6])
-    original, steps = model._output_logits, []
+    original, steps = model.output_logits, []
 
     def checked(hidden_states):
         logits = original(hidden_states)
@@ -241,7 +241,7 @@ def test_decoding_steps_multiply_by_a_transposed_copy_of_the_output_layer_with_t
             steps.append(hidden_states.shape[:-1].numel())
         return logits
 
-    model._output_logits = checked
+    model.output_logits = checked
     tokens = model.generate(source, attention_mask=mask, num_beams=2, max_new_tokens=6, paper_decoding=paper_decoding)
     assert steps and max(steps) <= 6 and model._decoding_matrix is None
     assert tokens.shape[0] == 3

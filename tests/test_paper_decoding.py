@@ -180,9 +180,9 @@ def test_encoder_keys_and_values_are_kept_once_per_sentence_not_per_beam():
     rows = []
 
     def record(module, args, kwargs):
-        cache = kwargs["past_key_values"].cross_attention_cache
-        if cache.get_seq_length():
-            rows.append((cache.layers[0].keys.shape[0], args[1].shape[0], kwargs["inputs_embeds"].shape[0]))
+        encoded = kwargs["past_key_values"].encoded
+        if encoded.keys:
+            rows.append((encoded.keys[0].shape[0], args[1].shape[0], kwargs["inputs_embeds"].shape[0]))
 
     model.get_decoder().register_forward_pre_hook(record, with_kwargs=True)
     model.generate(source, attention_mask=mask, num_beams=4, max_new_tokens=5)
@@ -197,7 +197,7 @@ def test_the_search_cache_holds_what_transformers_dynamic_cache_holds():
     from aayn.model.cache_aayn import SearchCache
 
     generator = torch.Generator().manual_seed(0)
-    ours, reference = SearchCache(limit=42).self_attention_cache, DynamicCache()
+    ours, reference = SearchCache(limit=42).keys_values, DynamicCache()
     rows = 6
     for step in range(40):
         length = 3 if step == 0 else 1
@@ -253,11 +253,10 @@ def check_folded_cache(model):
     with torch.no_grad():
         for step in range(40):
             hidden = torch.randn(len(sentences) * k, 1, d, generator=generator, dtype=torch.float64)
-            folded, self_mask, cross_mask = cache.attention_layout(hidden)  # what the decoder asks of the cache
-            got_self = layer.self_attn(folded, self_mask, past_key_values=cache)[0].reshape(-1, d)
-            got_cross = layer.encoder_attn(
-                folded, cross_mask, key_value_states=encoder[sentences], past_key_values=cache
-            )[0].reshape(-1, d)
+            folded, self_mask, cross_mask = cache.layout(hidden)  # what the decoder asks of the cache
+            got_self = layer.self_attn(folded, self_mask, cache=cache)[0].reshape(-1, d)
+            got_cross = layer.encoder_attn(folded, cross_mask, key_value_states=encoder[sentences], cache=cache)[0]
+            got_cross = got_cross.reshape(-1, d)
             query, key, value = (
                 x.view(-1, heads, head_dim) for x in layer.self_attn.qkv_proj(hidden[:, 0]).chunk(3, -1)
             )
@@ -273,7 +272,7 @@ def check_folded_cache(model):
                 )
                 expected = attention(layer.encoder_attn, cross_query[row], cross_keys, cross_values, padding[sentence])
                 torch.testing.assert_close(got_cross[row], expected, rtol=0, atol=1e-12)
-            assert cache.cross_attention_cache.layers[0].keys.shape[0] == len(sentences)  # once per sentence
+            assert cache.encoded.keys[0].shape[0] == len(sentences)  # once per sentence
             parents = torch.randint(k, (len(sentences), k), generator=generator)
             paths = [list(paths[s * k + int(p)]) for s in range(len(sentences)) for p in parents[s]]
             keep = None
@@ -282,7 +281,7 @@ def check_folded_cache(model):
                 sentences = [sentences[i] for i in keep]
                 paths = [paths[i * k + b] for i in keep.tolist() for b in range(k)]
             cache.next_step(parents, keep)
-            assert cache.get_seq_length() == step + 1
+            assert cache.past_length() == step + 1
 
 
 def test_a_sentence_done_between_checks_keeps_the_hypotheses_it_was_done_with(monkeypatch):

@@ -1,5 +1,5 @@
-"""Past its first step, the search runs the decoder outside the modules' call machinery (`decoding_aayn.plain_step`)
-wherever that computes what the modules compute. Checked against the modules' own path, which a user's hook
+"""Past its first step, the search runs the decoder's own code outside the modules' call machinery
+(`AaynDecoder.step`, the modules' `forward` called directly) wherever that computes what the modules' calls compute. Checked against the modules' own path, which a user's hook
 forces (as it must: a hook has to see every step), and the cases that must keep that path."""
 
 import pytest
@@ -7,6 +7,7 @@ import torch
 from tiny_models import random_batch, tiny_config
 
 from aayn import AaynForConditionalGeneration, decoding_aayn
+from aayn.model.modeling_aayn import AaynDecoder
 
 
 def float_model(**overrides):
@@ -21,8 +22,8 @@ def test_plain_steps_decode_exactly_as_the_modules_do(attn_implementation, norm_
     model = float_model(norm_first=norm_first)
     model.config._attn_implementation = attn_implementation
     plain_steps = []
-    step = decoding_aayn.plain_step
-    monkeypatch.setattr(decoding_aayn, "plain_step", lambda *args: plain_steps.append(1) or step(*args))
+    step = AaynDecoder.step
+    monkeypatch.setattr(AaynDecoder, "step", lambda *args: plain_steps.append(1) or step(*args))
     source, mask = random_batch(3, 8, 40, [8, 3, 5])
     kwargs = dict(attention_mask=mask, num_beams=num_beams, num_return_sequences=num_beams, max_new_tokens=10)
     plain = model.generate(source, return_dict_in_generate=True, **kwargs)

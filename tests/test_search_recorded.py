@@ -93,13 +93,8 @@ def test_a_models_graphs_are_replayed_by_its_later_batches(monkeypatch):
     } <= first
     replays = sum(graph.replays for graph in graphs)
     for entry in kept_steps(model).entries:  # what a batch leaves in them (even an overflow's) is never read
-        slots, cross = entry.slots, entry.slots.cross_attention_cache.layers
-        for buffer in [
-            *slots.keys,
-            *slots.values,
-            *(layer.keys for layer in cross),
-            *(layer.values for layer in cross),
-        ]:
+        slots = entry.slots
+        for buffer in [*slots.keys, *slots.values, *slots.cross_keys, *slots.cross_values]:
             buffer.fill_(float("nan"))
     again = batch([8, 6, 3, 8, 2, 5, 7, 1, 4, 8, 3], 11)  # other sentences of the same sizes
     assert not first & again and sum(graph.replays for graph in graphs[: len(first)]) > replays

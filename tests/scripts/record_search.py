@@ -53,9 +53,9 @@ def model(seed: int, attn: str = "sdpa") -> AaynForConditionalGeneration:
     config._attn_implementation = attn
     built = AaynForConditionalGeneration(config).double().eval()
     # eos likelier (by e^1.5), so that hypotheses end at different steps and every stopping rule decides
-    logits = built._output_logits
+    logits = built.output_logits
     eos_bias = torch.zeros(VOCAB, dtype=torch.float64).index_fill(0, torch.tensor([config.eos_token_id]), 1.5)
-    built._output_logits = lambda hidden_states: logits(hidden_states) + eos_bias.to(hidden_states.dtype)
+    built.output_logits = lambda hidden_states: logits(hidden_states) + eos_bias.to(hidden_states.dtype)
     return built
 
 

@@ -1,26 +1,130 @@
-"""The decoder's caches during §6.1's search (`search_aayn.paper_search`), in two families.
+"""The decoder's caches: one protocol (`DecoderCache`) that every key/value store implements, and the stores.
+
+`DecoderCache` is all the decoder's attention asks of a cache: how the step is laid out and masked (`layout`), the
+positions stored before it (`past_length`, `position_encoding`), self-attention's keys and values with this step's
+(`self_attention`) and the encoder's, projected once (`cross_attention`). The base class is no cache at all
+(training, the encoder); transformers' `EncoderDecoderCache`, which transformers' own `generate` hands the model, is
+read through `TransformersCache`. §6.1's search has two families of its own:
 
 - `FoldedSearchCache` (sdpa and eager models, the default): the k beams of a sentence fold into its k queries;
   the encoder's keys and values are kept once per sentence, self-attention keys and values in slots that never
-  move, and each step's masks say which slots are on a beam's path. The decoder asks it how to lay out a step
-  (`attention_layout`).
-- `SearchCache` (kernels that need one key row per query row: flash, flex): transformers' cache interface over
-  growing in-place buffers, reordered with the beams.
+  move, and each step's masks say which slots are on a beam's path.
+- `SearchCache` (kernels that need one key row per query row: flash, flex): growing in-place buffers, reordered
+  with the beams.
 
-Both drop the sentences that leave the search and follow the beams' parents in one call (`next_step`). This file
-travels with every saved checkpoint (the search imports it): it imports only torch and transformers.
+Both drop the sentences that leave the search and follow the beams' parents in one call (`next_step`); the static
+buffers of the graphed steps (`graph_aayn.StaticSlots`) implement the same protocol. This file travels with every
+saved checkpoint (the model imports it): it imports only torch and transformers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
-from transformers.cache_utils import DynamicCache
 
 from .ops_aayn import additive_bias
 
 # attention functions that take the folded layout's additive masks (FoldedSearchCache); others (flash, flex) get
 # the encoder's keys once per beam
 FOLDING_ATTENTION = ("sdpa", "eager")
+
+Masks = tuple[torch.Tensor | None, torch.Tensor | None]
+
+
+class DecoderCache:
+    """What the decoder's attention asks of a cache, the same for every store; this base keeps nothing (every key
+    and value computed anew: training, the encoder)."""
+
+    def past_length(self) -> int:
+        """The positions stored before this step."""
+        return 0
+
+    def position_encoding(self, encodings: torch.Tensor) -> torch.Tensor:
+        """(1, d_model): the row of `encodings` (§3.5, one row a position) of the position this step writes."""
+        past = self.past_length()
+        return encodings[past : past + 1]
+
+    def layout(self, hidden_states: torch.Tensor, masks: Callable[[], Masks]) -> tuple[torch.Tensor, ...]:
+        """The step's embedded input as the layers read it, then the masks of self-attention and encoder-decoder
+        attention; `masks()` builds the usual ones (from the padding masks, a row per query)."""
+        return (hidden_states, *masks())
+
+    def self_attention(self, layer_idx: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Self-attention's keys and values of layer `layer_idx` (B, nh, positions, hs), this step's (B, nh, T, hs)
+        after those stored."""
+        return key, value
+
+    def cross_attention(self, layer_idx: int, project: Callable[[], tuple]) -> tuple[torch.Tensor, ...]:
+        """The encoder's keys and values of layer `layer_idx`: `project()` computes them; a cache keeps them from
+        its first step."""
+        return project()
+
+    def observe_cross(self, attention, query: torch.Tensor, key: torch.Tensor, mask) -> None:
+        """Called by every encoder-decoder attention with its query, keys and mask (the search's alignments)."""
+
+
+NO_CACHE = DecoderCache()
+
+
+class TransformersCache(DecoderCache):
+    """transformers' `EncoderDecoderCache` (what its `generate` passes) read through the protocol."""
+
+    def __init__(self, cache):
+        self.cache = cache
+
+    def past_length(self) -> int:
+        return self.cache.get_seq_length()
+
+    def self_attention(self, layer_idx: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.cache.self_attention_cache.update(key, value, layer_idx)
+
+    def cross_attention(self, layer_idx: int, project: Callable[[], tuple]) -> tuple[torch.Tensor, ...]:
+        if self.cache.is_updated.get(layer_idx):
+            layer = self.cache.cross_attention_cache.layers[layer_idx]
+            return layer.keys, layer.values
+        key, value = project()  # read at every step after this one: contiguous
+        key, value = self.cache.cross_attention_cache.update(key.contiguous(), value.contiguous(), layer_idx)
+        self.cache.is_updated[layer_idx] = True
+        return key, value
+
+
+def decoder_cache(past_key_values) -> DecoderCache:
+    """The protocol over what the decoder was given: one of its own, transformers' cache, or none."""
+    if past_key_values is None:
+        return NO_CACHE
+    return past_key_values if isinstance(past_key_values, DecoderCache) else TransformersCache(past_key_values)
+
+
+class _EncoderKeysValues:
+    """The encoder's keys and values per layer, projected at a search's first step (contiguous: every later step
+    reads them)."""
+
+    def __init__(self):
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+
+    def get(self, layer_idx: int, project: Callable[[], tuple]) -> tuple[torch.Tensor, torch.Tensor]:
+        if layer_idx == len(self.keys):
+            key, value = project()
+            self.keys.append(key.contiguous())
+            self.values.append(value.contiguous())
+        return self.keys[layer_idx], self.values[layer_idx]
+
+    def keep(self, rows: torch.LongTensor) -> None:
+        self.keys = [tensor.index_select(0, rows) for tensor in self.keys]
+        self.values = [tensor.index_select(0, rows) for tensor in self.values]
+
+
+def path_bias(ancestry: torch.Tensor, dtype: torch.dtype, unwritten: torch.Tensor | None = None) -> torch.Tensor:
+    """Self-attention's additive bias over folded beams' slots (n, 1, k, positions * k): 0 where slot p * k + b is
+    on a beam's path (`ancestry` (n, k, positions): the beam whose slot each beam's position p reads), and, with
+    `unwritten` (positions,), also blocked at the positions it marks."""
+    n, k, positions = ancestry.shape
+    off_path = ancestry[:, :, :, None] != torch.arange(k, device=ancestry.device)  # (n, k, positions, k)
+    if unwritten is not None:
+        off_path |= unwritten[None, None, :, None]
+    return additive_bias(off_path, dtype).view(n, 1, k, positions * k)
 
 
 class _GrowingKeysValues:
@@ -80,21 +184,24 @@ class _GrowingKeysValues:
         return grown
 
 
-class SearchCache:
+class SearchCache(DecoderCache):
     """The decoder's cache during `paper_search` for kernels that need one key row per query row (flash, flex):
-    what the decoder reads of transformers' EncoderDecoderCache (`self_attention_cache.update`,
-    `cross_attention_cache`, `is_updated`, `get_seq_length`), with growing in-place buffers for self-attention
-    (`_GrowingKeysValues`); the encoder's keys and values, one row per beam, are computed once and kept in a
-    DynamicCache."""
+    growing in-place buffers for self-attention (`_GrowingKeysValues`); the encoder's keys and values, one row per
+    beam, projected at the first step. The decoder builds its usual masks (`layout`)."""
 
     def __init__(self, limit: int, beams: int = 1):
-        self.self_attention_cache = _GrowingKeysValues(limit)
-        self.cross_attention_cache = DynamicCache()
-        self.is_updated: dict[int, bool] = {}
+        self.keys_values = _GrowingKeysValues(limit)
+        self.encoded = _EncoderKeysValues()
         self.k = beams
 
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.self_attention_cache.get_seq_length(layer_idx)
+    def past_length(self) -> int:
+        return self.keys_values.get_seq_length()
+
+    def self_attention(self, layer_idx: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.keys_values.update(key, value, layer_idx)
+
+    def cross_attention(self, layer_idx: int, project: Callable[[], tuple]) -> tuple[torch.Tensor, ...]:
+        return self.encoded.get(layer_idx, project)
 
     def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
         """After a step: each sentence's new beams continue its beams `parents` (n, k) (None: each its own), then
@@ -105,9 +212,9 @@ class SearchCache:
         if keep is not None:
             kept = (keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1)  # (m * k,) their beams' rows
             rows = kept if rows is None else rows[kept]
-            self.cross_attention_cache.reorder_cache(kept)
+            self.encoded.keep(kept)
         if rows is not None:
-            self.self_attention_cache.reorder_cache(rows)
+            self.keys_values.reorder_cache(rows)
 
 
 class _BeamSlots:
@@ -174,13 +281,13 @@ class _BeamSlots:
         self.ancestry = self.ancestry[sentences]
 
 
-class FoldedSearchCache:
+class FoldedSearchCache(DecoderCache):
     """The decoder's cache during `paper_search` where the beams of a sentence fold (sdpa and eager models): it
-    stores keys, values and the masks of each step, and the model's attention computes (the decoder asks it
-    `attention_layout`: the k beams of a sentence as its k queries, and the step's masks).
+    stores keys, values and the masks of each step, and lays the step out (`layout`: the k beams of a sentence as
+    its k queries, and the step's masks).
 
-    - Encoder-decoder attention: the encoder's keys and values once per sentence (in a DynamicCache, written at
-      the first step), never copied per beam nor reordered with the beams; padding is masked by a bias built once.
+    - Encoder-decoder attention: the encoder's keys and values once per sentence (written at the first step),
+      never copied per beam nor reordered with the beams; padding is masked by a bias built once.
     - Self-attention: keys and values in slots that never move (`_BeamSlots`), with each live beam's path
       through them (its `ancestry`): each step's bias masks the slots off a beam's path. Reordering beams
       (`next_step`) changes only the paths.
@@ -188,39 +295,44 @@ class FoldedSearchCache:
 
     def __init__(self, limit: int, beams: int, encoder_padding: torch.Tensor, dtype: torch.dtype):
         self.folded_beams = beams
-        self.self_attention_cache = _BeamSlots(limit, beams, encoder_padding.shape[0], encoder_padding.device)
-        self.cross_attention_cache = DynamicCache()
-        self.is_updated: dict[int, bool] = {}
+        self.slots = _BeamSlots(limit, beams, encoder_padding.shape[0], encoder_padding.device)
+        self.encoded = _EncoderKeysValues()
         blocked = (encoder_padding == 0)[:, None, None, :]  # (n, 1, 1, S)
         self.padding_bias = additive_bias(blocked, dtype)
         self.dtype = dtype
         self.record_cross = None  # the search's alignments: `decoding_aayn.CrossAttentionRecorder`, when asked
 
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.self_attention_cache.written
+    def past_length(self) -> int:
+        return self.slots.written
 
-    def attention_layout(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """What the decoder asks of this step (which it begins): its input (n * k, 1, d) laid out with a sentence's
-        k beams as its k queries (n, k, d), and the additive masks of self-attention (n, 1, k, positions * k: 0 on
-        a beam's own path) and encoder-decoder attention (n, 1, 1, S: 0 on the source's tokens)."""
-        slots, k = self.self_attention_cache, self.folded_beams
+    def layout(self, hidden_states: torch.Tensor, masks=None) -> tuple[torch.Tensor, ...]:
+        """The step (which this begins): its input (n * k, 1, d) laid out with a sentence's k beams as its k
+        queries (n, k, d), and the additive masks of self-attention (n, 1, k, positions * k: 0 on a beam's own
+        path) and encoder-decoder attention (n, 1, 1, S: 0 on the source's tokens)."""
+        slots, k = self.slots, self.folded_beams
         slots.begin_step()
         folded = hidden_states.view(-1, k, hidden_states.shape[-1])
         if k == 1:
             return folded, None, self.padding_bias  # one beam: every slot is on its path
-        beam = torch.arange(k, device=slots.ancestry.device)
-        off_path = slots.ancestry[:, :, :, None] != beam  # (n, k, positions, k)
-        path_bias = additive_bias(off_path, self.dtype).view(-1, 1, k, slots.written * k)
-        return folded, path_bias, self.padding_bias
+        return folded, path_bias(slots.ancestry, self.dtype), self.padding_bias
+
+    def self_attention(self, layer_idx: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.slots.update(key, value, layer_idx)
+
+    def cross_attention(self, layer_idx: int, project: Callable[[], tuple]) -> tuple[torch.Tensor, ...]:
+        return self.encoded.get(layer_idx, project)
+
+    def observe_cross(self, attention, query: torch.Tensor, key: torch.Tensor, mask) -> None:
+        if self.record_cross is not None:
+            self.record_cross(attention, query, key, mask)
 
     def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
         """After a step: each sentence's new beams continue its beams `parents` (n, k) (None: each its own), then
         only the sentences `keep` (m,) go on (None: all). Beams only change their paths; no key or value moves
         unless sentences leave."""
-        slots = self.self_attention_cache
         if parents is not None:
-            slots.follow(parents)
+            self.slots.follow(parents)
         if keep is not None:
-            slots.keep(keep)
+            self.slots.keep(keep)
             self.padding_bias = self.padding_bias[keep]
-            self.cross_attention_cache.reorder_cache(keep)
+            self.encoded.keep(keep)

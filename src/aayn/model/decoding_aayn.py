@@ -4,11 +4,11 @@ reorders or drops rows of its cache. `paper_search` (search_aayn.py) gets one fr
 and calls nothing else of the model.
 
 Which path computes a step is decided here. The first step runs the decoder's `forward` (it writes the encoder's
-keys and values into the cache); past it, a step whose beams fold (`FoldedSearchCache`) runs the same functions
-on the same weights with the modules' `forward` called directly (`plain_step`), without the module calls, output
-recording and dropout calls that take a sizeable share of a small model's step, wherever that computes what
-`forward` would (`plain_steps`). This file travels with every saved checkpoint (the model file imports it): it
-imports only torch and transformers.
+keys and values into the cache); past it, a step whose beams fold (`FoldedSearchCache`) runs the same code,
+`AaynDecoder.step`, with the modules' `forward` called directly, without the module calls, output recording and
+dropout calls that take a sizeable share of a small model's step, wherever that computes what `forward` would
+(`plain_steps`). This file travels with every saved checkpoint (the model file imports it): it imports only torch
+and transformers.
 """
 
 from __future__ import annotations
@@ -44,9 +44,14 @@ class AaynDecodingMixin:
         start = self.config.decoder_start_token_id if start is None else start
         return Decoding(self, input_ids, attention_mask, num_beams, longest, use_cache, start, alignment, graphs)
 
-    def _output_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """lm_head(hidden_states), read from the CPU decoding layout while `generate` holds one (ops_aayn)."""
+    def output_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """lm_head(hidden_states) (§3.4's pre-softmax projection), read from the CPU decoding layout while
+        `generate` holds one (ops_aayn)."""
         return output_logits(self.lm_head, hidden_states, getattr(self, "_decoding_matrix", None))
+
+    def next_log_probs(self, hidden_states: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """A step's log-probabilities of the next token, in `dtype`, from the decoder's last hidden states."""
+        return F.log_softmax(self.output_logits(hidden_states).to(dtype), dim=-1)
 
 
 class Decoding:
@@ -87,13 +92,14 @@ class Decoding:
 
     def log_probs(self, history: torch.Tensor, step: int, dtype: torch.dtype) -> torch.Tensor:
         """(n * k, vocab) log-probabilities, in `dtype`, of the next token after `history[:, :step]`."""
-        if self.graphs and step > 1:
-            if self.steps is None:
-                self.steps = GraphedSteps(self, self.longest, dtype, layers_step)
-            return self.steps.log_probs(history, step)
         if self.plain and step > 1:
-            states = plain_step(self.decoder, history[:, step - 1 : step], self.cache, self.positions)
-            return F.log_softmax(self.model._output_logits(states).to(dtype), dim=-1)
+            self.decoder.embed.warn_of_length(step)
+            if not self.graphs:
+                states = self.decoder.step(history[:, step - 1 : step], self.cache, self.positions)
+                return self.model.next_log_probs(states, dtype)
+            if self.steps is None:
+                self.steps = GraphedSteps(self, self.longest, dtype)
+            return self.steps.log_probs(history, step)
         if self.cache is None:  # the whole hypothesis again, no cache
             embeds = self.decoder.embed.embed_tokens(history[:, :step])
         else:
@@ -101,7 +107,7 @@ class Decoding:
         states = self.decoder(
             None, self.hidden, None, self.cross_mask, past_key_values=self.cache, inputs_embeds=embeds
         ).last_hidden_state
-        return F.log_softmax(self.model._output_logits(states[:, -1]).to(dtype), dim=-1)
+        return self.model.next_log_probs(states[:, -1], dtype)
 
     def next_step(self, parents: torch.LongTensor | None, keep: torch.LongTensor | None) -> None:
         """The beams continue `parents`; only the sentences `keep` go on (see `FoldedSearchCache.next_step`)."""
@@ -123,14 +129,14 @@ class Decoding:
         hidden, attention_mask, start_ids = self.idle_inputs
         embeds = self.decoder.embed.embed_tokens(start_ids)
         states = self.decoder(None, hidden, None, attention_mask, inputs_embeds=embeds).last_hidden_state
-        self.model._output_logits(states[:, -1])
+        self.model.output_logits(states[:, -1])
 
 
 class CrossAttentionRecorder:
     """Word alignments from the search itself (fairseq's `--print-alignment`): called by the encoder-decoder
-    attention of every layer at every step where the beams fold (the cache carries it: `AaynAttention.forward` and
-    `_attention_step`), it keeps layer `layer`'s weights softmax(Q K^T / sqrt(d_k) + padding) averaged over the
-    first `heads` heads, (n * k, S) in float32. The step's output is computed by its own kernel as without it."""
+    attention of every layer at every step where the beams fold (the cache carries it: `observe_cross`), it keeps layer
+    `layer`'s weights softmax(Q K^T / sqrt(d_k) + padding) averaged over the first `heads` heads, (n * k, S) in float32.
+    The step's output is computed by its own kernel as without it."""
 
     def __init__(self, layer: int, heads: int):
         self.layer, self.heads, self.weights = layer, heads, None
@@ -142,9 +148,9 @@ class CrossAttentionRecorder:
 
 
 def plain_steps(decoder) -> bool:
-    """Whether `plain_step` computes what the decoder's `forward` would: every module of the decoder in eval (no
-    dropout), none hooked (nor any module, by a global hook) or compiled, since `plain_step` runs their `forward`
-    directly; recording nothing; with sdpa or eager attention."""
+    """Whether `AaynDecoder.step` computes what the decoder's `forward` would: every module of the decoder in eval
+    (no dropout), none hooked (nor any module, by a global hook) or compiled, since the step runs their `forward`
+    directly; recording nothing; with sdpa or eager attention (a kernel of `STEP_ATTENTION`)."""
     called = any(
         module.training
         or module._forward_hooks
@@ -158,59 +164,4 @@ def plain_steps(decoder) -> bool:
     return not (called or global_hooks or recording) and plain_kernel
 
 
-def plain_step(decoder, input_ids: torch.LongTensor, cache: FoldedSearchCache, positions: torch.Tensor):
-    """A step of §6.1's search after the first (where `plain_steps` holds): the last hidden states (n * k, d_model)
-    that the decoder's `forward` gives for the beams' last tokens `input_ids` (n * k, 1). `positions`: the
-    search's §3.5 encodings, from `embed.encodings` (the same values as one position at a time)."""
-    past_length, embed = cache.get_seq_length(), decoder.embed
-    embed.warn_of_length(past_length + 1)
-    embeds = embed.embed_tokens.forward(input_ids)
-    hidden_states = embeds * embed.scale + positions[past_length : past_length + 1].to(embeds.dtype)
-    hidden_states = layers_step(decoder, *cache.attention_layout(hidden_states), cache)
-    return hidden_states.view(-1, hidden_states.shape[-1])
-
-
-def layers_step(decoder, hidden_states: torch.Tensor, self_mask, cross_mask, cache) -> torch.Tensor:
-    """The decoder's layers (and its last layer norm) at a step of folded beams, from their embedded input laid out
-    by the cache (`attention_layout`): each layer's `forward` in eval, computed by `_layer_step`."""
-    attend = STEP_ATTENTION[decoder.config._attn_implementation]
-    for layer in decoder.layers:
-        hidden_states = _layer_step(layer, hidden_states, self_mask, cross_mask, cache, attend)
-    if decoder.layer_norm is not None:
-        hidden_states = decoder.layer_norm.forward(hidden_states)
-    return hidden_states
-
-
-def _layer_step(layer, hidden_states: torch.Tensor, self_mask, cross_mask, cache: FoldedSearchCache, attend):
-    """`AaynDecoderLayer.forward` in eval: dropout is the identity, the sub-layers' modules run by `forward`."""
-    feed_forward = layer.feed_forward
-    sublayers = (
-        (lambda x: _attention_step(layer.self_attn, x, self_mask, cache, attend), layer.self_attn_norm),
-        (lambda x: _attention_step(layer.encoder_attn, x, cross_mask, cache, attend), layer.encoder_attn_norm),
-        (lambda x: feed_forward.fc2.forward(feed_forward.activation.forward(feed_forward.fc1.forward(x))),
-         layer.feed_forward_norm),
-    )  # fmt: skip
-    for sublayer, norm in sublayers:
-        output = sublayer(norm.forward(hidden_states) if layer.norm_first else hidden_states)
-        hidden_states = hidden_states + output if layer.norm_first else norm.forward(hidden_states + output)
-    return hidden_states
-
-
-def _attention_step(attention, hidden_states: torch.Tensor, mask, cache: FoldedSearchCache, attend) -> torch.Tensor:
-    """`AaynAttention.forward` at a step: the same products, the projections' `forward` called directly, the
-    encoder's keys and values read from the cache, and `attend` (`STEP_ATTENTION`) as the kernel."""
-    if attention.is_cross_attention:
-        query = attention.to_heads(attention.q_proj.forward(hidden_states))
-        layer = cache.cross_attention_cache.layers[attention.layer_idx]
-        key, value = layer.keys, layer.values
-        if cache.record_cross is not None:
-            cache.record_cross(attention, query, key, mask)
-    else:
-        qkv = attention.qkv_proj.forward(hidden_states).chunk(3, dim=-1)
-        query, key, value = (attention.to_heads(x) for x in qkv)  # (B, nh, T, hs)
-        key, value = cache.self_attention_cache.update(key, value, attention.layer_idx)
-    output = attend(attention, query, key, value, mask)
-    return attention.out_proj.forward(output.reshape(*output.shape[:2], -1))
-
-
-__all__ = ["AaynDecodingMixin", "CrossAttentionRecorder", "Decoding", "layers_step", "plain_step", "plain_steps"]
+__all__ = ["AaynDecodingMixin", "CrossAttentionRecorder", "Decoding", "plain_steps"]

@@ -17,9 +17,10 @@ batch of the same sizes as an earlier one replays that one's graph with its own 
 (`aayn translate --input`, a server) captures a graph per size met, not per batch. `forget(model)` lets them go.
 
 `GraphedSteps` takes over a `Decoding` after its first step (which writes the encoder's keys and values): the
-same functions on the same weights as `decoding_aayn.plain_step`, so the log-probabilities equal its own up to
-float rounding (the softmaxes run over the masked slots and source positions too). On a device without CUDA graphs
-the same static steps run eagerly (`replays_graphs`; tests on a CPU check them so, and captured and replayed by an
+decoder's own step (`AaynDecoder.step`) over these buffers (`StaticSlots`, a `cache_aayn.DecoderCache`), so the
+log-probabilities equal the plain search's up to float rounding (the softmaxes run over the masked slots and source
+positions too). On a device without CUDA graphs the same static steps run eagerly (`replays_graphs`; tests on a CPU
+check them so, and captured and replayed by an
 emulation of CUDA graphs). This file travels with every saved checkpoint: it imports only torch and transformers.
 """
 
@@ -29,10 +30,9 @@ import threading
 import weakref
 
 import torch
-from torch.nn import functional as F
 from transformers.utils import logging
 
-from .ops_aayn import additive_bias
+from .cache_aayn import DecoderCache, path_bias
 
 logger = logging.get_logger(__name__)
 
@@ -62,39 +62,50 @@ def rows_bucket(sentences: int) -> int:
     return max(1 << max(sentences - 1, 0).bit_length(), MIN_ROWS)
 
 
-class StaticSlots:
+class StaticSlots(DecoderCache):
     """The folded cache's self-attention with static shapes: keys and values of every position up to `capacity`
     in buffers (rows, heads, capacity * k, head_dim), each beam's path in `ancestry` (rows, k, capacity), the
     position the next step writes in the tensor `position`, the step's input `parents` (rows, k); the encoder's
-    keys and values (rows, heads, source, head_dim) and padding bias (rows, 1, 1, source). What
-    `decoding_aayn.layers_step` asks of a cache."""
+    keys and values per layer (rows, heads, source, head_dim) and padding bias (rows, 1, 1, source)."""
 
-    def __init__(self, keys, values, ancestry, position, cross, padding_bias, dtype):
+    def __init__(self, keys, values, ancestry, position, cross_keys, cross_values, padding_bias, dtype):
         self.keys, self.values, self.ancestry, self.position = keys, values, ancestry, position
-        self.cross_attention_cache, self.padding_bias, self.dtype = cross, padding_bias, dtype
+        self.cross_keys, self.cross_values = cross_keys, cross_values
+        self.padding_bias, self.dtype = padding_bias, dtype
         self.k, self.capacity = ancestry.shape[1], ancestry.shape[2]
         self.beam = torch.arange(self.k, device=ancestry.device)
         self.slot_position = torch.arange(self.capacity, device=ancestry.device)
         self.parents = self.beam.expand(ancestry.shape[0], -1).clone()  # (rows, k) the step's input
-        self.record_cross = None
 
     @classmethod
     def like(cls, folded, rows: int, capacity: int, source: int) -> StaticSlots:
         """Buffers for `rows` sentences, `capacity` positions and `source` source positions, shaped as the cache
         `folded`'s (a `FoldedSearchCache` after its first step, or `StaticSlots`)."""
-        slots = folded.self_attention_cache
-        k = slots.ancestry.shape[1]
-        sized = lambda tensor, length: tensor.new_zeros((rows, tensor.shape[1], length, tensor.shape[3]))
-        keys = [sized(tensor, capacity * k) for tensor in slots.keys]
-        values = [sized(tensor, capacity * k) for tensor in slots.values]
-        cross = _CrossRows([_Layer(sized(layer.keys, source), sized(layer.values, source))
-                            for layer in folded.cross_attention_cache.layers])  # fmt: skip
-        ancestry = slots.ancestry.new_zeros((rows, k, capacity))
+        if isinstance(folded, StaticSlots):
+            keys, values, ancestry, cross_keys, cross_values = (
+                folded.keys,
+                folded.values,
+                folded.ancestry,
+                folded.cross_keys,
+                folded.cross_values,
+            )
+        else:
+            keys, values, ancestry, _, cross_keys, cross_values, _ = cls.state(folded)
+        k = ancestry.shape[1]
+        sized = lambda tensors, length: [t.new_zeros((rows, t.shape[1], length, t.shape[3])) for t in tensors]
         position = torch.zeros((), dtype=torch.long, device=ancestry.device)
         padding = folded.padding_bias.new_empty((rows, 1, 1, source))
-        return cls(keys, values, ancestry, position, cross, padding, folded.dtype)
+        return cls(sized(keys, capacity * k), sized(values, capacity * k), ancestry.new_zeros((rows, k, capacity)),
+                   position, sized(cross_keys, source), sized(cross_values, source), padding, folded.dtype)  # fmt: skip
 
-    def load(self, keys, values, ancestry, position, cross, padding_bias, parents=None) -> None:
+    @staticmethod
+    def state(folded) -> tuple:
+        """What `load` takes, of a `FoldedSearchCache` after its first step."""
+        slots, encoded = folded.slots, folded.encoded
+        return (slots.keys, slots.values, slots.ancestry, slots.written, encoded.keys, encoded.values,
+                folded.padding_bias)  # fmt: skip
+
+    def load(self, keys, values, ancestry, position, cross_keys, cross_values, padding_bias, parents=None) -> None:
         """The state of n <= rows sentences put into these buffers: their keys and values per layer (n, heads,
         slots, head_dim; the first written * k slots read), `ancestry` (n, k, written), `position` (a number or a
         tensor), the encoder's keys and values per layer (n, heads, S, head_dim) and `padding_bias` (n, 1, 1, S),
@@ -103,8 +114,7 @@ class StaticSlots:
         n, written = ancestry.shape[0], ancestry.shape[2]
         given = [buffer[:, :, : written * self.k] for buffer in (*keys, *values)]
         pairs = list(zip([*self.keys, *self.values], given, strict=True))
-        for layer, encoded in zip(self.cross_attention_cache.layers, cross, strict=True):
-            pairs += [(layer.keys, encoded.keys), (layer.values, encoded.values)]
+        pairs += zip([*self.cross_keys, *self.cross_values], [*cross_keys, *cross_values], strict=True)
         for target, source in pairs:
             target.zero_()
             target[:n, :, : source.shape[2]].copy_(source)
@@ -123,45 +133,32 @@ class StaticSlots:
     def rows(self, sentences: torch.LongTensor) -> tuple:
         """What `load` takes, of the rows `sentences` (the state of a search's live sentences)."""
         pick = lambda tensors: [tensor.index_select(0, sentences) for tensor in tensors]
-        cross = [_Layer(*pick((layer.keys, layer.values))) for layer in self.cross_attention_cache.layers]
-        return (pick(self.keys), pick(self.values), self.ancestry.index_select(0, sentences), self.position, cross,
-                self.padding_bias.index_select(0, sentences), self.parents.index_select(0, sentences))  # fmt: skip
+        return (pick(self.keys), pick(self.values), self.ancestry.index_select(0, sentences), self.position,
+                pick(self.cross_keys), pick(self.cross_values), self.padding_bias.index_select(0, sentences),
+                self.parents.index_select(0, sentences))  # fmt: skip
 
-    @property
-    def self_attention_cache(self) -> StaticSlots:
-        return self
+    def position_encoding(self, encodings: torch.Tensor) -> torch.Tensor:
+        return encodings.index_select(0, self.position[None])
 
-    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int):
+    def self_attention(self, layer_idx: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Write the step's keys and values (rows, heads, k, head_dim) into their slots; return every slot."""
         slots = self.position * self.k + self.beam  # (k,)
         self.keys[layer_idx].index_copy_(2, slots, key)
         self.values[layer_idx].index_copy_(2, slots, value)
         return self.keys[layer_idx], self.values[layer_idx]
 
-    def layout(self, hidden_states: torch.Tensor):
-        """As `FoldedSearchCache.attention_layout`, with the beams first following their `parents`: the step's
-        input (rows, k, d), the self-attention bias (rows, 1, k, capacity * k: 0 on a beam's path up to the
-        position) and the padding bias."""
+    def cross_attention(self, layer_idx: int, project) -> tuple[torch.Tensor, ...]:
+        return self.cross_keys[layer_idx], self.cross_values[layer_idx]
+
+    def layout(self, hidden_states: torch.Tensor, masks=None) -> tuple[torch.Tensor, ...]:
+        """As `FoldedSearchCache.layout`, with the beams first following their `parents`: the step's input
+        (rows, k, d), the self-attention bias (rows, 1, k, capacity * k: 0 on a beam's path up to the position)
+        and the padding bias."""
         n, k = self.ancestry.shape[:2]
         self.ancestry.copy_(self.ancestry.gather(1, self.parents[:, :, None].expand(-1, -1, self.capacity)))
         self.ancestry.index_copy_(2, self.position[None], self.beam.expand(n, -1)[:, :, None])
-        off_path = self.ancestry[:, :, :, None] != self.beam  # (rows, k, capacity, k)
-        off_path |= (self.slot_position > self.position)[None, None, :, None]
-        bias = additive_bias(off_path, self.dtype).view(n, 1, k, self.capacity * k)
+        bias = path_bias(self.ancestry, self.dtype, unwritten=self.slot_position > self.position)
         return hidden_states.view(n, k, hidden_states.shape[-1]), bias, self.padding_bias
-
-
-class _CrossRows:
-    """The encoder's keys and values, per layer, as `decoding_aayn._attention_step` reads a cache's
-    `cross_attention_cache.layers`."""
-
-    def __init__(self, layers: list):
-        self.layers = layers
-
-
-class _Layer:
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
-        self.keys, self.values = keys, values
 
 
 class StepGraph:
@@ -176,8 +173,8 @@ class StepGraph:
         self.graph, self.output = None, None
         self.captured = replays_graphs(positions.device)  # off after a failed capture
         self.owner, self.used = None, 0
-        cross = [tensor for layer in slots.cross_attention_cache.layers for tensor in (layer.keys, layer.values)]
-        buffers = [*slots.keys, *slots.values, *cross, slots.ancestry, slots.padding_bias, self.tokens, positions]
+        buffers = [*slots.keys, *slots.values, *slots.cross_keys, *slots.cross_values, slots.ancestry,
+                   slots.padding_bias, self.tokens, positions]  # fmt: skip
         self.bytes = sum(buffer.nbytes for buffer in buffers)  # its buffers' (the graph's own memory besides)
 
     def free(self) -> bool:
@@ -245,23 +242,20 @@ class GraphedSteps:
     sizes, replayed from its CUDA graph (captured at its first use; elsewhere run eagerly). `log_probs` and
     `next_step` keep `Decoding`'s contract for the live sentences, whichever rows the graph holds."""
 
-    def __init__(self, decoding, capacity: int, dtype: torch.dtype, layers_step):
-        """`capacity`: the positions the search may write; `layers_step`: `decoding_aayn.layers_step`, the
-        decoder's layers at a step of folded beams."""
+    def __init__(self, decoding, capacity: int, dtype: torch.dtype):
+        """`capacity`: the positions the search may write."""
         # the decoding's model, not the decoding (which holds this): the step a search holds is free once it ends
         self.model, self.decoder, self.k = decoding.model, decoding.decoder, decoding.k
-        self.dtype, self.layers_step = dtype, layers_step
+        self.dtype = dtype
         folded = decoding.cache
-        self.written = folded.self_attention_cache.written  # positions begun (the host's count)
+        self.written = folded.past_length()  # positions begun (the host's count)
         sentences, source = folded.padding_bias.shape[0], folded.padding_bias.shape[3]
         self.sizes = bucket(capacity), bucket(source)
         # the weights a graph reads (the same all search long)
         self.signature = (tuple(tensor.data_ptr() for tensor in self.model.parameters()),
                           self.model.config._attn_implementation)  # fmt: skip
         self.entry = self._take(rows_bucket(sentences), folded)
-        slots = folded.self_attention_cache
-        layers = folded.cross_attention_cache.layers
-        self.entry.slots.load(slots.keys, slots.values, slots.ancestry, self.written, layers, folded.padding_bias)
+        self.entry.slots.load(*StaticSlots.state(folded))
         self._map_live(sentences, folded.padding_bias.device)
 
     def _map_live(self, sentences: int, device: torch.device) -> None:
@@ -291,20 +285,15 @@ class GraphedSteps:
 
     def step(self) -> torch.Tensor:
         """One decoder step of every row: (rows, vocab) log-probabilities in `dtype` (the graph's captured body)."""
-        decoder, model, entry = self.decoder, self.model, self.entry
-        slots, embed = entry.slots, decoder.embed
-        embeds = embed.embed_tokens.forward(entry.tokens)
-        position = entry.positions.index_select(0, slots.position[None]).to(embeds.dtype)
-        hidden_states = self.layers_step(decoder, *slots.layout(embeds * embed.scale + position), slots)
-        logits = model._output_logits(hidden_states.view(-1, hidden_states.shape[-1]))
-        slots.position.add_(1)
-        return F.log_softmax(logits.to(self.dtype), dim=-1)
+        entry = self.entry
+        states = self.decoder.step(entry.tokens, entry.slots, entry.positions)
+        entry.slots.position.add_(1)
+        return self.model.next_log_probs(states, self.dtype)
 
     def log_probs(self, history: torch.Tensor, step: int) -> torch.Tensor:
         """(live rows, vocab) log-probabilities of the next token after `history[:, :step]` (the live beams')."""
         entry = self.entry
         rows, k = entry.slots.ancestry.shape[:2]
-        self.decoder.embed.warn_of_length(self.written + 1)
         last = history[:, step - 1 : step]
         if self.live is None:
             entry.tokens.copy_(last)

@@ -24,7 +24,7 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
-from .cache_aayn import FoldedSearchCache
+from .cache_aayn import NO_CACHE, DecoderCache, decoder_cache
 from .compat_aayn import (
     CACHE_FIELD,
     OutputRecorder,
@@ -42,6 +42,7 @@ from .glossary_aayn import Glossary  # noqa: F401  (the pipeline's, copied with 
 from .graph_aayn import GraphedSteps  # noqa: F401  (4.57 copies a remote module's direct imports only)
 from .hub_aayn import AaynCardUpload, AaynOwnCodeSave
 from .ops_aayn import (
+    STEP_ATTENTION,
     AaynDropout,
     attention_implementation,
     attention_mask_for,
@@ -89,6 +90,12 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill_(shifted == -100, pad_token_id)
 
 
+def run(module: nn.Module, direct: bool, *args):
+    """module(*args), or its `forward` called directly where `direct` (a search step: in eval, no module hooked,
+    so the call machinery would only cost time; `decoding_aayn.plain_steps` decides)."""
+    return module.forward(*args) if direct else module(*args)
+
+
 def fused_linear(d_model: int, count: int) -> nn.Linear:
     """`count` projections of width d_model in one matrix: one product instead of `count`."""
     linear = nn.Linear(d_model, count * d_model)
@@ -131,33 +138,32 @@ class AaynAttention(nn.Module):
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         key_value_states: torch.Tensor | None = None,
-        past_key_values: EncoderDecoderCache | None = None,
+        cache: DecoderCache = NO_CACHE,
         implementation: str | None = None,
+        direct: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`implementation`: the attention function the stack built its masks for (eager where weights are
-        recorded); the configured one if not given. Returns the output and, from the eager path, the weights."""
+        """`cache`: where keys and values are kept (`cache_aayn.DecoderCache`); `implementation`: the attention
+        function the stack built its masks for (eager where weights are recorded), the configured one if not given;
+        `direct`: a search step (see `run`), the kernel of `STEP_ATTENTION`. Returns the output and, from the eager
+        path, the weights."""
         if self.is_cross_attention:
-            query = self.to_heads(self.q_proj(hidden_states))  # (B, nh, T, hs)
-            cache = past_key_values.cross_attention_cache if past_key_values is not None else None
-            if cache is not None and past_key_values.is_updated.get(self.layer_idx):
-                key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
-            else:
-                key, value = (self.to_heads(x) for x in self.kv_proj(key_value_states).chunk(2, -1))  # (B, nh, S, hs)
-                if cache is not None:  # read at every step after this one: contiguous
-                    key, value = cache.update(key.contiguous(), value.contiguous(), self.layer_idx)
-                    past_key_values.is_updated[self.layer_idx] = True
-            if getattr(past_key_values, "record_cross", None) is not None:  # the search's alignments
-                past_key_values.record_cross(self, query, key, attention_mask)
+            query = self.to_heads(run(self.q_proj, direct, hidden_states))  # (B, nh, T, hs)
+            project = lambda: [self.to_heads(x) for x in run(self.kv_proj, direct, key_value_states).chunk(2, -1)]
+            key, value = cache.cross_attention(self.layer_idx, project)  # (B, nh, S, hs)
+            cache.observe_cross(self, query, key, attention_mask)
         else:
-            query, key, value = (self.to_heads(x) for x in self.qkv_proj(hidden_states).chunk(3, -1))  # (B, nh, T, hs)
-            if past_key_values is not None:
-                key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)
+            qkv = run(self.qkv_proj, direct, hidden_states).chunk(3, -1)
+            query, key, value = (self.to_heads(x) for x in qkv)  # (B, nh, T, hs)
+            key, value = cache.self_attention(self.layer_idx, key, value)
 
         implementation = implementation or self.config._attn_implementation
-        attention = eager_attention_forward if implementation == "eager" else ALL_ATTENTION_FUNCTIONS[implementation]
-        dropout = self.dropout if self.training else 0.0
-        output, weights = attention(self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling)
-        return self.out_proj(output.reshape(*output.shape[:2], -1)), weights  # (B, T, d_model)
+        if direct:
+            output, weights = STEP_ATTENTION[implementation](self, query, key, value, attention_mask), None
+        else:
+            attend = eager_attention_forward if implementation == "eager" else ALL_ATTENTION_FUNCTIONS[implementation]
+            dropout = self.dropout if self.training else 0.0
+            output, weights = attend(self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling)
+        return run(self.out_proj, direct, output.reshape(*output.shape[:2], -1)), weights  # (B, T, d_model)
 
 
 class AaynFeedForward(nn.Module):
@@ -170,8 +176,9 @@ class AaynFeedForward(nn.Module):
         self.activation_dropout = AaynDropout(config.activation_dropout)
         self.fc2 = nn.Linear(ffn_dim, config.d_model)
 
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.activation_dropout(self.activation(self.fc1(hidden_states))))
+    def forward(self, hidden_states: torch.Tensor, direct: bool = False) -> torch.Tensor:
+        hidden_states = run(self.activation, direct, run(self.fc1, direct, hidden_states))
+        return run(self.fc2, direct, hidden_states if direct else self.activation_dropout(hidden_states))
 
 
 class AaynLayer(GradientCheckpointingLayer):
@@ -184,12 +191,15 @@ class AaynLayer(GradientCheckpointingLayer):
         self.norm_first = config.norm_first
         self.dropout = AaynDropout(config.dropout)
 
-    def sublayer_input(self, hidden_states: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
-        return norm(hidden_states) if self.norm_first else hidden_states
+    def sublayer_input(self, hidden_states: torch.Tensor, norm: nn.LayerNorm, direct: bool = False) -> torch.Tensor:
+        return run(norm, direct, hidden_states) if self.norm_first else hidden_states
 
-    def add_and_norm(self, hidden_states: torch.Tensor, output: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
-        hidden_states = self.dropout.add_to(hidden_states, output)
-        return hidden_states if self.norm_first else norm(hidden_states)
+    def add_and_norm(
+        self, hidden_states: torch.Tensor, output: torch.Tensor, norm: nn.LayerNorm, direct: bool = False
+    ) -> torch.Tensor:
+        """`direct` (a search step, in eval): dropout is the identity."""
+        hidden_states = hidden_states + output if direct else self.dropout.add_to(hidden_states, output)
+        return hidden_states if self.norm_first else run(norm, direct, hidden_states)
 
 
 def layer_norm(config: AaynConfig) -> nn.LayerNorm:
@@ -232,22 +242,25 @@ class AaynDecoderLayer(AaynLayer):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        encoder_hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor | None,
         attention_mask: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: EncoderDecoderCache | None = None,
+        cache: DecoderCache = NO_CACHE,
         implementation: str | None = None,
+        direct: bool = False,
     ) -> torch.Tensor:
-        x = self.sublayer_input(hidden_states, self.self_attn_norm)
-        attended, _ = self.self_attn(x, attention_mask, None, past_key_values, implementation)
-        hidden_states = self.add_and_norm(hidden_states, attended, self.self_attn_norm)
-        x = self.sublayer_input(hidden_states, self.encoder_attn_norm)
-        attended, _ = self.encoder_attn(
-            x, encoder_attention_mask, encoder_hidden_states, past_key_values, implementation
+        """`encoder_hidden_states`: None where the cache holds the encoder's keys and values (a search step)."""
+        x = self.sublayer_input(hidden_states, self.self_attn_norm, direct)
+        attended, _ = run(self.self_attn, direct, x, attention_mask, None, cache, implementation, direct)
+        hidden_states = self.add_and_norm(hidden_states, attended, self.self_attn_norm, direct)
+        x = self.sublayer_input(hidden_states, self.encoder_attn_norm, direct)
+        attended, _ = run(
+            self.encoder_attn, direct, x, encoder_attention_mask, encoder_hidden_states, cache, implementation, direct
         )
-        hidden_states = self.add_and_norm(hidden_states, attended, self.encoder_attn_norm)
-        x = self.sublayer_input(hidden_states, self.feed_forward_norm)
-        return self.add_and_norm(hidden_states, self.feed_forward(x), self.feed_forward_norm)
+        hidden_states = self.add_and_norm(hidden_states, attended, self.encoder_attn_norm, direct)
+        x = self.sublayer_input(hidden_states, self.feed_forward_norm, direct)
+        output = run(self.feed_forward, direct, x, direct)
+        return self.add_and_norm(hidden_states, output, self.feed_forward_norm, direct)
 
 
 class AaynEmbeddings(nn.Module):
@@ -278,8 +291,12 @@ class AaynEmbeddings(nn.Module):
                 ) from None
         length = inputs_embeds.shape[1]
         self.warn_of_length(past_length + length)
-        positions = self.encodings(length, inputs_embeds.device, past_length)
-        return self.dropout(inputs_embeds * self.scale + positions.to(inputs_embeds.dtype))
+        encodings = self.encodings(length, inputs_embeds.device, past_length)
+        return self.dropout(self.add_positions(inputs_embeds, encodings))
+
+    def add_positions(self, inputs_embeds: torch.Tensor, encodings: torch.Tensor) -> torch.Tensor:
+        """The scaled embeddings plus the positions' §3.5 encodings (before dropout)."""
+        return inputs_embeds * self.scale + encodings.to(inputs_embeds.dtype)
 
     def encodings(self, length: int, device: torch.device, start: int = 0) -> torch.Tensor:
         """§3.5's encodings of a sequence's positions start .. start + length - 1 (a search reads its steps' from
@@ -357,11 +374,11 @@ class AaynStack(AaynPreTrainedModel):
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embed.embed_tokens
 
-    def run_layers(self, hidden_states: torch.Tensor, call) -> torch.Tensor:
+    def run_layers(self, hidden_states: torch.Tensor, call, direct: bool = False) -> torch.Tensor:
         """`call(layer, hidden_states)` through the N layers, then the final norm."""
         for layer in self.layers:
             hidden_states = call(layer, hidden_states)
-        return hidden_states if self.layer_norm is None else self.layer_norm(hidden_states)
+        return hidden_states if self.layer_norm is None else run(self.layer_norm, direct, hidden_states)
 
 
 class AaynEncoder(AaynStack):
@@ -416,26 +433,41 @@ class AaynDecoder(AaynStack):
         **kwargs,  # output_hidden_states, return_dict, use_cache: read by capture_outputs
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         refuse_unknown("AaynDecoder.forward", kwargs, RECORDING)
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        cache = decoder_cache(past_key_values)
+        past_length = cache.past_length()
         hidden_states = self.embed(input_ids, inputs_embeds, past_length)  # (B, T, d_model)
-        shape = hidden_states.shape
+        shape, length = hidden_states.shape, hidden_states.shape[1]
         implementation = attention_implementation(self.config, output_attentions)
-        if isinstance(past_key_values, FoldedSearchCache):  # the search's cache lays its step out and masks it
-            hidden_states, self_mask, cross_mask = past_key_values.attention_layout(hidden_states)
-        else:
-            length = hidden_states.shape[1]
-            self_mask = attention_mask_for(
-                implementation, attention_mask, length, past_length + length, True, hidden_states
-            )
-            cross_mask = attention_mask_for(
+        masks = lambda: (
+            attention_mask_for(implementation, attention_mask, length, past_length + length, True, hidden_states),
+            attention_mask_for(
                 implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states
-            )
-        hidden_states = self.run_layers(
+            ),
+        )
+        hidden_states = self.layers_forward(hidden_states, masks, encoder_hidden_states, cache, implementation)
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states.view(shape))
+
+    def step(self, input_ids: torch.LongTensor, cache: DecoderCache, encodings: torch.Tensor) -> torch.Tensor:
+        """A step of §6.1's search after the first, where `decoding_aayn.plain_steps` holds: what `forward` gives
+        for the beams' last tokens `input_ids` (rows, 1) in eval, (rows, d_model), with the modules' `forward`
+        called directly and the encoder's keys and values read from `cache`. `encodings`: the search's §3.5
+        table (`embed.encodings`, the same values as one position at a time)."""
+        embeds = self.embed.embed_tokens.forward(input_ids)
+        hidden_states = self.embed.add_positions(embeds, cache.position_encoding(encodings))
+        hidden_states = self.layers_forward(hidden_states, None, None, cache, self.config._attn_implementation, True)
+        return hidden_states.view(-1, hidden_states.shape[-1])
+
+    def layers_forward(self, hidden_states, masks, encoder_hidden_states, cache, implementation, direct=False):
+        """The N layers over the embedded target, laid out and masked by the cache (`DecoderCache.layout`)."""
+        hidden_states, self_mask, cross_mask = cache.layout(hidden_states, masks)
+        return self.run_layers(
             hidden_states,
             # positional, so that gradient checkpointing passes the encoder states' gradient
-            lambda layer, x: layer(x, encoder_hidden_states, self_mask, cross_mask, past_key_values, implementation),
+            lambda layer, x: run(
+                layer, direct, x, encoder_hidden_states, self_mask, cross_mask, cache, implementation, direct
+            ),
+            direct,
         )
-        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states.view(shape))
 
 
 class AaynModel(AaynResizing, AaynPreTrainedModel):
@@ -544,7 +576,7 @@ class AaynForConditionalGeneration(AaynDecodingMixin, AaynResizing, AaynPreTrain
         self._tied_weights_keys = tied_weights_keys(self.ties())
         # stored once (under their source); listed so the Trainer's resume ties them instead of warning of them
         self._keys_to_ignore_on_save = set(self.ties())
-        self._decoding_matrix: list[torch.Tensor | None] | None = None  # see _output_logits
+        self._decoding_matrix: list[torch.Tensor | None] | None = None  # see output_logits
         self.post_init()
         # §6.1's beam size and alpha are the defaults of new models (generation_config.json keeps them)
         self.generation_config.num_beams = PAPER_NUM_BEAMS
@@ -607,7 +639,7 @@ class AaynForConditionalGeneration(AaynDecodingMixin, AaynResizing, AaynPreTrain
             logits = None  # the loss straight from the hidden states, no logits kept
             loss = fused_label_smoothed_loss(outputs.last_hidden_state, self.lm_head, labels, smoothing, items)
         else:  # logits in the parameters' precision, as Marian's: CPU autocast would not upcast a log_softmax
-            logits = self._output_logits(outputs.last_hidden_state).to(self.lm_head.weight.dtype)
+            logits = self.output_logits(outputs.last_hidden_state).to(self.lm_head.weight.dtype)
             loss = None if labels is None else label_smoothed_loss(logits, labels, smoothing, items)
         fields = {name: value for name, value in outputs.items() if name != "last_hidden_state"}  # cache and the rest
         output = Seq2SeqLMOutput(loss=loss, logits=logits, **fields)

@@ -7,8 +7,9 @@ input_ids, encoder_attention_mask, encoder_hidden_states -> logits and every lay
 row and `past_key_values.N.*` -> logits and the grown self-attention keys and values), batch and lengths dynamic,
 with what every exported folder carries beside them (`aayn.companions.write_beside_weights`). optimum-onnx needs
 transformers < 4.58, so aayn's own engine runs the graphs (`aayn.formats.onnx.engine.OnnxTranslator`).
-The graphs are exported with torch's exporter from the model's own modules (eager attention), over a stand-in for
-the transformers cache that holds plain tensors: the same code that `generate()` runs. Needs `aayn[onnx]`.
+The graphs are exported with torch's exporter from the model's own modules (eager attention), over a cache of the
+model's protocol (`DecoderCache`) that holds plain tensors: the same code that `generate()` runs. Needs
+`aayn[onnx]`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 from torch import nn
 from transformers.utils import logging
 
+from ...model.cache_aayn import DecoderCache
 from . import OnnxFolder, import_onnxruntime
 
 FILES = OnnxFolder.files  # the encoder, the first decoder step, the later steps (with the cache)
@@ -30,40 +32,31 @@ logger = logging.get_logger(__name__)
 OPSET = 18
 
 
-class _Layers:
-    """The keys and values of one attention kind per layer, as the decoder's attention modules use a transformers
-    cache: `update` (self-attention: past tensors in, present tensors out) and `layers[i].keys` (cross-attention:
-    the encoder's keys and values as the first step gave them)."""
-
-    def __init__(self, past: list[tuple[torch.Tensor, torch.Tensor]] | None, count: int, layers=()):
-        self.present: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * count
-        self.past = past
-        self.layers = [_Layer(*kv) for kv in layers]
-
-    def update(self, key: torch.Tensor, value: torch.Tensor, index: int):
-        if self.past is not None:  # self-attention: the step's keys and values after the past ones
-            past_key, past_value = self.past[index]
-            key, value = torch.cat([past_key, key], dim=2), torch.cat([past_value, value], dim=2)
-        self.present[index] = key, value
-        return key, value
-
-
-class _Layer:
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
-        self.keys, self.values = keys, values
-
-
-class _TensorCache:
-    """What aayn's decoder reads of an `EncoderDecoderCache`, over tensors the graphs take and give."""
+class _TensorCache(DecoderCache):
+    """The decoder's cache over the tensors the graphs take and give: `self_past` (later steps: each layer's past
+    self-attention keys and values, this step's appended) and `cross_past` (later steps: the encoder's keys and
+    values as the first step gave them); what a step computes is kept in `self_present` and `cross_present`."""
 
     def __init__(self, count: int, self_past=None, cross_past=None):
-        self.self_attention_cache = _Layers(self_past, count)
-        self.cross_attention_cache = _Layers(None, count, cross_past or ())  # later steps: the first step's
-        self.is_updated = {i: cross_past is not None for i in range(count)}
-        self.past_length = self_past[0][0].shape[2] if self_past else 0
+        self.self_past, self.cross_past = self_past, cross_past
+        self.self_present: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * count
+        self.cross_present: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * count
 
-    def get_seq_length(self, layer_idx: int = 0):
-        return self.past_length
+    def past_length(self):
+        return self.self_past[0][0].shape[2] if self.self_past else 0
+
+    def self_attention(self, layer_idx: int, key: torch.Tensor, value: torch.Tensor):
+        if self.self_past is not None:  # the step's keys and values after the past ones
+            past_key, past_value = self.self_past[layer_idx]
+            key, value = torch.cat([past_key, key], dim=2), torch.cat([past_value, value], dim=2)
+        self.self_present[layer_idx] = key, value
+        return key, value
+
+    def cross_attention(self, layer_idx: int, project):
+        if self.cross_past is not None:
+            return self.cross_past[layer_idx]
+        self.cross_present[layer_idx] = tuple(project())
+        return self.cross_present[layer_idx]
 
 
 class _Encoder(nn.Module):
@@ -95,9 +88,9 @@ class _Decoder(nn.Module):
         ).last_hidden_state
         outputs = [self.model.lm_head(states)]
         for i in range(self.count):
-            outputs += cache.self_attention_cache.present[i]
+            outputs += cache.self_present[i]
             if not self.with_past:
-                outputs += cache.cross_attention_cache.present[i]
+                outputs += cache.cross_present[i]
         return tuple(outputs)
 
 
