@@ -1,7 +1,7 @@
-"""Decoding on a GPU (issue 81 point 3): aayn's `generate` (§6.1's search, and greedy) against MarianMTModel's
+"""Decoding on a GPU: aayn's `generate` (§6.1's search, and greedy) against MarianMTModel's
 `generate` with the same weights, at batches of 32 and of 256 sentences: aayn with the done check every step,
 every few steps (`aayn.model.search_aayn.done_check_interval`), and every few steps with its decoder steps
-replayed from CUDA graphs (`cuda_graphs=True`, `aayn.model.graph_aayn`; run eagerly off CUDA).
+replayed from CUDA graphs (`cuda_graphs=True`, `aayn.formats.aayn.cuda_graphs`; run eagerly off CUDA).
 
     python benchmarks/decode_gpu.py [--model FOLDER --sources FILE] [--shape base|demo|host] [--device cuda]
                                     [--dtype float32|bf16] [--batches 32 256] [--beams 4 1] [--sentences 512]
@@ -30,8 +30,8 @@ import torch
 from profile_step import profiled
 
 from aayn.bench.decoding import emitted_tokens, output_tokens
+from aayn.formats.aayn.cuda_graphs import kept_steps
 from aayn.model import search_aayn
-from aayn.model.graph_aayn import kept_steps
 from aayn.model.policy_aayn import paper_length_limit
 
 # the base shape's six layers on each side, each a few numbers wide: a step's time on a CPU is its host's work

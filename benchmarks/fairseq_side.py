@@ -1,4 +1,4 @@
-"""aayn beside fairseq 0.12 on the same tokens (issue 81 point 4): a training step and a beam search of each, in one
+"""aayn beside fairseq 0.12 on the same tokens: a training step and a beam search of each, in one
 process, alternating, on the same device.
 
     python benchmarks/fairseq_side.py [--device cuda] [--shape base|big|demo] [--dtype bf16|float32]

@@ -2,7 +2,7 @@
 recipe, a run resumed from a checkpoint): the losses at each logging step (each run against the first), speed, test
 scores; each final folder loaded with `from_pretrained` (§3.4's matrix one parameter in its four holders) and, in a
 fresh process without aayn, through its own code (`auto_map`), its files against the plain run's; the final
-weights against the first run's. The GPU check of docs/measurements.md (twentieth session):
+weights against the first run's. The GPU check of docs/measurements.md (GPU):
 
     python benchmarks/fsdp_compare.py fsdp2=runs/fsdp plain=runs/plain fsdp2-resumed=runs/fsdp-resumed
 """

@@ -1,4 +1,4 @@
-"""The tables of a `benchmarks/gpu_issue81.sh` run, in markdown for docs/measurements.md, from the files it left in
+"""The tables of a `benchmarks/gpu_figures.sh` run, in markdown for docs/measurements.md, from the files it left in
 its OUT folder (env.txt, times.txt, steps.jsonl, trainer.jsonl, decode.jsonl, serve.jsonl, fairseq.jsonl): each
 table only where its file has rows.
 

@@ -1,4 +1,4 @@
-"""The search's CUDA graphs against its plain steps on the device (issue 81 point 3), before they are timed:
+"""The search's CUDA graphs against its plain steps on a GPU, before they are timed:
 every recorded search case (tests/scripts/record_search.py: float64 models, every option the search serves)
 decoded on `--device` with `cuda_graphs=True` and without, the done check every 4 steps as on an accelerator.
 

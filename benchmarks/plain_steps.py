@@ -22,8 +22,8 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=4)
     args = parser.parse_args()
-    from aayn import decoding_aayn
     from aayn.bench.decoding import serving_benchmark_inputs
+    from aayn.model import decoding_aayn
     from aayn.translation.opening import open_translator
 
     folder, texts = serving_benchmark_inputs(args.model, args.sentences, tempfile.mkdtemp(prefix="plain-steps-"))

@@ -1,4 +1,4 @@
-"""Where a training step goes (issue 81 point 1): aayn's training step (§5.4's fused label-smoothed loss, Adam) at a
+"""Where a training step goes: aayn's training step (§5.4's fused label-smoothed loss, Adam) at a
 shape and a token budget, timed and profiled with torch.profiler, its MFU counted on real (unpadded) tokens beside
 the bench's padded count.
 

@@ -1,4 +1,4 @@
-"""Where a step of the Trainer goes (issue 81 point 1, beside profile_step.py's bare step): `AaynTrainer`, the
+"""Where a step of the Trainer goes (beside profile_step.py's bare step): `AaynTrainer`, the
 Trainer of `aayn train` (max_tokens batches cut by length buckets, the collator, Accelerate's device placement, the
 divergence watch, transformers' fused Adam, the inverse square-root schedule, §5.4's loss in the model), at a
 shape and a token budget, on made-up sentences of newstest2014's lengths (the bench's sample).

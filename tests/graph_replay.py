@@ -3,7 +3,7 @@
 tensor the capture returned. So a replay sees only what a CUDA graph would see: the values in its tensors' memory
 at replay time; a number the host read or computed during capture (a position, a count) stays as it was then, and
 a tensor replaced by a new object after capture is not read. A host read during capture raises, as CUDA's does.
-(Unlike CUDA, the captured calls also run once at capture; `graph_aayn` puts back what they move.)"""
+(Unlike CUDA, the captured calls also run once at capture; `aayn.formats.aayn.cuda_graphs` puts back what they move.)"""
 
 import torch
 from host_reads import HostReads
@@ -69,8 +69,9 @@ class _StreamContext:
 
 
 def replay_graphs_on_the_cpu(monkeypatch) -> list:
-    """`graph_aayn` captures and replays its steps on the CPU with `ReplayedGraph`; returns the graphs made."""
-    monkeypatch.setattr("aayn.model.graph_aayn.replays_graphs", lambda device: True)
+    """`aayn.formats.aayn.cuda_graphs` captures and replays its steps on the CPU with `ReplayedGraph`; returns the
+    graphs made."""
+    monkeypatch.setattr("aayn.formats.aayn.cuda_graphs.replays_graphs", lambda device: True)
     monkeypatch.setattr(torch.cuda, "CUDAGraph", ReplayedGraph)
     monkeypatch.setattr(torch.cuda, "Stream", _Stream)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda *args: _Stream())

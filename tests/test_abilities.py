@@ -170,10 +170,11 @@ def test_cuda_graphs_reach_an_aayn_folders_search_and_an_export_refuses_them_in_
     folders, engine, capsys, monkeypatch, tmp_path
 ):
     """`--cuda_graphs` (with --device cuda; refused in one line on a CPU, and by `aayn score`, which runs no
-    search) reaches the search of an aayn folder's translator: its static steps (`graph_aayn`, run eagerly off
-    CUDA) translate as the plain steps do; an export, whose engine runs its own steps, refuses them in one line
+    search) reaches the search of an aayn folder's translator: its static steps (`aayn.formats.aayn.cuda_graphs`, run
+    eagerly off CUDA) translate as the plain steps do; an export, whose engine runs its own steps, refuses them in one
+    line
     before anything is loaded."""
-    from aayn.model.graph_aayn import GraphedSteps
+    from aayn.formats.aayn.cuda_graphs import GraphedSteps
     from aayn.translation.opening import open_translator
     from aayn.translation.translator import EngineOptions
 

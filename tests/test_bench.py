@@ -168,7 +168,7 @@ def test_attention_agreement_compares_each_implementation_with_eager_and_catches
 
 
 def test_the_report_of_run_bench_prints_every_part(bench_decoding, monkeypatch, capsys):
-    """The tables at the end of a long run (on a GPU, of a lent machine's scarce time) print every part that
+    """The tables at the end of a long run (on a GPU, whose time is scarce) print every part that
     run_bench produced: its own report, at tiny shapes (the decoding rows above, the demo shape tiny, the training
     rows' subprocesses replaced by fixed timings), then again without its optional parts."""
     from aayn.bench import print_table, run_bench

@@ -166,7 +166,7 @@ def test_the_trainer_shards_with_accelerates_plugin(one_process_group):
     the matrix's four holders each one unit, the parameters DTensors; then Accelerate's own FSDP2 preparation
     (`Accelerator._prepare_fsdp2`, as `accelerate launch` on GPUs runs it) keeps the sharded model as it is and
     moves the optimizer onto its parameters. (On a GPU, its lookup of the layer classes by name once failed on the
-    classes `fully_shard` makes: docs/measurements.md, twentieth session.)"""
+    classes `fully_shard` makes: docs/measurements.md, GPU.)"""
     from types import SimpleNamespace
 
     from accelerate import Accelerator

@@ -5,6 +5,7 @@ field (both request shapes, worker processes) and the pipeline's `glossary` keyw
 
 import json
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from server_helpers import Server
@@ -110,7 +111,7 @@ def test_aayn_serve_takes_a_glossary_and_gives_alignments_in_both_shapes(saved, 
     translator = TorchTranslator([model], tokenizer)
     local = translator.nbest(["one two", "three"], 1, alignment=AlignmentSettings())
     alone = translator.nbest(["three"], 1, alignment=AlignmentSettings())[0][0]
-    server = Server(None, "--pair", f"en:fr={folder}", "--workers", workers, "--max_wait_ms", 5)
+    server = Server(None, "--pair", f"en:fr={folder}", "--workers", workers, "--max_wait_ms", 5, "--max_chars", 20000)
     try:
         status, answer, _ = server.post({"q": ["one two", "three"], "source": "en", "target": "fr", "alignment": True})
         assert status == 200, answer
@@ -134,6 +135,22 @@ def test_aayn_serve_takes_a_glossary_and_gives_alignments_in_both_shapes(saved, 
             assert status == 400 and "glossary" in answer["error"], answer
         status, answer, _ = server.post({"inputs": "one", "parameters": {"glossary": [["one"]]}})
         assert status == 400 and "glossary" in answer["error"]
+        # what no search can hold is the request's fault, named in one line (400), its batch-mates translated
+        bad = [
+            ({"q": ["three", "one"], "source": "en", "target": "fr", "glossary": {"one": "</s>"}},
+             "input 2 asks for the glossary target '</s>', which holds the special token '</s>'"),
+            ({"q": "one", "source": "en", "target": "fr", "glossary": {"one": " ".join(["zzunn"] * 1200)}},
+             "input 1 asks for glossary targets of"),
+            ({"q": "<b>" * 2000 + "one" + "</b>" * 2000, "source": "en", "target": "fr", "format": "html"},
+             "q (format=html): the fragment nests 2000 inline elements inside each other; at most 100"),
+        ]  # fmt: skip
+        good = {"q": ["one two", "three"], "source": "en", "target": "fr", "glossary": {"one": "zzunn"}}
+        with ThreadPoolExecutor(2 * len(bad)) as pool:
+            answers = list(pool.map(server.post, [body for body, _ in bad] + [good] * len(bad)))
+        for (status, answer, _), (_, message) in zip(answers, bad):
+            assert status == 400 and message in answer["error"] and len(answer["error"].splitlines()) == 1, answer
+        for status, answer, _ in answers[len(bad) :]:
+            assert status == 200 and "zzunn" in answer["translatedText"][0], answer
     finally:
         code, stderr = server.stop()
     assert code == 0, stderr[-3000:]

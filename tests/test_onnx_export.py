@@ -94,16 +94,21 @@ def test_greedy_outputs_equal_the_torch_model_s_token_for_token(trained):
     assert texts == torch_translations(model, folder, verses)
 
 
-@pytest.mark.parametrize("alpha", [0.6, 1.0, -0.5])
-def test_beam_search_equals_the_paper_search_of_the_torch_model(trained, alpha):
-    """The engine's search against `generate()`'s §6.1 search (beam 4, the per-sentence limit, alpha as given)
-    on real verses, padded batches of 8: the same 3 best hypotheses, token for token, and their scores."""
+@pytest.mark.parametrize(
+    "alpha, early_stopping, min_new_tokens",
+    [(0.6, "never", 0), (1.0, "never", 0), (-0.5, "never", 0), (-0.5, "never", 4), (0.6, True, 0), (0.6, False, 0)],
+)
+def test_beam_search_equals_the_paper_search_of_the_torch_model(trained, alpha, early_stopping, min_new_tokens):
+    """The engine's search against `generate()`'s §6.1 search (beam 4, the per-sentence limit, alpha as given,
+    each stopping rule, a minimum length) on real verses, padded batches of 8: the same 3 best hypotheses, token
+    for token, and their scores."""
     folder, exported, verses = trained
     model, runtime = torch_model(folder), OnnxTranslator(exported)
     pad = model.config.pad_token_id
+    settings = DecodingSettings(4, alpha, nbest=3, early_stopping=early_stopping, min_new_tokens=min_new_tokens)
     for start in range(0, len(verses), 8):
         ids, mask = batch(folder, verses[start : start + 8])
-        found = runtime.search(ids, mask, DecodingSettings(4, alpha, nbest=3))
+        found = runtime.search(ids, mask, settings)
         out = model.generate(
             torch.from_numpy(ids),
             attention_mask=torch.from_numpy(mask),
@@ -112,7 +117,8 @@ def test_beam_search_equals_the_paper_search_of_the_torch_model(trained, alpha):
             num_return_sequences=3,
             return_dict_in_generate=True,
             length_normalization="gnmt",
-            early_stopping="never",
+            early_stopping=early_stopping,
+            min_new_tokens=min_new_tokens,
         )  # fmt: skip  §6.1's, not fairseq's
         ours = [[t for t in tokens.tolist() if t != pad] for hypotheses in found for _, tokens in hypotheses]
         assert ours == [[token for token in row if token != pad] for row in out.sequences.tolist()]

@@ -1,12 +1,14 @@
 """Past its first step, the search runs the decoder's own code outside the modules' call machinery
-(`AaynDecoder.step`, the modules' `forward` called directly) wherever that computes what the modules' calls compute. Checked against the modules' own path, which a user's hook
-forces (as it must: a hook has to see every step), and the cases that must keep that path."""
+(`AaynDecoder.step`, the modules' `forward` called directly) wherever that computes what the modules' calls
+compute. Checked against the modules' own path, which a user's hook forces (as it must: a hook has to see every
+step), and the cases that must keep that path."""
 
 import pytest
 import torch
 from tiny_models import random_batch, tiny_config
 
-from aayn import AaynForConditionalGeneration, decoding_aayn
+from aayn import AaynForConditionalGeneration
+from aayn.model import decoding_aayn
 from aayn.model.modeling_aayn import AaynDecoder
 
 

@@ -31,12 +31,12 @@ def test_the_search_decodes_as_recorded(name, options, every, graphs, monkeypatc
         monkeypatch.setattr("aayn.model.search_aayn.done_check_interval", lambda device: every)
     made = []  # the static steps' takeovers, one per model and search
     if graphs:
-        from aayn.model.graph_aayn import GraphedSteps
+        from aayn.formats.aayn.cuda_graphs import GraphedSteps
 
         options, start = {**options, "cuda_graphs": True}, GraphedSteps.__init__
         monkeypatch.setattr(GraphedSteps, "__init__", lambda self, *args: made.append(self) or start(self, *args))
     graphs_made = replay_graphs_on_the_cpu(monkeypatch) if graphs == "replayed" else None
-    monkeypatch.setattr("aayn.model.graph_aayn.MIN_ROWS", 1)  # the four sentences' rows halved down to one
+    monkeypatch.setattr("aayn.formats.aayn.cuda_graphs.MIN_ROWS", 1)  # the four sentences' rows halved down to one
     if options.get("_attn") == "flex_attention":
         pytest.importorskip("torch.nn.attention.flex_attention")
         import transformers.integrations.flex_attention as flex
@@ -61,13 +61,13 @@ def test_the_search_decodes_as_recorded(name, options, every, graphs, monkeypatc
 
 def test_a_models_graphs_are_replayed_by_its_later_batches(monkeypatch):
     """`cuda_graphs`' static steps are kept per size (rows, beams, positions, source length, rounded up:
-    `graph_aayn.bucket`) across a model's searches, captured and replayed as CUDA would (`ReplayedGraph`): a later
+    `cuda_graphs.bucket`) across a model's searches, captured and replayed as CUDA would (`ReplayedGraph`): a later
     batch of other sentences, lengths and limits within the same sizes replays the graphs an earlier one captured,
     its own state copied in, and decodes as the plain search does; weights changed in place are what a replay
     reads; a parameter replaced by another tensor has the graphs captured again."""
     from scripts.record_search import model as recorded_model
 
-    from aayn.model.graph_aayn import kept_steps
+    from aayn.formats.aayn.cuda_graphs import kept_steps
 
     graphs = replay_graphs_on_the_cpu(monkeypatch)
     monkeypatch.setattr("aayn.model.search_aayn.done_check_interval", lambda device: 3)
@@ -135,7 +135,7 @@ def test_the_kept_steps_are_few_free_before_taken_and_let_go_with_their_weights(
     """`StepGraphs.take`: a step of the key asked, never one another search holds; at most `limit` kept, and
     buffers within the budget, the least recently used free ones let go first; all let go once the weights'
     signature changes."""
-    from aayn.model.graph_aayn import StepGraph, StepGraphs
+    from aayn.formats.aayn.cuda_graphs import StepGraph, StepGraphs
 
     class Entry:
         free = StepGraph.free

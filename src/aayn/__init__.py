@@ -15,7 +15,6 @@ transformers), which is what `import aayn` promises. The command line removes th
 its arguments are known to be good.
 """
 
-from . import moved  # noqa: F401  the old import paths, answered from here on
 from .common import MissingExtra, lazy_attributes
 from .registration import register
 from .shortcuts import LORA_TARGET_MODULES, generate_ensemble, translation_pipeline

@@ -13,8 +13,8 @@ read through `TransformersCache`. §6.1's search has two families of its own:
   with the beams.
 
 Both drop the sentences that leave the search and follow the beams' parents in one call (`next_step`); the static
-buffers of the graphed steps (`graph_aayn.StaticSlots`) implement the same protocol. This file travels with every
-saved checkpoint (the model imports it): it imports only torch and transformers.
+buffers of the graphed steps (`aayn.formats.aayn.cuda_graphs.StaticSlots`, in the installed package) implement the same
+protocol. This file travels with every saved checkpoint (the model imports it): it imports only torch and transformers.
 """
 
 from __future__ import annotations
@@ -93,7 +93,9 @@ def decoder_cache(past_key_values) -> DecoderCache:
     """The protocol over what the decoder was given: one of its own, transformers' cache, or none."""
     if past_key_values is None:
         return NO_CACHE
-    return past_key_values if isinstance(past_key_values, DecoderCache) else TransformersCache(past_key_values)
+    # by its methods, not its class: the static steps' cache derives from the installed package's copy of this file,
+    # which is another class than a folder's remote-code copy
+    return past_key_values if hasattr(past_key_values, "cross_attention") else TransformersCache(past_key_values)
 
 
 class _EncoderKeysValues:

@@ -17,7 +17,6 @@ import torch
 from torch.nn import functional as F
 
 from .cache_aayn import FOLDING_ATTENTION, FoldedSearchCache, SearchCache
-from .graph_aayn import GraphedSteps
 from .ops_aayn import STEP_ATTENTION, eager_attention_forward, output_logits
 
 
@@ -40,7 +39,7 @@ class AaynDecodingMixin:
         reorders or drops rows of its cache (`next_step`); how a step is computed is decided there. `alignment`
         (layer, heads): each step also keeps that layer's cross-attention, averaged over its first heads
         (`recorded`), where the beams fold (see `Decoding.records`). `graphs`: the steps after the first with
-        static shapes, replayed from a CUDA graph (`graph_aayn.GraphedSteps`), where the plain step runs."""
+        static shapes, replayed from a CUDA graph (`cuda_graphs.GraphedSteps`), where the plain step runs."""
         start = self.config.decoder_start_token_id if start is None else start
         return Decoding(self, input_ids, attention_mask, num_beams, longest, use_cache, start, alignment, graphs)
 
@@ -98,7 +97,7 @@ class Decoding:
                 states = self.decoder.step(history[:, step - 1 : step], self.cache, self.positions)
                 return self.model.next_log_probs(states, dtype)
             if self.steps is None:
-                self.steps = GraphedSteps(self, self.longest, dtype)
+                self.steps = graphed_steps()(self, self.longest, dtype)
             return self.steps.log_probs(history, step)
         if self.cache is None:  # the whole hypothesis again, no cache
             embeds = self.decoder.embed.embed_tokens(history[:, :step])
@@ -145,6 +144,15 @@ class CrossAttentionRecorder:
         if attention.layer_idx == self.layer:  # query (n, nh, k, hs), key (n, nh, S, hs), mask (n, 1, 1, S)
             weights = eager_attention_forward(attention, query, key, key, mask, attention.scaling)[1]
             self.weights = weights[:, : self.heads].float().mean(1).reshape(-1, key.shape[2])
+
+
+def graphed_steps() -> type:
+    """`GraphedSteps`, from the installed package: a saved folder does not carry the CUDA graphs' code."""
+    try:
+        from aayn.formats.aayn.cuda_graphs import GraphedSteps
+    except ImportError as error:
+        raise ImportError(f"generate(cuda_graphs=True) needs the aayn package installed (pip install aayn): {error}")
+    return GraphedSteps
 
 
 def plain_steps(decoder) -> bool:

@@ -20,6 +20,7 @@ from transformers.utils import logging
 
 from .compat_aayn import output_vocabulary
 from .constraints_aayn import ConstrainedSearch
+from .decoding_aayn import graphed_steps
 from .ops_aayn import cpu_decoding_layout
 from .policy_aayn import (
     LENGTH_NORMALIZATIONS,
@@ -208,7 +209,7 @@ def generate(model, inputs, generation_config, paper_decoding, parent_generate, 
     |Y|^alpha), with one warning naming what did not fit the paper's search. aayn's own keywords, taken out before
     transformers sees them: `constraints` / `ordered_constraints` (target phrases each output holds) and
     `output_alignments` / `alignment_layer` / `alignment_heads` (each token's attention, kept by the search) and
-    `cuda_graphs` (the decoder's steps replayed from CUDA graphs, `graph_aayn`)."""
+    `cuda_graphs` (the decoder's steps replayed from CUDA graphs, `aayn.formats.aayn.cuda_graphs`)."""
     base = model.generation_config if generation_config is None else generation_config
     paper = model.config.paper_decoding if paper_decoding is None else paper_decoding
     kwargs.pop("labels", None)  # Seq2SeqTrainer's predict_with_generate passes them along
@@ -256,10 +257,12 @@ def _pop_alignment(kwargs: dict, config) -> tuple[int, int] | None:
 
 def _pop_cuda_graphs(kwargs: dict) -> bool:
     """`cuda_graphs` taken out of `generate`'s keywords: whether the decoder's steps after the first run with
-    static shapes, replayed from a CUDA graph on CUDA (eagerly elsewhere; `graph_aayn`)."""
+    static shapes, replayed from a CUDA graph on CUDA (eagerly elsewhere; `aayn.formats.aayn.cuda_graphs`)."""
     graphs = kwargs.pop("cuda_graphs", False)
     if not isinstance(graphs, bool):
         raise ValueError(f"`cuda_graphs` must be True or False, got {graphs!r}")  # noqa: TRY004  as transformers
+    if graphs:
+        graphed_steps()  # refused before any work where aayn is not installed
     return graphs
 
 

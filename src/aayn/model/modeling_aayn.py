@@ -39,7 +39,6 @@ from .constraints_aayn import ConstrainedSearch  # noqa: F401  (4.57 copies a re
 from .decoding_aayn import AaynDecodingMixin
 from .generation_aayn import generate as paper_generate
 from .glossary_aayn import Glossary  # noqa: F401  (the pipeline's, copied with the model's code)
-from .graph_aayn import GraphedSteps  # noqa: F401  (4.57 copies a remote module's direct imports only)
 from .hub_aayn import AaynCardUpload, AaynOwnCodeSave
 from .ops_aayn import (
     STEP_ATTENTION,
@@ -435,17 +434,13 @@ class AaynDecoder(AaynStack):
         refuse_unknown("AaynDecoder.forward", kwargs, RECORDING)
         cache = decoder_cache(past_key_values)
         past_length = cache.past_length()
-        hidden_states = self.embed(input_ids, inputs_embeds, past_length)  # (B, T, d_model)
-        shape, length = hidden_states.shape, hidden_states.shape[1]
+        hidden_states = states = self.embed(input_ids, inputs_embeds, past_length)  # (B, T, d_model)
+        (batch, length, _), source = hidden_states.shape, encoder_hidden_states.shape[1]
         implementation = attention_implementation(self.config, output_attentions)
-        masks = lambda: (
-            attention_mask_for(implementation, attention_mask, length, past_length + length, True, hidden_states),
-            attention_mask_for(
-                implementation, encoder_attention_mask, length, encoder_hidden_states.shape[1], False, hidden_states
-            ),
-        )
+        mask = lambda padding, keys, causal: attention_mask_for(implementation, padding, length, keys, causal, states)
+        masks = lambda: (mask(attention_mask, past_length + length, True), mask(encoder_attention_mask, source, False))
         hidden_states = self.layers_forward(hidden_states, masks, encoder_hidden_states, cache, implementation)
-        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states.view(shape))
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states.view(batch, length, -1))
 
     def step(self, input_ids: torch.LongTensor, cache: DecoderCache, encodings: torch.Tensor) -> torch.Tensor:
         """A step of §6.1's search after the first, where `decoding_aayn.plain_steps` holds: what `forward` gives
@@ -460,14 +455,9 @@ class AaynDecoder(AaynStack):
     def layers_forward(self, hidden_states, masks, encoder_hidden_states, cache, implementation, direct=False):
         """The N layers over the embedded target, laid out and masked by the cache (`DecoderCache.layout`)."""
         hidden_states, self_mask, cross_mask = cache.layout(hidden_states, masks)
-        return self.run_layers(
-            hidden_states,
-            # positional, so that gradient checkpointing passes the encoder states' gradient
-            lambda layer, x: run(
-                layer, direct, x, encoder_hidden_states, self_mask, cross_mask, cache, implementation, direct
-            ),
-            direct,
-        )
+        arguments = (encoder_hidden_states, self_mask, cross_mask, cache, implementation, direct)
+        # positional, so that gradient checkpointing passes the encoder states' gradient
+        return self.run_layers(hidden_states, lambda layer, x: run(layer, direct, x, *arguments), direct)
 
 
 class AaynModel(AaynResizing, AaynPreTrainedModel):

@@ -7,6 +7,8 @@ the CTranslate2 and ONNX translators and exports, scoring, the server and the be
 a CTranslate2 translation (or `aayn train --help`) does not wait for torch.
 """
 
+import math
+
 # Table 3's base model: a new model's shape (AaynConfig's defaults, `aayn train`'s recipe keys); §5.1: a shared
 # vocabulary of "about 37000 tokens" (byte-pair encoding, EN-DE)
 BASE_VOCAB_SIZE = 37000
@@ -89,6 +91,30 @@ def length_penalty(length, alpha: float, normalization: str = "gnmt"):
     if normalization == "fairseq":
         return length**alpha
     return gnmt_length_penalty(length, alpha)
+
+
+def largest_length_penalty(limits, step: int, alpha: float, normalization: str, min_step: int = 1):
+    """(n,) the largest lp a sentence's live hypotheses can still reach after `step`, for torch tensors and numpy
+    arrays alike: at the sentence's limit where lp grows with the length (alpha >= 0), else at the shortest length
+    still possible (the next step, or `min_step`, the first at which eos may end a hypothesis)."""
+    if alpha >= 0:
+        return length_penalty(limits, alpha, normalization)
+    return length_penalty(limits.clip(max=max(step + 1, min_step)), alpha, normalization)
+
+
+def search_done(finished, best_live, step: int, alpha: float, normalization: str, early_stopping, returned: int,
+                largest_lp):  # fmt: skip
+    """(n,) whether each sentence's beam search may stop, by its early-stopping rule; `finished` (n, k) the best k
+    finished scores (log P / lp, -inf where fewer), `best_live` (n,) the best live log P, `largest_lp` from
+    `largest_length_penalty`. Written once, with operators only, for the torch search (`search_aayn`) and the ONNX
+    engine's numpy one."""
+    k = finished.shape[1]
+    if early_stopping is True:  # transformers: as soon as k hypotheses finished
+        return finished[:, k - 1] > -math.inf
+    if early_stopping is False:  # transformers' heuristic: the best live beam, were it to end next
+        return finished[:, k - 1] >= best_live / length_penalty(step + 1, alpha, normalization)
+    # exact ("never"): log P only falls, so a live beam reaches at most log P / the largest lp still possible
+    return finished[:, returned - 1] >= best_live / largest_lp
 
 
 def length_penalty_in_force(given, saved) -> float:

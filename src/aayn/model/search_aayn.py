@@ -23,7 +23,7 @@ from typing import ClassVar
 import torch
 
 from .constraints_aayn import ConstrainedSearch
-from .policy_aayn import length_penalty
+from .policy_aayn import largest_length_penalty, length_penalty, search_done
 
 
 class BeamSearch:
@@ -76,7 +76,7 @@ class SearchSettings:
     ensemble_average: str = "log_probs"  # how an ensemble combines its models (`ensemble_log_probs`)
     normalization: str = "gnmt"  # lp(Y): GNMT's, or fairseq's |Y|^alpha (`policy_aayn.length_penalty`)
     alignment: tuple[int, int] | None = None  # (layer, heads): keep that cross-attention of each output token
-    cuda_graphs: bool = False  # the decoder's steps replayed from CUDA graphs (`graph_aayn`)
+    cuda_graphs: bool = False  # the decoder's steps replayed from CUDA graphs (`aayn.formats.aayn.cuda_graphs`)
 
 
 # steps between the host's reads of which sentences are done, off the CPU (`done_check_interval`)
@@ -171,7 +171,9 @@ class SearchState:
             prefix=prefix,
             rows_before=torch.arange(batch * k, device=device) if trail else None,
             finished_rows=torch.zeros((batch, k), dtype=torch.long, device=device) if trail else None,
-            largest_lp=length_penalty(limits, settings.alpha, settings.normalization) if settings.alpha >= 0 else None,
+            largest_lp=largest_length_penalty(limits, 0, settings.alpha, settings.normalization)
+            if settings.alpha >= 0
+            else None,
         )
 
     def beam_rows(self, beams: torch.Tensor) -> torch.Tensor:
@@ -447,19 +449,13 @@ def ensemble_log_probs(each: list[torch.Tensor], average: str) -> torch.Tensor:
 
 
 def _search_done(state: SearchState, best_live, step: int, settings: SearchSettings) -> torch.Tensor:
-    """(n,) whether each sentence's search may stop, by its early-stopping rule (see `paper_search`)."""
-    alpha, k, finished = settings.alpha, settings.num_beams, state.finished
-    if settings.early_stopping is True:  # transformers: as soon as k hypotheses finished
-        return torch.isfinite(finished[:, k - 1])
-    if settings.early_stopping is False:  # transformers' heuristic: the best live beam, were it to end next
-        return finished[:, k - 1] >= best_live / length_penalty(step + 1, alpha, settings.normalization)
-    # exact: log P only falls, so a live beam reaches at most log P / (the largest lp of a length still possible)
-    if alpha >= 0:  # lp grows with the length: largest at the sentence's limit (computed at the start)
-        largest_lp = state.largest_lp
-    else:  # it shrinks: largest at the shortest length still possible
-        first_end = max(step + 1, settings.min_step)
-        largest_lp = length_penalty(state.limits.clamp(max=first_end), alpha, settings.normalization)
-    return finished[:, settings.returned - 1] >= best_live / largest_lp
+    """(n,) whether each sentence's search may stop, by its early-stopping rule (`policy_aayn.search_done`)."""
+    alpha, normalization = settings.alpha, settings.normalization
+    largest_lp = state.largest_lp  # alpha >= 0: at the sentence's limit, computed at the start
+    if largest_lp is None and settings.early_stopping not in (True, False):
+        largest_lp = largest_length_penalty(state.limits, step, alpha, normalization, settings.min_step)
+    return search_done(state.finished, best_live, step, alpha, normalization, settings.early_stopping,
+                       settings.returned, largest_lp)  # fmt: skip
 
 
 def _anyone_searching(searching: bool, device: torch.device) -> bool:

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..translation.translator import AS_SAVED, DecodingSettings, EngineOptions, Translator
+from ..translation.translator import AS_SAVED, DecodingSettings, EngineOptions, TextError, Translator
 from .settings import QueueFull, ServeSettings
 
 
@@ -250,6 +250,8 @@ class WorkerTranslator(Translator):
         kind, value = self._receive()
         if kind == "error":
             raise RuntimeError(value)
+        if kind == "text_error":  # a text of the call no engine takes: the request's fault (400), not the model's
+            raise TextError(*value)
         return value
 
     def encode(self, texts: list[str]) -> list[list[int]]:
@@ -307,6 +309,8 @@ def _worker(connection, names: list[str], device: str, threads: int, setup, opti
             if method not in WORKER_METHODS:
                 raise ValueError(f"a worker answers {' and '.join(WORKER_METHODS)}, not {method!r}")
             reply = ("ok", getattr(translator, method)(*args, **kwargs))
+        except TextError as error:
+            reply = ("text_error", (error.index, error.reason))
         except Exception as error:  # noqa: BLE001  the batch answers 500; the worker goes on
             reply = ("error", one_line(error))
         connection.send(reply)

@@ -53,7 +53,10 @@ class LibreRequest:
 
         split = splitter(language)
         if self.form == "html":
-            self.documents = [Fragment(text, aligned=aligns, split=split) for text in self.q]
+            try:
+                self.documents = [Fragment(text, aligned=aligns, split=split) for text in self.q]
+            except ValueError as error:
+                raise RequestError(f"Invalid request: q (format=html): {error}") from None
             return (self.alignment or AlignmentSettings()) if aligns else self.alignment
         self.documents = [Sentences(text, split) for text in self.q]
         return self.alignment

@@ -99,7 +99,7 @@ def gathered_before_use(module: nn.Module, args) -> None:
     FSDP runs a unit's pre-forward on the first of its modules to run in a pass, and before torch 2.13 a pass ends
     only when every one of them has run; `model.shared` never runs, so after an evaluation (no backward to end the
     pass) and a reshard outside any pass (a `state_dict()`: a checkpoint, the averaging) the next forward met the
-    sharded matrix (seen on an H200 with torch 2.11: docs/measurements.md, twentieth session). A no-op otherwise."""
+    sharded matrix (seen on an H200 with torch 2.11: docs/measurements.md, GPU). A no-op otherwise."""
     from torch.distributed.tensor import DTensor
 
     if any(isinstance(parameter, DTensor) for parameter in module.parameters(recurse=False)):

@@ -18,6 +18,7 @@ import html
 from html.parser import HTMLParser
 
 KEPT_ELEMENTS = {"script", "style", "code", "pre"}  # their text is not prose to translate
+MAX_INLINE_DEPTH = 100  # inline elements inside each other in one sentence, as placed by alignments
 INLINE = {
     "a",
     "abbr",
@@ -115,6 +116,11 @@ class Fragment:
         parser.feed(source)
         parser.close()
         self.pieces = _paired(parser.pieces) if aligned else [_plain(piece) for piece in parser.pieces]
+        depth = _deepest(self.pieces)
+        if depth > MAX_INLINE_DEPTH:
+            raise ValueError(
+                f"the fragment nests {depth} inline elements inside each other; at most {MAX_INLINE_DEPTH}"
+            )
         if split is not None:
             self.pieces = _split_sentences(self.pieces, split)
         self.groups = _sentences(self.pieces)  # (first piece, end) of each slot: a text, or a sentence with markup
@@ -170,6 +176,15 @@ def _paired(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
             pieces[j], changed = ("markup", pieces[j][1]), True
         if not changed:
             return pieces
+
+
+def _deepest(pieces: list[tuple[str, str]]) -> int:
+    """The most inline elements open at once (paired "open" / "close" pieces)."""
+    depth = deepest = 0
+    for kind, _ in pieces:
+        depth += (kind == "open") - (kind == "close")
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def _name(raw: str) -> str:

@@ -273,7 +273,11 @@ class Translator:
             extra.pop("terms", None)
             if batch_terms and any(batch_terms):
                 extra["terms"] = batch_terms
-            for j, hypotheses in zip(batch, self.decode_batch(sources, settings, chosen, **extra)):
+            try:
+                decoded = self.decode_batch(sources, settings, chosen, **extra)
+            except TextError as error:  # an engine names a text by its place in the batch
+                raise TextError(todo[batch[error.index]], error.reason) from None
+            for j, hypotheses in zip(batch, decoded):
                 outputs[todo[j]] = hypotheses
         return outputs
 

@@ -14,7 +14,7 @@ from ...data.token_batches import padded
 from ...model.glossary_aayn import term_ids
 from ...model.policy_aayn import FOLDER_RULES, folder_rules, source_limit
 from ...translation.alignment import attention_alignments
-from ...translation.translator import DecodingSettings, Translator
+from ...translation.translator import DecodingSettings, TextError, Translator
 from . import AaynFolder
 
 
@@ -55,6 +55,25 @@ class TorchTranslator(Translator):
             options["cuda_graphs"] = True
         return options
 
+    def check_terms(self, terms: list[list[str]], phrases: list[list[list[int]]], sources, settings) -> None:
+        """TextError (the text's place in the batch) for a glossary target that no search can hold: one of no
+        tokens or with eos or pad among them, or targets longer together than the sentence's length limit."""
+        config, tokenizer = self.model.config, self.tokenizer
+        banned = {config.eos_token_id, config.pad_token_id}
+        for row, (words, ids, source) in enumerate(zip(terms, phrases, sources)):
+            for term, phrase in zip(words, ids):
+                special = [token for token in phrase if token in banned]
+                if not phrase or special:
+                    held = (
+                        f"the special token {tokenizer.convert_ids_to_tokens(special[0])!r}" if special else "no tokens"
+                    )
+                    raise TextError(row, f"asks for the glossary target {term!r}, which holds {held}")
+            limit = settings.limits(len(source))
+            if sum(map(len, ids)) > limit - 1:
+                count = sum(map(len, ids))
+                raise TextError(row, f"asks for glossary targets of {count} tokens together: more than its length "
+                                     f"limit ({limit} tokens, eos included) leaves room for")  # fmt: skip
+
     @torch.inference_mode()
     def decode_batch(
         self,
@@ -71,6 +90,7 @@ class TorchTranslator(Translator):
         options = self.generate_options(settings)
         if terms is not None:
             options["constraints"] = [[term_ids(tokenizer, term) for term in each] for each in terms]
+            self.check_terms(terms, options["constraints"], sources, settings)
         if alignment is not None:  # kept by the search as it chooses each token (the first model's, in an ensemble)
             layer, heads = alignment.check(model.config)
             options.update(output_alignments=True, alignment_layer=layer, alignment_heads=heads)

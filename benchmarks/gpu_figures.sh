@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 81 on a lent GPU. Point 1: where a training step goes (benchmarks/profile_step.py: median step, target
+# The GPU figures (docs/measurements.md, GPU), in one run on one GPU. Training: where a training step goes (benchmarks/profile_step.py: median step, target
 # tokens/s, MFU on real and padded tokens, host time, kernel time, launches, scalar reads, syncs) at the base shape with
 # 4,096 and ~25k tokens a step, float32 (TF32), bf16 autocast and bf16 weights with float32 master weights (fairseq's
 # --bf16), eager and compiled (at 4,096 also compiled with
@@ -11,7 +11,7 @@
 # `evaluate`, installed from .gpu/whl where the device lacks them (pandas from .gpu/whl-pandas where it lacks that:
 # `pip download --no-deps --python-version 3.12 --only-binary=:all:` of datasets, evaluate, dill, multiprocess,
 # xxhash, fsspec; pandas, python-dateutil, tzdata).
-# Point 3: decoding: the CUDA graphs' outputs against the plain steps' on every recorded search case
+# Decoding: the CUDA graphs' outputs against the plain steps' on every recorded search case
 # (benchmarks/graphs_check.py), then (benchmarks/decode_gpu.py) aayn's generate, its done check every step and
 # every 4, and every 4 with its decoder steps replayed from CUDA graphs (cuda_graphs=True), against
 # MarianMTModel's with the same weights, beam 4 and greedy, batches of 32 and 256: the base shape at its initial
@@ -21,7 +21,7 @@
 # the verses 5 times over) with and without --cuda_graphs; `aayn serve --device cuda` at 32
 # clients with and without --cuda_graphs (benchmarks/serve_load.py; starlette, uvicorn, prometheus_client and
 # the sentence splitters' wheels carried in .gpu/whl-serve, srt built as a wheel from its sdist).
-# Point 4: fairseq 0.12 beside aayn on the same tokens (benchmarks/fairseq_side.py: a training step at each token
+# Against fairseq: fairseq 0.12 beside aayn on the same tokens (benchmarks/fairseq_side.py: a training step at each token
 # budget, beam 4 on 32 sentences), from .gpu/fairseq-site.tar.xz: fairseq-fixed 0.12.3.1's cp312 wheel (the index
 # has one) and hydra-core 1.3.2, omegaconf 2.3.0, antlr4-python3-runtime 4.9.3, bitarray, sacrebleu, portalocker,
 # tabulate, colorama, lxml, installed with `pip install --no-deps --target fairseq-site` by a Python 3.12, then
@@ -29,10 +29,11 @@
 # imported by a translation model) removed, packed with `tar cJf`.
 # STAGES picks the parts (default: train trainer graphs decode compiled cli serve demo big fairseq trainer_graphs,
 # in that order; a rerun names those the first did not reach, as times.txt says); TOTAL_S (540) bounds the run.
-# On the device: run(command="OUT=$OUT bash benchmarks/gpu_issue81.sh", carry=[".gpu"], timeout_s=590).
+# Run as `OUT=DIR bash benchmarks/gpu_figures.sh` from the checkout with .gpu/ beside src/ (the GPU machine has no
+# network: what it lacks travels in .gpu/).
 # Printed last, and kept in OUT/summary.md: the tables for docs/measurements.md (benchmarks/gpu_summary.py).
 # Needs the device's torch and transformers and this tree (src/ on PYTHONPATH); CPU smoke run:
-#   OUT=/tmp/o DEVICE=cpu SHAPE=demo TOKENS="256 512" STEPS=2 SENTENCES=16 bash benchmarks/gpu_issue81.sh
+#   OUT=/tmp/o DEVICE=cpu SHAPE=demo TOKENS="256 512" STEPS=2 SENTENCES=16 bash benchmarks/gpu_figures.sh
 T0=$SECONDS
 say() { echo "[$((SECONDS - T0)) s] $*" | tee -a $OUT/times.txt; }
 PY=${PY:-python3}; DEVICE=${DEVICE:-cuda}; SHAPE=${SHAPE:-base}; TOKENS=${TOKENS:-"4096 25000"}; STEPS=${STEPS:-20}
@@ -41,11 +42,11 @@ mkdir -p $OUT
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; $PY -c 'import torch, transformers
 print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'; lscpu | grep "Model name"; nproc; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
-# the parts, in the order of what the issue needs most; a rerun names those the first run did not reach
+# the parts, the most needed first; a rerun names those the first run did not reach
 STAGES=${STAGES:-"train trainer graphs decode compiled cli serve demo big fairseq trainer_graphs"}
 SENTENCES=${SENTENCES:-256}; TOTAL_S=${TOTAL_S:-540}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-# each part gets its own limit within what is left of TOTAL_S (the device tool stops a command at 600 s)
+# each part gets its own limit within what is left of TOTAL_S (a command on the GPU machine is stopped at 600 s)
 within() { local left=$((TOTAL_S - (SECONDS - T0))); echo $(( left < $1 ? (left > 5 ? left : 5) : $1 )); }
 P="$PY benchmarks/profile_step.py --device $DEVICE --steps $STEPS"
 D="$PY benchmarks/decode_gpu.py --device $DEVICE --sentences $SENTENCES --repeats 2"
