@@ -87,7 +87,7 @@ def main() -> None:
     from transformers import AutoTokenizer, MarianMTModel
 
     from aayn import AaynConfig, AaynForConditionalGeneration
-    from aayn.marian import marian_config_for, marian_state_dict_from_aayn
+    from aayn.formats.marian.weights import marian_config_for, marian_state_dict_from_aayn
 
     torch.manual_seed(0)
     if args.model:
@@ -96,7 +96,7 @@ def main() -> None:
             AutoTokenizer.from_pretrained(args.model),
         )
     else:
-        from aayn.bench.common import DEMO_SHAPE
+        from aayn.bench.demo import DEMO_SHAPE
 
         config = AaynConfig(**{"base": {}, "demo": DEMO_SHAPE, "host": HOST_SHAPE}[args.shape])
         model, tokenizer = AaynForConditionalGeneration(config), None

@@ -4,15 +4,16 @@
                                         [--aayn_init marian] [--key value ...]
 
 Same recipe, data, tokenizer, seed, steps and Trainer; only the model class differs (MarianMTModel configured by
-`aayn.marian.marian_config_for`: same widths, layers, heads, vocabulary, sinusoidal positions, post-norm, scaled
-and tied embeddings, N(0, init_std) weights). Each model decodes the test split its own way with the recipe's
+`aayn.formats.marian.weights.marian_config_for`: same widths, layers, heads, vocabulary, sinusoidal positions,
+post-norm, scaled and tied embeddings, N(0, init_std) weights). Each model decodes the test split its own way with the
+recipe's
 beams and length penalty (AAYN: the paper's beam search, GNMT's penalty; Marian: transformers' beam search).
 One seed cannot separate two models that learn equally fast, so `--seeds` trains both arms once per seed
 (alternating) and prints every run and the mean. Prints test BLEU / chrF / loss and wall time of each.
 
 `--aayn_init marian` pairs the arms: AAYN starts from the very weights Marian's arm draws for the same seed
-(mapped by `aayn.marian.aayn_state_dict_from_marian`), so what is left between them is the model code, dropout
-masks and rounding, not the luck of the initial draw. `--arms` runs only some arms (e.g. `--arms aayn`).
+(mapped by `aayn.formats.marian.weights.aayn_state_dict_from_marian`), so what is left between them is the model code,
+dropout masks and rounding, not the luck of the initial draw. `--arms` runs only some arms (e.g. `--arms aayn`).
 """
 
 import copy
@@ -24,8 +25,8 @@ import time
 
 from transformers import MarianMTModel
 
-from aayn.cli.common import setup_logging
-from aayn.marian import aayn_state_dict_from_marian, marian_config_for
+from aayn.cli.arguments import setup_logging
+from aayn.formats.marian.weights import aayn_state_dict_from_marian, marian_config_for
 from aayn.training.arguments import parse_arguments
 from aayn.training.job import run_plan
 from aayn.training.model import build_model

@@ -222,7 +222,7 @@ def main() -> int:
     parser.add_argument("--work", default=tempfile.mkdtemp(prefix="files-vs-"))
     parser.add_argument("--output", help="a JSON file for the table")
     args = parser.parse_args()
-    from aayn.hub import card_metadata
+    from aayn.cards import card_metadata
 
     work = Path(args.work)
     (work / "in").mkdir(parents=True, exist_ok=True)

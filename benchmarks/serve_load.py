@@ -157,7 +157,7 @@ def pipeline_arm(args, texts: list[str]) -> dict:
 
 
 def main() -> None:
-    from aayn.bench.common import demo_run_model
+    from aayn.bench.demo import demo_run_model
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=demo_run_model())

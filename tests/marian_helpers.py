@@ -63,11 +63,13 @@ def tiny_marian(
     seed=0,
     multi: bool = False,
     d_model: int | None = None,
+    scale_embedding: bool = True,
 ) -> Path:
     """A MarianMTModel (d_model 16, two layers a side, non-zero final_logits_bias) trained `steps` steps by
-    transformers on the numbers corpus (en -> fr), and its MarianTokenizer, saved into `folder`. `multi`: a
-    multi-target model as OPUS-MT's en-mul (d_model 32 unless given): `>>fr<<` or `>>es<<` before the English text
-    asks French or Spanish (200 steps make its outputs differ by target)."""
+        transformers on the numbers corpus (en -> fr), and its MarianTokenizer, saved into `folder`. `multi`: a
+        multi-target model as OPUS-MT's en-mul (d_model 32 unless given): `>>fr<<` or `>>es<<` before the English text
+        asks French or Spanish (200 steps make its outputs differ by target). `scale_embedding`: OPUS-MT's configs set
+    it (embeddings times sqrt(d_model)); MarianConfig's default does not."""
     from training_helpers import FR
     from transformers import GenerationConfig, MarianConfig, MarianMTModel, MarianTokenizer
 
@@ -107,7 +109,7 @@ def tiny_marian(
         decoder_layers=2,
         encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32,
         activation_function=activation, max_position_embeddings=64, pad_token_id=pad, eos_token_id=0,
-        decoder_start_token_id=pad, share_encoder_decoder_embeddings=shared,
+        decoder_start_token_id=pad, share_encoder_decoder_embeddings=shared, scale_embedding=scale_embedding,
     )  # fmt: skip
     torch.manual_seed(seed)
     model = MarianMTModel(config)

@@ -171,7 +171,7 @@ def test_the_search_keeps_the_attention_that_chose_each_token(beams, returned, l
     torch.manual_seed(7)
     model = AaynForConditionalGeneration(tiny_config(vocab_size=14)).eval()
     ids, mask = random_batch(3, 9, 14, lengths=[9, 5, 7])
-    if hooked:  # a hook on a decoder module: the decoder's own forward runs every step, not `plain_step`
+    if hooked:  # a hook on a decoder module: the decoder's own forward runs every step, not `AaynDecoder.step`
         model.model.decoder.layers[0].register_forward_hook(lambda *_: None)
     # no max_new_tokens: the limits (source + 50) differ, so sentences leave the search at different steps
     options = dict(num_beams=beams, num_return_sequences=returned, return_dict_in_generate=True)

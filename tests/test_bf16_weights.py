@@ -56,6 +56,19 @@ def test_bf16_weights_train_as_fairseqs_bf16_step(corpus, tmp_path, monkeypatch,
     written out here: the batches' bf16 gradients accumulated, clipped, copied into float32 master weights, which
     a plain (for-loop) Adam updates and which are rounded back into the bf16 model."""
     recorded = Recorded(monkeypatch)
+    master_grads = []  # per optimizer step: the norms of the gradients the optimizer updates the masters by
+
+    def recording(step):
+        def stepped(optimizer, *args, **kwargs):
+            grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+            assert {grad.dtype for grad in grads} == {torch.float32}
+            master_grads.append(sorted(grad.norm().item() for grad in grads))
+            return step(optimizer, *args, **kwargs)
+
+        return stepped
+
+    for kind in (torch.optim.Adam, torch.optim.AdamW):
+        monkeypatch.setattr(kind, "step", recording(kind.step))
     steps = dict(gradient_accumulation_steps=2, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=1.0)
     batches = dict(max_tokens=160, max_source_length=32, max_target_length=32)  # 8 micro-batches in one epoch
     model_args, data_args, args = parsed(corpus, tmp_path / "out", **steps, **batches, save_steps=4, do_predict=False)
@@ -63,6 +76,7 @@ def test_bf16_weights_train_as_fairseqs_bf16_step(corpus, tmp_path, monkeypatch,
     assert model_args.bf16_weights and not args.bf16  # the Trainer's autocast is off
     run(model_args, data_args, args)
     assert len(recorded.calls) == 8 and {state for *_, state in recorded.calls} == {(torch.bfloat16, False)}
+    assert len(master_grads) == 4
 
     reference = recorded.initial.train()
     masters = [param.detach().clone() for param in reference.parameters()]
@@ -76,6 +90,9 @@ def test_bf16_weights_train_as_fairseqs_bf16_step(corpus, tmp_path, monkeypatch,
         torch.nn.utils.clip_grad_norm_(reference.parameters(), 1.0)
         for master, param in zip(masters, reference.parameters()):
             master.grad = param.grad.float()
+        # the masters' gradients themselves (Adam and clipping would hide a scale on them in the weights)
+        expected = sorted(master.grad.norm().item() for master in masters)
+        torch.testing.assert_close(master_grads[step], expected, rtol=1e-5, atol=1e-8)
         adam.step()
         with torch.no_grad():
             for master, param in zip(masters, reference.parameters()):

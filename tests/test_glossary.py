@@ -142,7 +142,7 @@ def test_aayn_serve_takes_a_glossary_and_gives_alignments_in_both_shapes(saved, 
             ({"q": "one", "source": "en", "target": "fr", "glossary": {"one": " ".join(["zzunn"] * 1200)}},
              "input 1 asks for glossary targets of"),
             ({"q": "<b>" * 2000 + "one" + "</b>" * 2000, "source": "en", "target": "fr", "format": "html"},
-             "q (format=html): the fragment nests 2000 inline elements inside each other; at most 100"),
+             "q (format=html): the fragment nests 2000 inline elements inside each other; at most 300"),
         ]  # fmt: skip
         good = {"q": ["one two", "three"], "source": "en", "target": "fr", "glossary": {"one": "zzunn"}}
         with ThreadPoolExecutor(2 * len(bad)) as pool:

@@ -1,4 +1,4 @@
-from aayn.copy_task import copy_exact_match, train_copy_task
+from aayn.training.copy_task import copy_exact_match, train_copy_task
 
 
 def test_a_tiny_model_learns_the_copy_task():

@@ -6,7 +6,7 @@ from tiny_models import random_batch, tiny_config
 from transformers import MarianMTModel
 
 from aayn import AaynForConditionalGeneration
-from aayn.marian import aayn_state_dict_from_marian, marian_config_for, residual_permutation
+from aayn.formats.marian.weights import aayn_state_dict_from_marian, marian_config_for, residual_permutation
 
 pytestmark = pytest.mark.both_lines  # can differ between the transformers lines (tests/README.md)
 
@@ -141,7 +141,7 @@ def test_marian_cannot_mirror_a_pre_norm_model():
 
 
 def test_our_weights_map_back_onto_marian():
-    from aayn.marian import marian_state_dict_from_aayn
+    from aayn.formats.marian.weights import marian_state_dict_from_aayn
 
     config = tiny_config(dropout=0.0)
     torch.manual_seed(0)

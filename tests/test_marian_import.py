@@ -25,14 +25,15 @@ TEXTS = ["Six one eight.", "Two zero four nine.", "One.", "Three three three sev
 
 @pytest.fixture(scope="module")
 def marians(tmp_path_factory):
-    """{kind: (the Marian folder, its aayn import)} for swish with one vocabulary, relu with two, and a multi-target
-    model (`>>fr<<` / `>>es<<`)."""
+    """{kind: (the Marian folder, its aayn import)} for swish with one vocabulary, relu with two (and without
+    OPUS-MT's scaled embeddings, MarianConfig's default), and a multi-target model (`>>fr<<` / `>>es<<`)."""
     root = tmp_path_factory.mktemp("marian")
     made = {}
     kinds = (("swish-shared", "swish", True, False), ("relu-separate", "relu", False, False),
              ("swish-multi", "swish", True, True))  # fmt: skip
     for kind, activation, shared, multi in kinds:
-        folder = tiny_marian(root / kind, activation=activation, shared=shared, multi=multi, steps=200 if multi else 60)
+        folder = tiny_marian(root / kind, activation=activation, shared=shared, multi=multi, steps=200 if multi else 60,
+                             scale_embedding=kind != "relu-separate")  # fmt: skip
         assert aayn(["import", "marian", str(folder), "--output_dir", str(root / f"{kind}-aayn")]) == 0
         made[kind] = folder, root / f"{kind}-aayn"
     return made

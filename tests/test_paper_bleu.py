@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from aayn.paper_bleu import atat, paper_bleu, tokenized_for_paper_bleu
+from aayn.metrics.paper_bleu import atat, paper_bleu, tokenized_for_paper_bleu
 
 HYPOTHESES = ["Das ist ein Test-Fall.", "Der Hund-Halter kam."]
 REFERENCES = ["Das ist ein Test-Fall.", "Der Hunde-Halter kam heute."]

@@ -15,7 +15,7 @@ transformers), which is what `import aayn` promises. The command line removes th
 its arguments are known to be good.
 """
 
-from .common import MissingExtra, lazy_attributes
+from .imports import MissingExtra, lazy_attributes
 from .registration import register
 from .shortcuts import LORA_TARGET_MODULES, generate_ensemble, translation_pipeline
 

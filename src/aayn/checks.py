@@ -126,7 +126,7 @@ def check_direction(model: str | Path, source_lang: str, target_lang: str, *, in
     """The languages asked for against the direction the model's card records (a folder aayn wrote): scoring an
     en->fr model on fr->en data gives BLEU 0.0 with no other sign. A mismatch is an error, or with `insist` a
     warning naming the model's direction. Folders without an aayn card are not checked."""
-    from .hub import card_metadata
+    from .cards import card_metadata
 
     card = card_metadata(model) if Path(model).is_dir() else None
     if card is None or (card["source_lang"], card["target_lang"]) == (source_lang, target_lang):

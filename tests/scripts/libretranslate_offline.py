@@ -69,8 +69,8 @@ def start_libretranslate(
     """Export `models` (aayn folders of both directions) as Argos packages, install them with LibreTranslate's own
     Argos Translate, and start LibreTranslate on a free loopback port (`files`: with its file translation): (process,
     url, log file), or (None, None, None) with what went wrong printed."""
+    from aayn.cards import card_metadata
     from aayn.formats import export_model
-    from aayn.hub import card_metadata
 
     work.mkdir(parents=True, exist_ok=True)
     env = libretranslate_env(work, whole_sentences)
@@ -117,9 +117,9 @@ def main() -> int:
     parser.add_argument("--work", default=tempfile.mkdtemp(prefix="libre-"))
     parser.add_argument("--whole_sentences", action="store_true", help="no MiniSBD (it needs the network)")
     args = parser.parse_args()
+    from aayn.cards import card_metadata
     from aayn.formats import export_model
     from aayn.formats.ctranslate2.engine import ExportedModel
-    from aayn.hub import card_metadata
 
     work = Path(args.work)
     source, target = card_metadata(args.model)["source_lang"], card_metadata(args.model)["target_lang"]

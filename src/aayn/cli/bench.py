@@ -9,7 +9,7 @@ import os
 def bench(args: argparse.Namespace) -> None:
     """Measure AAYN against MarianMTModel at the paper's base shapes (train, greedy, beam rows; MFU)."""
     from ..bench import print_table, run_bench, write_json
-    from ..bench.common import demo_run_model
+    from ..bench.demo import demo_run_model
     from ..checks import check_device
 
     check_device(args.device)

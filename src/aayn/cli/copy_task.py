@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from .common import positive_int
+from .arguments import positive_int
 
 
 def copy_task(args: argparse.Namespace) -> None:
@@ -13,7 +13,7 @@ def copy_task(args: argparse.Namespace) -> None:
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
-    from ..copy_task import copy_batch, copy_exact_match, train_copy_task
+    from ..training.copy_task import copy_batch, copy_exact_match, train_copy_task
 
     start = time.perf_counter()
     model = train_copy_task(steps=args.steps, seed=args.seed)

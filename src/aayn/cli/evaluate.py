@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import decoding_arguments, engine_options, generate_options, positive_int
+from .arguments import decoding_arguments, engine_options, generate_options, positive_int
 
 
 def evaluate(args: argparse.Namespace) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import format_arguments, format_options
+from .arguments import format_arguments, format_options
 
 
 def export(args: argparse.Namespace) -> None:

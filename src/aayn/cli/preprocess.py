@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..registration import register
-from .common import recipe_arguments
+from .arguments import recipe_arguments
 
 
 def preprocess(args: argparse.Namespace) -> None:

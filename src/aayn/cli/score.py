@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import alignment_arguments, batch_tokens_argument, device_argument, engine_options, read_lines
+from .arguments import alignment_arguments, batch_tokens_argument, device_argument, engine_options, read_lines
 
 
 def score(args: argparse.Namespace) -> None:

@@ -7,7 +7,7 @@ import argparse
 import functools
 from pathlib import Path
 
-from .common import (
+from .arguments import (
     batch_tokens_argument,
     card_languages,
     device_argument,

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ..translation.translator import TextError
-from .common import (
+from .arguments import (
     alignment_arguments,
     card_languages,
     decoded_lines,

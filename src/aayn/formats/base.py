@@ -127,7 +127,7 @@ class Format:
         raise NotImplementedError
 
     def write_companions(self, staging: Path, loaded, output: Path) -> None:
-        """What the folder carries beside its own files (`aayn.companions`); written once, here."""
+        """What the folder carries beside its own files (`aayn.formats.companions`); written once, here."""
 
 
 def aayn_source(model_dir: str | Path) -> Path:

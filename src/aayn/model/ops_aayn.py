@@ -144,7 +144,7 @@ def _eager_step(module, query, key, value, mask):
     return eager_attention_forward(module, query, key, value, mask, module.scaling)[0]
 
 
-# The attention kernel of a decoding step outside the modules' call machinery (`decoding_aayn.plain_step`), per
+# The attention kernel of a decoding step outside the modules' call machinery (`AaynDecoder.step`), per
 # attention implementation: `(module, query, key, value, additive mask or None) -> (B, T, nh, hs)`, the same call
 # the configured function makes in eval (transformers' SDPA function with a mask and no dropout, or
 # `eager_attention_forward`). Kernels without one (flash, flex) keep the modules' path.

@@ -349,7 +349,7 @@ def describe(translator: Translator, names: list[str]) -> dict:
     (torch's) and direction (where its card names one)."""
     from pathlib import Path
 
-    from ..hub import card_metadata
+    from ..cards import card_metadata
 
     models = getattr(translator, "models", None)
     kind = translator.kind if models is None else ("aayn ensemble" if len(models) > 1 else models[0].config.model_type)

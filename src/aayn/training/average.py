@@ -113,9 +113,9 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -
     """
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from ..cards import card_metadata
     from ..formats import HOME
     from ..formats.aayn import SavedModel
-    from ..hub import card_metadata
 
     checkpoints = [Path(c) for c in checkpoints]
     for checkpoint in checkpoints:

@@ -10,7 +10,8 @@ models, for which aayn keeps it).
 
 What a user sees stays float32: every folder saved (checkpoints, the final model) holds the master weights, and after
 training the model is float32 again, holding them (the test, the averaging). As in fairseq, gradients accumulate
-over micro-batches, are reduced over processes and clipped in the model's bf16 before the copy.
+over micro-batches and are reduced over processes in the model's bf16; unlike fairseq's `FP16Optimizer`, which copies
+them to float32 first and clips the copies, they are clipped in bf16 (the Trainer's clipping, before the copy).
 """
 
 from __future__ import annotations

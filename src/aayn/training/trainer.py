@@ -16,14 +16,13 @@ from torch.utils.data import DataLoader
 from transformers import IntervalStrategy, PreTrainedTokenizerBase, Seq2SeqTrainer
 from transformers.utils import logging
 
+from ..cards import write_model_card
 from ..data.batching import BucketPadding, MaxTokensBatchSampler, example_lengths
-from ..hub import write_model_card
+from ..metrics import METRICS_MODULE
 from .fsdp import shard_for_trainer
 from .master_weights import MasterWeights
 
 logger = logging.get_logger(__name__)
-
-METRICS_MODULE = str(Path(__file__).parent / "translation_metrics")
 
 
 class TrainingDiverged(FloatingPointError):
@@ -259,8 +258,8 @@ class AaynTrainer(Seq2SeqTrainer):
 
 def translation_metrics(tokenizer: PreTrainedTokenizerBase, target_lang: str | None = None):
     """`compute_metrics` for `predict_with_generate`: sacreBLEU BLEU and chrF on detokenized text; into German
-    also `paper_bleu`, BLEU as the paper computed its EN-DE numbers (`aayn.paper_bleu`)."""
-    from ..paper_bleu import paper_bleu_scores
+    also `paper_bleu`, BLEU as the paper computed its EN-DE numbers (`aayn.metrics.paper_bleu`)."""
+    from ..metrics.paper_bleu import paper_bleu_scores
 
     metric = evaluate.load(METRICS_MODULE)
 

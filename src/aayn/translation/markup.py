@@ -18,7 +18,7 @@ import html
 from html.parser import HTMLParser
 
 KEPT_ELEMENTS = {"script", "style", "code", "pre"}  # their text is not prose to translate
-MAX_INLINE_DEPTH = 100  # inline elements inside each other in one sentence, as placed by alignments
+MAX_INLINE_DEPTH = 300  # inline elements inside each other in one sentence, as placed by alignments
 INLINE = {
     "a",
     "abbr",

@@ -13,7 +13,7 @@ from ..base import Format
 
 class SavedModel(NamedTuple):
     """What an aayn folder is written from: the model, its tokenizer (None: written by someone else) and the
-    keywords of its card (`aayn.hub.write_model_card`; None: no card)."""
+    keywords of its card (`aayn.cards.write_model_card`; None: no card)."""
 
     model: object
     tokenizer: object = None
@@ -45,8 +45,8 @@ class AaynFolder(Format):
         """The folder's files into `folder` as it is (a checkpoint the Trainer writes, a staging folder): the
         weights, config, generation config and code (`weights`: not where the Trainer wrote them already), the
         tokenizer in a form both transformers lines load, and the card."""
+        from ...cards import write_model_card
         from ...data.tokenizer import save_tokenizer
-        from ...hub import write_model_card
 
         if weights:
             saved.model.save_pretrained(folder)

@@ -36,7 +36,7 @@ ARGOS_SEARCH = {"num_beams": 4, "length_penalty": 0.2}  # what Argos Translate 1
 
 def package_metadata(model_dir: Path, source_lang, target_lang, source_name, target_name, version: str) -> dict:
     """metadata.json: the languages from the flags, else the model card's; names from the flags, else the table."""
-    from ...hub import card_metadata
+    from ...cards import card_metadata
 
     card = card_metadata(model_dir) or {}
     source_lang, target_lang = source_lang or card.get("source_lang"), target_lang or card.get("target_lang")

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ... import MissingExtra
-from ...companions import write_beside_weights
 from ..base import Format, aayn_source
+from ..companions import write_beside_weights
 
 QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
 # the rules of CTranslate2's beam search (its `decoding.cc`), which its folders state (`writer.state_rules`): of 2k

@@ -451,7 +451,7 @@ def write_import(staging: Path, imported: FairseqImport):
 
 def write_import_card(staging: Path, imported: FairseqImport, repo_id: str) -> None:
     """The model card: where the model comes from and how it decodes (`repo_id`: the folder's name)."""
-    from ...hub import write_model_card
+    from ...cards import write_model_card
 
     provenance, languages = imported.provenance, imported.languages
     training = (

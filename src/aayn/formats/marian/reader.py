@@ -75,15 +75,15 @@ def marian_config(marian) -> AaynConfig:
 
 def marian_weights(marian, config: AaynConfig) -> dict[str, torch.Tensor]:
     """The MarianMTModel's weights under aayn's names; its position tables checked against the "marian" formula."""
-    from ...marian import _mapped
     from ...model.ops_aayn import sinusoidal_positions
+    from .weights import mapped
 
     weights = marian.state_dict()
     for name in COMPUTED:
         table = weights[name]
         if not torch.allclose(table, sinusoidal_positions(0, table.shape[0], config.d_model, table.device, "marian")):
             raise ValueError(f"{name} is not MarianMTModel's sinusoid table: aayn computes its positions")
-    ours = _mapped(weights, marian.config, permuted=False)
+    ours = mapped(weights, marian.config, permuted=False)
     if not config.share_encoder_decoder_embeddings:
         for side in ("encoder", "decoder"):
             ours[f"model.{side}.embed.embed_tokens.weight"] = weights[f"model.{side}.embed_tokens.weight"]
@@ -166,7 +166,7 @@ def write_provenance(staging: Path, imported: MarianImport) -> None:
 
 def write_import_card(staging: Path, imported: MarianImport, repo_id: str) -> None:
     """The model card: where the model comes from and how it decodes (`repo_id`: the folder's name)."""
-    from ...hub import write_model_card
+    from ...cards import write_model_card
 
     generation = imported.model.generation_config
     training = (

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ... import MissingExtra
-from ...companions import write_beside_weights
 from ..base import Format, aayn_source
+from ..companions import write_beside_weights
 
 
 def import_onnxruntime():

@@ -5,7 +5,7 @@ The layout is the one `optimum` writes for seq2seq models (its `ORTModelForSeq2S
 input_ids, encoder_attention_mask, encoder_hidden_states -> logits and every layer's keys and values,
 `present.N.decoder.key` ... `present.N.encoder.value`) and `decoder_with_past_model.onnx` (later steps: one token a
 row and `past_key_values.N.*` -> logits and the grown self-attention keys and values), batch and lengths dynamic,
-with what every exported folder carries beside them (`aayn.companions.write_beside_weights`). optimum-onnx needs
+with what every exported folder carries beside them (`aayn.formats.companions.write_beside_weights`). optimum-onnx needs
 transformers < 4.58, so aayn's own engine runs the graphs (`aayn.formats.onnx.engine.OnnxTranslator`).
 The graphs are exported with torch's exporter from the model's own modules (eager attention), over a cache of the
 model's protocol (`DecoderCache`) that holds plain tensors: the same code that `generate()` runs. Needs

@@ -11,7 +11,7 @@ residual stream and the outputs are unchanged.
 import torch
 from transformers import MarianConfig, MarianMTModel
 
-from .model.configuration_aayn import AaynConfig
+from ...model.configuration_aayn import AaynConfig
 
 
 def marian_config_for(config: AaynConfig) -> MarianConfig:
@@ -58,7 +58,7 @@ def aayn_state_dict_from_marian(marian: MarianMTModel) -> dict[str, torch.Tensor
     weights = marian.state_dict()
     if weights["final_logits_bias"].abs().max() > 0:
         raise ValueError("MarianMTModel.final_logits_bias is not zero; AAYN has no output bias (§3.4)")
-    return _mapped(weights, marian.config)
+    return mapped(weights, marian.config)
 
 
 def marian_state_dict_from_aayn(model, marian: MarianMTModel) -> dict[str, torch.Tensor]:
@@ -72,7 +72,7 @@ def marian_state_dict_from_aayn(model, marian: MarianMTModel) -> dict[str, torch
     flat = torch.cat([weight.detach().reshape(-1).float() for weight in weights.values()])
     touched = torch.zeros(start, dtype=torch.bool)
     ours = model.state_dict()
-    for name, where in _mapped(numbers, marian.config).items():
+    for name, where in mapped(numbers, marian.config).items():
         flat[where.reshape(-1)] = ours[name].detach().reshape(-1).float()
         touched[where.reshape(-1)] = True
     return {  # tied copies (encoder/decoder embeddings, lm_head) share model.shared's storage and are left out
@@ -82,7 +82,7 @@ def marian_state_dict_from_aayn(model, marian: MarianMTModel) -> dict[str, torch
     }
 
 
-def _mapped(weights: dict[str, torch.Tensor], config, permuted: bool = True) -> dict[str, torch.Tensor]:
+def mapped(weights: dict[str, torch.Tensor], config, permuted: bool = True) -> dict[str, torch.Tensor]:
     """Marian's layers' weights under aayn's names, fused (QKV, KV); `permuted`: into the residual order of the
     paper's interleaved sinusoids (else Marian's own, for `position_encoding="marian"`)."""
     perm = residual_permutation(config.d_model) if permuted else slice(None)

@@ -13,8 +13,8 @@ def write_beside_weights(folder: Path, model, tokenizer, model_dir: Path | None,
     """The companions of `model` into `folder` (`config`: where the format has no config.json of its own). The
     tokenizer's `model_max_length` becomes the source limit aayn applies (the smaller of the tokenizer's and the
     position table's); the model card is `model_dir`'s README.md, where there is one."""
-    from .data.tokenizer import save_tokenizer
-    from .model.policy_aayn import source_limit
+    from ..data.tokenizer import save_tokenizer
+    from ..model.policy_aayn import source_limit
 
     if config:
         model.config.save_pretrained(folder)

@@ -9,7 +9,7 @@ import math
 import sys
 from pathlib import Path
 
-from ..common import MissingExtra
+from ..imports import MissingExtra
 from ..registration import register
 from ..translation.translator import DECODING_BATCH_TOKENS
 
@@ -191,7 +191,7 @@ def read_lines(path: str, flag: str) -> list[str]:
 
 def card_languages(names: list[str]) -> tuple[str | None, str | None]:
     """The direction the first --model's card names (None, None where it names none: the Hub's shape only)."""
-    from ..hub import card_metadata
+    from ..cards import card_metadata
 
     card = card_metadata(names[0]) if Path(names[0]).is_dir() else None
     return (card["source_lang"], card["target_lang"]) if card else (None, None)

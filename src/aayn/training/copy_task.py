@@ -10,8 +10,8 @@ import torch
 from transformers import get_cosine_schedule_with_warmup
 from transformers.utils import logging
 
-from .model.configuration_aayn import AaynConfig
-from .model.modeling_aayn import AaynForConditionalGeneration
+from ..model.configuration_aayn import AaynConfig
+from ..model.modeling_aayn import AaynForConditionalGeneration
 
 logger = logging.get_logger(__name__)
 
