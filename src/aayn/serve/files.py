@@ -146,8 +146,16 @@ def issued_name_pattern() -> str:
 def openapi_paths(limits: Limits) -> dict:
     """The two endpoints of document translation, within `limits` (the served languages), linked: the name in a
     translate_file answer's URL is the one download_file takes."""
+    from ..translation.documents import FORMATS
+
+    accepted = " ".join(FORMATS)
+    file = {
+        "type": "string",
+        "format": "binary",
+        "description": f"the document; its name's extension says its format, one of {accepted} (others: 400)",
+    }
     body = {"type": "object", "required": ["file", "source", "target"],
-            "properties": {"file": {"type": "string", "format": "binary"},
+            "properties": {"file": file,
                            "source": limits.source(),
                            "target": limits.target(),
                            "api_key": {"type": "string"}}}  # fmt: skip
@@ -157,7 +165,7 @@ def openapi_paths(limits: Limits) -> dict:
     return {
         "/translate_file": {"post": {
             "operationId": "translate_file",
-            "summary": "Translate a file (.txt .html .srt .docx .odt .pptx .odp .epub), as LibreTranslate 1.9",
+            "summary": f"Translate a file ({accepted}), as LibreTranslate 1.9",
             "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": body}}},
             "responses": {"200": {"description": '{"translatedFileUrl": "..."}', "links": {"download": link}},
                           "400": {"description": "a missing field, an unsupported format or language, a bad file"},

@@ -17,7 +17,17 @@ GLOSSARY_SCHEMA = {
     "description": f"aayn's own: {GLOSSARY}, or TSV lines `source<TAB>target` (each source term once)",
     "oneOf": [
         {"type": "object", "propertyNames": TERM, "additionalProperties": TERM},
-        {"type": "array", "items": {"type": "array", "prefixItems": [TERM, TERM], "minItems": 2, "maxItems": 2}},
+        {
+            "type": "array",
+            "items": {
+                "type": "array",
+                "prefixItems": [TERM, TERM],
+                "items": TERM,
+                "minItems": 2,
+                "maxItems": 2,
+                "description": "an entry: [source term, target term]",
+            },
+        },
         {"type": "string", "pattern": f"^({TSV_LINE}(\n{TSV_LINE})*\n?)?$"},
         {"type": "null"},
     ],
