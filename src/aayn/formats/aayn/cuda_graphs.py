@@ -20,9 +20,8 @@ batch of the same sizes as an earlier one replays that one's graph with its own 
 decoder's own step (`AaynDecoder.step`) over these buffers (`StaticSlots`, a `cache_aayn.DecoderCache`), so the
 log-probabilities equal the plain search's up to float rounding (the softmaxes run over the masked slots and source
 positions too). On a device without CUDA graphs the same static steps run eagerly (`replays_graphs`; tests on a CPU
-check them so, and captured and replayed by an
-emulation of CUDA graphs). A saved folder does not carry this file (`aayn.model` says what it carries): decoding
-with `cuda_graphs` needs aayn installed.
+check them so, and captured and replayed by an emulation of CUDA graphs). A saved folder does not carry this file
+(`aayn.model` says what it carries): decoding with `cuda_graphs` needs aayn installed.
 """
 
 from __future__ import annotations
@@ -79,25 +78,16 @@ class StaticSlots(DecoderCache):
         self.parents = self.beam.expand(ancestry.shape[0], -1).clone()  # (rows, k) the step's input
 
     @classmethod
-    def like(cls, folded, rows: int, capacity: int, source: int) -> StaticSlots:
-        """Buffers for `rows` sentences, `capacity` positions and `source` source positions, shaped as the cache
-        `folded`'s (a `FoldedSearchCache` after its first step, or `StaticSlots`)."""
-        if isinstance(folded, StaticSlots):
-            keys, values, ancestry, cross_keys, cross_values = (
-                folded.keys,
-                folded.values,
-                folded.ancestry,
-                folded.cross_keys,
-                folded.cross_values,
-            )
-        else:
-            keys, values, ancestry, _, cross_keys, cross_values, _ = cls.state(folded)
+    def like(cls, state: tuple, rows: int, capacity: int, source: int, dtype: torch.dtype) -> StaticSlots:
+        """Buffers for `rows` sentences, `capacity` positions and `source` source positions, shaped as the tensors
+        of `state` (what `load` takes: `state(folded)` or `rows(...)`)."""
+        keys, values, ancestry, _, cross_keys, cross_values, padding_bias = state[:7]
         k = ancestry.shape[1]
         sized = lambda tensors, length: [t.new_zeros((rows, t.shape[1], length, t.shape[3])) for t in tensors]
         position = torch.zeros((), dtype=torch.long, device=ancestry.device)
-        padding = folded.padding_bias.new_empty((rows, 1, 1, source))
+        padding = padding_bias.new_empty((rows, 1, 1, source))
         return cls(sized(keys, capacity * k), sized(values, capacity * k), ancestry.new_zeros((rows, k, capacity)),
-                   position, sized(cross_keys, source), sized(cross_values, source), padding, folded.dtype)  # fmt: skip
+                   position, sized(cross_keys, source), sized(cross_values, source), padding, dtype)  # fmt: skip
 
     @staticmethod
     def state(folded) -> tuple:
@@ -255,8 +245,9 @@ class GraphedSteps:
         # the weights a graph reads (the same all search long)
         self.signature = (tuple(tensor.data_ptr() for tensor in self.model.parameters()),
                           self.model.config._attn_implementation)  # fmt: skip
-        self.entry = self._take(rows_bucket(sentences), folded)
-        self.entry.slots.load(*StaticSlots.state(folded))
+        state = StaticSlots.state(folded)
+        self.entry = self._take(rows_bucket(sentences), state, folded.dtype)
+        self.entry.slots.load(*state)
         self._map_live(sentences, folded.padding_bias.device)
 
     def _map_live(self, sentences: int, device: torch.device) -> None:
@@ -268,18 +259,18 @@ class GraphedSteps:
     def captured(self) -> bool:
         return self.entry.captured
 
-    def _take(self, rows: int, like) -> StepGraph:
+    def _take(self, rows: int, state: tuple, dtype: torch.dtype) -> StepGraph:
         """The model's free `StepGraph` of `rows` rows and this search's sizes and dtypes, held by this search;
-        one made has buffers shaped as the cache `like`'s (a `FoldedSearchCache` or `StaticSlots`)."""
-        model, (capacity, source), dtype = self.model, self.sizes, like.dtype
+        one made has buffers shaped as the tensors of `state` (what `StaticSlots.load` takes)."""
+        model, (capacity, source) = self.model, self.sizes
         # what a graph bakes in: autocast's casts; and tensors made in inference mode cannot be written outside it
         # (aayn's translators run in it; `generate` is called in no_grad)
-        device = like.padding_bias.device
+        device = state[6].device  # the padding bias's
         autocast = torch.is_autocast_enabled(device.type) and torch.get_autocast_dtype(device.type)
         key = (rows, self.k, capacity, source, self.dtype, dtype, torch.is_inference_mode_enabled(), autocast)
 
         def make() -> StepGraph:
-            slots = StaticSlots.like(like, rows, capacity, source)
+            slots = StaticSlots.like(state, rows, capacity, source, dtype)
             return StepGraph(key, slots, self.decoder.embed.encodings(capacity + 1, device))
 
         return kept_steps(model).take(self, key, self.signature, make, memory_budget(device))
@@ -324,8 +315,9 @@ class GraphedSteps:
     def compact(self) -> None:
         """The live rows' state moved to the model's step of as few rows as hold them; the old one let go."""
         old, live = self.entry, self.live
-        self.entry = self._take(rows_bucket(live.shape[0]), old.slots)
-        self.entry.slots.load(*old.slots.rows(live))
+        state = old.slots.rows(live)
+        self.entry = self._take(rows_bucket(live.shape[0]), state, old.slots.dtype)
+        self.entry.slots.load(*state)
         old.owner = None  # once read: another thread's search may take it then
         self._map_live(live.shape[0], live.device)
 

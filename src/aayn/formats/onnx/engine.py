@@ -293,10 +293,10 @@ class OnnxTranslator(Translator):
 
     def search_done(self, beams: Beams, best_live: np.ndarray, step: int, alpha: float, returned: int):
         """(m,) whether each sentence may stop: the torch search's rule itself (`policy_aayn.search_done`)."""
-        norm, early = self.normalization, self.early_stopping
-        largest_lp = largest_length_penalty(beams.limits, step, alpha, norm, self.min_step).astype(np.float32)
-        return search_done(beams.finished, best_live.astype(np.float32), step, alpha, norm, early, returned,
-                           largest_lp)  # fmt: skip
+        norm, early, largest_lp = self.normalization, self.early_stopping, None
+        if early not in (True, False):  # the exact rule: float32 throughout, as the torch search divides
+            largest_lp = largest_length_penalty(beams.limits, step, alpha, norm, self.min_step).astype(np.float32)
+        return search_done(beams.finished, best_live, step, alpha, norm, early, returned, largest_lp)
 
     def greedy_step(self, beams: Beams, values, parents, words, step: int, alpha: float):
         """The likeliest token (`values`: the score with it); eos ends the hypothesis. Returns which sentences are
