@@ -6,11 +6,13 @@ actors' GPUs and device that do not go together."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -137,16 +139,16 @@ def actor_processes() -> list:
     return [p for p in psutil.process_iter(["cmdline"]) if "ShardTranslator" in " ".join(p.info["cmdline"] or [])]
 
 
-def busy_actor():
-    """An actor at work: one whose CPU time grows over a tenth of a second (an idle actor waits on Ray's queue)."""
+def claimed_shard(out: Path) -> tuple[str, psutil.Process]:
+    """(a shard's name, the actor at work on it): the partial file an actor makes when it takes a shard."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        actors = actor_processes()
-        before = {actor.pid: sum(actor.cpu_times()[:2]) for actor in actors}
-        time.sleep(0.1)
-        for actor in actors:
-            if actor.is_running() and sum(actor.cpu_times()[:2]) > before[actor.pid] + 0.02:
-                return actor
+        actors = {actor.pid: actor for actor in actor_processes()}
+        for partial in out.glob(".*.partial-*"):
+            name, pid = re.fullmatch(r"\.(.+)\.partial-(\d+)", partial.name).groups()
+            if int(pid) in actors and not (out / name).exists():
+                return name, actors[int(pid)]
+        time.sleep(0.02)
     raise AssertionError("no actor at work")
 
 
@@ -160,8 +162,8 @@ def same_as_one_process(saved, folder, out, here) -> None:
 
 def test_two_actors_one_killed_mid_run_write_every_shard_as_one_process(saved, local_ray, tmp_path, capsys,
                                                                         monkeypatch):  # fmt: skip
-    """Two actors over text, .jsonl and .parquet shards, one of them SIGKILLed at work (its CPU time growing: it holds
-    a shard) once the first shard is out and before the last: Ray Data retries its shard on another actor; the run
+    """Two actors over text, .jsonl and .parquet shards, one of them SIGKILLed at work on a shard (its claim, the
+    shard's partial file, there) once the first shard is out: Ray Data retries that shard on another actor; the run
     ends with every shard what one process writes, whole; a rerun starts no work; the driver opens no model (each
     actor opens its own)."""
     shards(tmp_path / "in")
@@ -176,11 +178,15 @@ def test_two_actors_one_killed_mid_run_write_every_shard_as_one_process(saved, l
     run = threading.Thread(target=lambda: ended.append(aayn([*command, "--ray", "--concurrency", "2"])))
     run.start()
     wait_for(lambda: out.is_dir() and any(p.suffix == ".txt" for p in out.iterdir()) and actor_processes())
-    killed = busy_actor()  # it holds a shard: the only work an actor does
+    held, killed = claimed_shard(out)  # the shard that actor holds
     written = {p.name for p in out.iterdir() if not p.name.startswith(".")}
+    killed_at = time.time_ns()
     killed.send_signal(signal.SIGKILL)
     run.join(timeout=300)
     assert ended == [0] and not killed.is_running() and len(written) < 11  # killed mid-run, the rest done by others
+    # the retry: the shard the killed actor held, written after the kill (by another; its claim cleared at the end)
+    assert held not in written and (out / held).stat().st_mtime_ns > killed_at
+    assert not list(out.glob(".*.partial-*"))
     assert "11 shards (0 already done), 92 lines" in capsys.readouterr().err
     assert aayn([*command, "--ray"]) == 0
     assert "11 shards (11 already done), 0 lines" in capsys.readouterr().err

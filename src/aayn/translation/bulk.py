@@ -126,21 +126,24 @@ def written(kind: str, path: Path, source, translations: list[str], alignments: 
 
 
 def translate_shard(translator, shard: Path, settings: BulkSettings) -> int:
-    """One shard translated into the output folder, whole or not at all: the number of lines."""
-    texts, source = read_shard(shard, settings.text_field)
-    options = dict(settings.generate)
-    if settings.batch_tokens:
-        options["batch_tokens"] = settings.batch_tokens
-    try:
-        best = translator.nbest(texts, 1, **options) if texts else []
-    except TextError as error:  # the shard and its line (a parquet shard's row); the shards done are kept
-        where = f"row {error.index + 1}" if shard.suffix == ".parquet" else f"line {error.index + 1}"
-        raise ValueError(f"{shard}: {where} {error.reason}") from None
-    translations = [hypotheses[0][1] for hypotheses in best]
-    alignments = None
-    if "alignment" in settings.generate:
-        alignments = [hypotheses[0][2].pairs() for hypotheses in best]
+    """One shard translated into the output folder, whole or not at all: the number of lines. Its partial file
+    (`.NAME.partial-PID`) is there from the start, the claim of the process at work on it: what a kill leaves is the
+    shard that process held, removed by the next run once that process is gone."""
     with staged_file(settings.output_dir / shard.name) as partial:
+        partial.touch()
+        texts, source = read_shard(shard, settings.text_field)
+        options = dict(settings.generate)
+        if settings.batch_tokens:
+            options["batch_tokens"] = settings.batch_tokens
+        try:
+            best = translator.nbest(texts, 1, **options) if texts else []
+        except TextError as error:  # the shard and its line (a parquet shard's row); the shards done are kept
+            where = f"row {error.index + 1}" if shard.suffix == ".parquet" else f"line {error.index + 1}"
+            raise ValueError(f"{shard}: {where} {error.reason}") from None
+        translations = [hypotheses[0][1] for hypotheses in best]
+        alignments = None
+        if "alignment" in settings.generate:
+            alignments = [hypotheses[0][2].pairs() for hypotheses in best]
         data = written(shard.suffix, partial, source, translations, alignments)
         if data is not None:
             partial.write_bytes(data)
