@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 from training_helpers import FAST, tiny_recipe, write_numbers_corpus, write_recipe
 
@@ -225,39 +226,36 @@ print(sorted(name for name in ("torch", "transformers", "datasets") if name in s
 @pytest.mark.parametrize("precision", [{}, {"bf16": True, "bf16_weights": True}], ids=["float32", "bf16_weights"])
 def test_accelerate_launch_runs_two_processes_on_cpu(corpus, tmp_path, precision):
     """The README's launch line: `accelerate launch --multi_gpu --num_processes 2 -m aayn.train` (torchrun under
-    the hood; gloo on CPU). `--cpu` would pick accelerate's single-process launcher. With bf16 weights, DDP reduces
-    their bf16 gradients and the final folder holds the float32 master weights."""
+    the hood; gloo on CPU; here the script that is aayn.train keeping each process's weights). `--cpu` would pick
+    accelerate's single-process launcher. The two processes end with the same weights (their gradients
+    all-reduced: without it each would keep its own half of the data's), unlike one process's run of the recipe (so
+    each did not train on all of it); with bf16 weights, DDP reduces their bf16 gradients, those are the float32
+    masters, and the final folder holds them."""
     recipe = tiny_recipe(corpus, tmp_path / "out", **FAST, save_strategy="no", **precision)
     recipe = write_recipe(tmp_path / "r.yaml", recipe)
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    script = str(Path(__file__).parent / "scripts" / "weights_per_process.py")
     accelerate = Path(sys.executable).with_name("accelerate")
-    result = subprocess.run(
-        [
-            str(accelerate),
-            "launch",
-            "--multi_gpu",
-            "--num_processes",
-            "2",
-            "--num_machines",
-            "1",
-            "--mixed_precision",
-            "no",
-            "--dynamo_backend",
-            "no",
-            "-m",
-            "aayn.train",
-            str(recipe),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    launch = ["launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+              "--dynamo_backend", "no"]  # fmt: skip
+    result = subprocess.run([str(accelerate), *launch, script, str(tmp_path / "two"), str(recipe)],
+                            capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "x 2 processes" in (tmp_path / "out" / "README.md").read_text()
     weights = load_file(tmp_path / "out" / "model.safetensors")
     assert {weight.dtype for weight in weights.values()} == {torch.float32}
     assert any(not torch.equal(weight, weight.bfloat16().float()) for weight in weights.values())
+    one = write_recipe(tmp_path / "one.yaml", {**yaml.safe_load(recipe.read_text()), "output_dir": str(tmp_path / "o")})
+    result = subprocess.run([sys.executable, script, str(tmp_path / "one"), str(one)], capture_output=True, text=True,
+                            env=env, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, second = (load_file(tmp_path / "two" / f"rank-{rank}.safetensors") for rank in (0, 1))
+    alone = load_file(tmp_path / "one" / "rank-0.safetensors")
+    assert first.keys() == second.keys() == alone.keys() and len(first) > 10
+    assert all(torch.equal(first[key], second[key]) for key in first)
+    assert not all(torch.equal(first[key], alone[key]) for key in first)
+    if precision:
+        assert any(not torch.equal(weight, weight.bfloat16().float()) for weight in first.values())  # masters
 
 
 def test_saved_tokenizers_carry_no_training_truncation(finished_run):
