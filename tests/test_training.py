@@ -132,9 +132,11 @@ def test_diverging_run_stops_with_a_clear_message_and_saves_nothing(corpus, tmp_
         eval_strategy="no",
         max_grad_norm=0.0,
     )
-    with pytest.raises(TrainingDiverged, match=r"training diverged: the loss is (nan|inf) at step \d+"):
+    with pytest.raises(TrainingDiverged, match=r"training diverged: the loss is (nan|inf) at step \d+") as error:
         run(*parse_arguments([write_recipe(tmp_path / "r.yaml", recipe).as_posix()]))
-    assert not (tmp_path / "out" / "model.safetensors").exists()
+    step, out = int(str(error.value).split("at step ")[1].split(".")[0]), tmp_path / "out"
+    assert not (out / "model.safetensors").exists()
+    assert all(int(folder.name.split("-")[1]) < step for folder in out.glob("checkpoint-*"))  # none from then on
 
 
 @pytest.mark.parametrize("max_grad_norm, bf16_weights", [(0.0, False), (1.0, False), (1.0, True)])

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from datasets import IterableDataset
 from torch.utils.data import DataLoader
-from transformers import IntervalStrategy, PreTrainedTokenizerBase, Seq2SeqTrainer
+from transformers import IntervalStrategy, PreTrainedTokenizerBase, Seq2SeqTrainer, TrainerCallback
 from transformers.utils import logging
 
 from ..cards import write_model_card
@@ -51,6 +51,21 @@ def no_waits_for_the_device(args) -> None:
     args.logging_nan_inf_filter = False
     if args.dataloader_pin_memory and args.accelerator_config is not None:
         args.accelerator_config.non_blocking = True
+
+
+class StopIfDiverged(TrainerCallback):
+    """Before a log, an evaluation or a checkpoint, stop if the loss diverged, so that nothing diverged is saved (a
+    log reads the loss from the device anyway). The Trainer's own flow callback runs first and has set what this
+    step (or epoch) will do by the time this one is called."""
+
+    def __init__(self, trainer: AaynTrainer):
+        self.trainer = trainer
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if control.should_log or control.should_evaluate or control.should_save:
+            self.trainer._stop_if_diverged()
+
+    on_epoch_end = on_step_end
 
 
 class AaynTrainer(Seq2SeqTrainer):
@@ -93,6 +108,7 @@ class AaynTrainer(Seq2SeqTrainer):
                              "given in `optimizers` would update the bf16 weights: give one or the other")  # fmt: skip
         self.bf16_weights = bf16_weights
         self.master_weights: MasterWeights | None = None  # while a bf16_weights training runs
+        self.add_callback(StopIfDiverged(self))
 
     def train(self, *args, **kwargs):
         """Under Accelerate's FSDP2 plugin the model is sharded first by aayn's wrapping (`training.fsdp.shard`: §3.4's
@@ -130,7 +146,8 @@ class AaynTrainer(Seq2SeqTrainer):
     def _load_best_model(self) -> None:
         """`load_best_model_at_end` at the end of `train()`: with bf16 weights, the best checkpoint's float32 weights
         into the master weights, which the model holds from then on (loaded into the bf16 model, they would be
-        rounded, then replaced by the last step's masters)."""
+        rounded, then replaced by the last step's masters). Private: no callback runs between the choice of the best
+        checkpoint and its load (`on_train_end` comes after), and no public method loads it."""
         with self._float32_weights():
             super()._load_best_model()
 
@@ -140,7 +157,9 @@ class AaynTrainer(Seq2SeqTrainer):
 
     def _save(self, output_dir: str | None = None, state_dict=None):
         """The Trainer's folder (weights, config), with the rest of an aayn folder written as every aayn folder is
-        (`aayn.formats.aayn`): a tokenizer that loads on both transformers lines, and aayn's card."""
+        (`aayn.formats.aayn`): a tokenizer that loads on both transformers lines, and aayn's card. Private: every
+        save ends here (`save_model`'s branches for FSDP, DeepSpeed and the rest, each checkpoint), while `on_save`
+        fires only for checkpoints, after the Trainer wrote them, and `save_model` called directly fires nothing."""
         from ..formats.aayn import AaynFolder, SavedModel
 
         output_dir = output_dir or self.args.output_dir
@@ -200,7 +219,8 @@ class AaynTrainer(Seq2SeqTrainer):
         """transformers 5.x computes the gradients' norm at every step for its log, even with clipping off (the
         paper's `max_grad_norm: 0`), a pass over every gradient. Only a logging step's norm is ever read
         (`grad_norm` in the log is that step's), so with `logging_strategy: steps` the others skip it. A callback
-        that asks for a log at other steps gets it without `grad_norm`. (4.57 computes no norm without clipping.)"""
+        that asks for a log at other steps gets it without `grad_norm`. (4.57 computes no norm without clipping.)
+        Private: the loop calls it between the backward and the optimizer step, where no callback can skip it."""
         step = self.state.global_step + 1  # the step about to end
         logs = step % self.state.logging_steps == 0 or (step == 1 and self.args.logging_first_step)
         if grad_norm is None and self.args.logging_strategy == IntervalStrategy.STEPS and not logs:
@@ -247,13 +267,6 @@ class AaynTrainer(Seq2SeqTrainer):
         if self._parameters_counted is None or self._parameters_counted[0] is not model:
             self._parameters_counted = (model, model.num_parameters(exclude_embeddings=True))
         return 6 * inputs[main].numel() * self._parameters_counted[1]
-
-    def _maybe_log_save_evaluate(self, *args, **kwargs):
-        """Before a log, an evaluation or a checkpoint: stop if the loss diverged, so that nothing diverged is saved
-        (a log reads the loss from the device anyway)."""
-        if self.control.should_log or self.control.should_evaluate or self.control.should_save:
-            self._stop_if_diverged()
-        return super()._maybe_log_save_evaluate(*args, **kwargs)
 
 
 def translation_metrics(tokenizer: PreTrainedTokenizerBase, target_lang: str | None = None):
