@@ -58,18 +58,24 @@ def test_bf16_weights_train_as_fairseqs_bf16_step(corpus, tmp_path, monkeypatch,
     recorded = Recorded(monkeypatch)
     master_grads = []  # per optimizer step: the norms of the gradients the optimizer updates the masters by
 
+    inside = []  # the steps under way: torch's AdamW may call Adam's, both wrapped, and a step counts once
+
     def recording(step):
         def stepped(optimizer, *args, **kwargs):
-            grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-            assert {grad.dtype for grad in grads} == {torch.float32}
-            master_grads.append(sorted(grad.norm().item() for grad in grads))
-            return step(optimizer, *args, **kwargs)
+            if not inside:
+                grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+                assert {grad.dtype for grad in grads} == {torch.float32}
+                master_grads.append(sorted(grad.norm().item() for grad in grads))
+            inside.append(step)
+            try:
+                return step(optimizer, *args, **kwargs)
+            finally:
+                inside.pop()
 
         return stepped
 
-    for kind in (torch.optim.Adam, torch.optim.AdamW):
-        if "step" in vars(kind):  # torch's AdamW inherits Adam's: wrapped once, counted once
-            monkeypatch.setattr(kind, "step", recording(kind.step))
+    for kind in (torch.optim.Adam, torch.optim.AdamW):  # each class's own attribute, which monkeypatch restores
+        monkeypatch.setattr(kind, "step", recording(kind.step))
     steps = dict(gradient_accumulation_steps=2, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=1.0)
     batches = dict(max_tokens=160, max_source_length=32, max_target_length=32)  # 8 micro-batches in one epoch
     model_args, data_args, args = parsed(corpus, tmp_path / "out", **steps, **batches, save_steps=4, do_predict=False)

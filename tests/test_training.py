@@ -119,6 +119,36 @@ def test_max_tokens_batches_in_the_trainer(corpus, tmp_path):
     assert sorted(seen) == sorted(tuple(ids) for ids in train["input_ids"])  # each example once per epoch
 
 
+def test_a_bf16_run_leaves_the_next_run_and_its_subprocesses_the_precision_they_ask(corpus, tmp_path, monkeypatch):
+    """A bf16 recipe parsed, its Trainer built, then a float32 one in the same process: the float32 Trainer's
+    Accelerator runs no autocast, and the environment a later subprocess inherits (an `accelerate launch`, a test's
+    Trainer) holds no ACCELERATE_MIXED_PRECISION, as before the first parse; a launcher's choice stays."""
+    from transformers import DataCollatorForSeq2Seq
+
+    from aayn.data import load_translation_dataset, train_tokenizer
+    from aayn.training.model import build_model
+    from aayn.training.plan import plan_run
+
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)  # 4.57's arguments write it, 5.x's do not
+    data = load_translation_dataset(str(corpus), source_lang="en", target_lang="fr")
+    tokenizer = train_tokenizer(data["train"], source_lang="en", target_lang="fr", vocab_size=300, show_progress=False)
+    precisions = []
+    for name, precision in (("bf16", {"bf16": True}), ("float32", {})):
+        recipe = write_recipe(
+            tmp_path / f"{name}.yaml", tiny_recipe(corpus, tmp_path / name, eval_strategy="no", **precision)
+        )
+        model_args, data_args, args = parse_arguments([recipe.as_posix()])
+        assert "ACCELERATE_MIXED_PRECISION" not in os.environ
+        model = build_model(plan_run(model_args, data_args, args), tokenizer)
+        trainer = AaynTrainer(model=model, args=args, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
+        precisions.append(trainer.accelerator.mixed_precision)
+        assert "ACCELERATE_MIXED_PRECISION" not in os.environ
+    assert precisions == ["bf16", "no"]
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")  # as `accelerate launch --mixed_precision bf16` sets
+    parse_arguments([recipe.as_posix()])
+    assert os.environ["ACCELERATE_MIXED_PRECISION"] == "bf16"
+
+
 @pytest.mark.parametrize("every", [1, 100])  # 100: no step logs nor saves; the run's end finds it
 def test_diverging_run_stops_with_a_clear_message_and_saves_nothing(corpus, tmp_path, every):
     recipe = tiny_recipe(

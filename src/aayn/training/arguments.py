@@ -11,6 +11,7 @@ torch, which takes seconds): `recipe_keys` reads its fields from transformers' s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import json
@@ -518,6 +519,25 @@ def argument_parser():
     return HfArgumentParser(_argument_classes(), prog=PROG, description=DESCRIPTION, allow_abbrev=False)
 
 
+MIXED_PRECISION = "ACCELERATE_MIXED_PRECISION"
+
+
+@contextlib.contextmanager
+def environment_unchanged(name: str = MIXED_PRECISION):
+    """A block after which `name` is in the environment as before it. transformers 4.57's arguments with bf16 or
+    fp16 write ACCELERATE_MIXED_PRECISION, which a later float32 run of the same process (its arguments read it
+    back) and every process started later (`accelerate launch`, a subprocess) would inherit: bf16 autocast
+    unasked. (5.x reads it without writing it.)"""
+    before = os.environ.get(name)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
 def parse_arguments(argv: list[str]) -> tuple:
     """`[RECIPE.yaml] [--key value ...]`: the recipe's values first, the flags after it win. `--help`, a missing
     recipe and unknown keys answer before transformers is imported; returns (ModelArguments,
@@ -547,7 +567,8 @@ def parse_arguments(argv: list[str]) -> tuple:
     flags = _bf16_weights(_resolve_autos(flags))  # imports torch: after every check that does not need it
     parser = argument_parser()
     parser.error = _one_line_error  # argparse would print the whole usage (every Trainer option) first
-    parsed = parser.parse_args_into_dataclasses(args=flags)
+    with environment_unchanged():  # 4.57's arguments write the precision into it (`environment_unchanged`)
+        parsed = parser.parse_args_into_dataclasses(args=flags)
     model_args, data_args, args = parsed[:3]
     model_args.given = frozenset(given)
     args.do_train, args.do_predict = stages.get("do_train", True), stages.get("do_predict", True)

@@ -19,6 +19,7 @@ from transformers.utils import logging
 from ..cards import write_model_card
 from ..data.batching import BucketPadding, MaxTokensBatchSampler, example_lengths
 from ..metrics import METRICS_MODULE
+from .arguments import MIXED_PRECISION, environment_unchanged
 from .fsdp import shard_for_trainer
 from .master_weights import MasterWeights
 
@@ -51,6 +52,17 @@ def no_waits_for_the_device(args) -> None:
     args.logging_nan_inf_filter = False
     if args.dataloader_pin_memory and args.accelerator_config is not None:
         args.accelerator_config.non_blocking = True
+
+
+@contextlib.contextmanager
+def precision_of(args):
+    """A block in which the environment says the precision `args` ask for, where 4.57's Trainer builds its
+    Accelerator (which reads it there: 5.x passes `args.mixed_precision` itself); as before after it. Arguments
+    asking for neither leave the launcher's choice (`accelerate launch --mixed_precision`)."""
+    with environment_unchanged():
+        if args.fp16 or args.bf16:
+            os.environ[MIXED_PRECISION] = "fp16" if args.fp16 else "bf16"
+        yield
 
 
 class StopIfDiverged(TrainerCallback):
@@ -96,7 +108,8 @@ class AaynTrainer(Seq2SeqTrainer):
                 "max_tokens batches a corpus sorted by length, which a streamed dataset cannot be; prepare the data "
                 "instead (`aayn preprocess`, or load it without streaming=True), or give per_device_train_batch_size"
             )
-        super().__init__(*args, **kwargs)
+        with precision_of(training_args) if training_args is not None else contextlib.nullcontext():
+            super().__init__(*args, **kwargs)
         self.max_tokens, self.length_buckets = max_tokens, length_buckets
         self.model_card = model_card  # render_model_card arguments; every saved folder gets its README.md
         self.results: dict | None = None  # test scores for the card, once known; until then the last validation
