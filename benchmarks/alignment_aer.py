@@ -22,7 +22,7 @@ def main() -> None:
     parser.add_argument("--output", help="write the figures as JSON here too")
     args = parser.parse_args()
 
-    from aayn.translation.alignment import AlignmentSettings, alignment_error_rate, read_gold, word_links
+    from aayn.formats.alignment import AlignmentSettings, alignment_error_rate, read_gold, word_links
     from aayn.translation.opening import open_translator
 
     gold = Path(args.gold)

@@ -1,6 +1,6 @@
 """What word alignments cost on the demo model: `aayn translate` of the first `--verses` test verses plain, with the
 alignments kept by the search as it decodes (`Translator.nbest(alignment=)`), and with a second, teacher-forced
-pass after it (what the translators did before the search kept them: `aayn.translation.alignment.align_ids` over the
+pass after it (what the translators did before the search kept them: `aayn.formats.alignment.align_ids` over the
 outputs); the arms alternate, `--rounds` rounds, medians. Checks that the kept alignments equal the second pass's links
 (and counts any that differ) and that the translations are those of the plain arm.
 
@@ -28,9 +28,9 @@ def main() -> None:
     from aayn.data import load_translation_dataset
     from aayn.data.token_batches import padded
     from aayn.formats.aayn.engine import produced
-    from aayn.translation.alignment import AlignmentSettings, align_ids
+    from aayn.formats.alignment import AlignmentSettings, align_ids
+    from aayn.formats.translator import DECODING_BATCH_TOKENS
     from aayn.translation.opening import open_translator
-    from aayn.translation.translator import DECODING_BATCH_TOKENS
 
     torch.set_num_threads(2)
     test = load_translation_dataset("bible", source_lang="en", target_lang="fr", splits={"test": "test"})["test"]

@@ -185,8 +185,8 @@ def main() -> None:
 
     from aayn.bench.decoding import serving_benchmark_inputs
     from aayn.formats import export_model
+    from aayn.formats.translator import AS_SAVED, EngineOptions
     from aayn.translation.opening import open_translator
-    from aayn.translation.translator import AS_SAVED, EngineOptions
 
     work = Path(tempfile.mkdtemp(prefix="serve-load-"))
     if args.sources:

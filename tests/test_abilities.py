@@ -1,6 +1,6 @@
 """Every ability × engine pair through the command line: each engine aayn translates (its own folder, the
 CTranslate2 and ONNX exports, and a toy registered format) is asked for each ability
-(`aayn.translation.translator.ABILITIES`) as a user asks for it, and either does it (exit status 0, an answer) or
+(`aayn.formats.translator.ABILITIES`) as a user asks for it, and either does it (exit status 0, an answer) or
 refuses in one line naming what it lacks (exit status 2); `aayn serve` of each is asked for what a request can ask (a
 glossary, alignments): 200 or a 400 in one line. A cell that works gives what the torch folder gives (an export's
 translations, alignments and scores; the toy's by its own rule). Which cell is which comes from the format's declared
@@ -12,7 +12,7 @@ import pytest
 
 from aayn.cli import main as aayn
 from aayn.formats import FORMATS, register, unregister
-from aayn.translation.translator import ABILITIES
+from aayn.formats.translator import ABILITIES
 
 pytest.importorskip("ctranslate2")
 pytest.importorskip("onnxruntime")
@@ -175,8 +175,8 @@ def test_cuda_graphs_reach_an_aayn_folders_search_and_an_export_refuses_them_in_
     line
     before anything is loaded."""
     from aayn.formats.aayn.cuda_graphs import GraphedSteps
+    from aayn.formats.translator import EngineOptions
     from aayn.translation.opening import open_translator
-    from aayn.translation.translator import EngineOptions
 
     command = ["translate", "--model", str(folders[engine]), "--cuda_graphs", TEXT]
     assert aayn(command) == 2

@@ -11,7 +11,7 @@ import torch
 from tiny_models import random_batch, tiny_config
 
 from aayn import AaynForConditionalGeneration
-from aayn.translation.alignment import AlignmentSettings, hard_links
+from aayn.formats.alignment import AlignmentSettings, hard_links
 
 FIXTURES = Path(__file__).parent / "data" / "fairseq"
 KINDS = ["postnorm-spm", "prenorm-moses-bpe"]
@@ -69,7 +69,7 @@ def test_the_ctranslate2_export_gives_the_same_alignments(imported, tmp_path):
 
 
 def test_another_layer_and_fewer_heads_change_the_attention_read(imported):
-    from aayn.translation.alignment import align_ids
+    from aayn.formats.alignment import align_ids
     from aayn.translation.opening import open_translator
 
     folder, record = imported
@@ -132,7 +132,7 @@ def test_show_attention_draws_the_alignment(imported, tmp_path, capsys):
 def test_the_alignment_error_rate_of_a_hand_computed_case():
     """AER = 1 - (|A & S| + |A & P|) / (|A| + |S|) (Och and Ney 2003), S within P: A = {1-1, 2-2, 3-4},
     S = {1-1, 2-3}, P = S + {2-2, 3-3}: |A & S| = 1, |A & P| = 2, so 1 - 3 / 5 = 0.4."""
-    from aayn.translation.alignment import alignment_error_rate, read_gold
+    from aayn.formats.alignment import alignment_error_rate, read_gold
 
     sure, possible = read_gold(["1-1 2-3 2p2 3p3"])
     assert alignment_error_rate([{(1, 1), (2, 2), (3, 4)}], sure, possible) == pytest.approx(0.4)

@@ -109,9 +109,9 @@ def test_an_actor_computes_as_dtype_and_cuda_graphs_ask(saved, tmp_path):
     as Ray builds it, from its keywords)."""
     import torch
 
+    from aayn.formats.translator import EngineOptions
     from aayn.translation.bulk import BulkSettings
     from aayn.translation.bulk_ray import ShardTranslator
-    from aayn.translation.translator import EngineOptions
 
     settings = BulkSettings(tmp_path / "out", "text", 1000, {})
     options = EngineOptions("bfloat16", cuda_graphs=True)

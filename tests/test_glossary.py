@@ -105,7 +105,7 @@ def test_an_export_refuses_a_glossary_in_one_line(saved, tmp_path):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_aayn_serve_takes_a_glossary_and_gives_alignments_in_both_shapes(saved, workers):
     from aayn.formats.aayn.engine import TorchTranslator
-    from aayn.translation.alignment import AlignmentSettings
+    from aayn.formats.alignment import AlignmentSettings
 
     folder, model, tokenizer = saved
     translator = TorchTranslator([model], tokenizer)

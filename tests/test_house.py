@@ -1,5 +1,5 @@
 """The house's own rules, read from the source (no import of aayn): no import circle among aayn's modules (an import
-inside a function counts: it closes the loop at run time), no function over 80 lines, the model file and the
+inside a function counts: it closes the loop at run time), no floor importing one above it, no function over 80 lines, the model file and the
 README within their sizes, every link of the README and the docs reaching its file and heading."""
 
 from __future__ import annotations
@@ -91,6 +91,24 @@ def test_no_import_circle():
     graph = {name: imported(name, path, known) for name, path in known.items()}
     assert graph["aayn.serve.app"] >= {"aayn.serve.hub_api", "aayn.serve.libretranslate"}  # the reader reads
     assert circles(graph) == []
+
+
+# the floors, lowest first: a package imports none above it (the model below all; the formats, their engines and
+# the engine interface, below the path a text takes; the path below the server and the command line)
+FLOORS = [("aayn.model",), ("aayn.data",), ("aayn.formats",), ("aayn.translation",), ("aayn.serve", "aayn.cli")]
+# the one reach up: generate(cuda_graphs=True) takes the graphs from the installed package, never from a saved folder
+REACHES_UP = {("aayn.model.decoding_aayn", "aayn.formats.aayn.cuda_graphs")}
+
+
+def test_no_floor_imports_one_above_it():
+    known = modules()
+    found = []
+    for level, packages in enumerate(FLOORS):
+        above = tuple(package for floor in FLOORS[level + 1 :] for package in floor)
+        for name, path in known.items():
+            if name.startswith(packages):
+                found += [(name, up) for up in imported(name, path, known) if up.startswith(above)]
+    assert set(found) == REACHES_UP
 
 
 def test_no_function_over_80_lines():

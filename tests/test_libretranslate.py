@@ -265,7 +265,7 @@ def test_html_keeps_every_tag_and_places_inline_markup_by_alignment(server, expe
     comments and text without letters stay as written."""
     from html.parser import HTMLParser
 
-    from aayn.translation.alignment import AlignmentSettings
+    from aayn.formats.alignment import AlignmentSettings
     from aayn.translation.opening import open_translator
 
     best, _ = expected

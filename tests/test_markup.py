@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from aayn.translation.alignment import Alignment
+from aayn.formats.alignment import Alignment
 from aayn.translation.markup import Fragment
 
 

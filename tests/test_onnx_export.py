@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 from aayn import AaynConfig, AaynForConditionalGeneration
 from aayn.cli import main as aayn
 from aayn.formats import export_model
-from aayn.translation.translator import DecodingSettings
+from aayn.formats.translator import DecodingSettings
 
 onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")

@@ -49,8 +49,8 @@ def test_every_route_of_the_app_is_described_with_its_methods():
     every method it answers, each POST with its request body, both request shapes of /translate in every encoding
     LibreTranslate reads."""
     pytest.importorskip("starlette")
+    from aayn.formats.translator import Translator
     from aayn.serve import Pair, ServeSettings, build_app, openapi
-    from aayn.translation.translator import Translator
 
     pytest.importorskip("prometheus_client")
     with_metrics = build_app([Pair("en", "fr", ["toy"], [Translator()])], ServeSettings(metrics=True))
@@ -305,9 +305,9 @@ def test_a_failing_text_fails_only_its_own_request_in_a_shared_batch_and_a_dead_
     search's error): that request gets the error, each other request the answer it gets alone, and the worker goes
     on. A worker process that dies (once) under a batch: every request of it answered from the new process; one that
     dies under every try: each request answered with that error, none left waiting."""
+    from aayn.formats.translator import Translator
     from aayn.serve import Batcher, Job, ServeSettings
     from aayn.serve.batcher import WorkerDied
-    from aayn.translation.translator import Translator
 
     calls = []
 
@@ -376,8 +376,8 @@ def test_a_failing_text_fails_only_its_own_request_in_a_shared_batch_and_a_dead_
 def test_a_batch_waits_for_the_clients_just_answered_and_no_longer():
     """After a model call, the next batch waits (at most max_wait_ms) for the clients that call answered; once
     they are all back it goes at once, and a client that does not come back is waited for until max_wait_ms."""
+    from aayn.formats.translator import Translator
     from aayn.serve import Batcher, Job, ServeSettings
-    from aayn.translation.translator import Translator
 
     calls = []
 
@@ -426,8 +426,8 @@ def test_a_batch_is_shared_out_among_idle_worker_threads():
     """With two translators (worker processes), the batch one thread gathers is split between it and the idle
     one, by characters, and both halves decode at the same time; idle threads do not split the arrivals among
     themselves while one gathers."""
+    from aayn.formats.translator import Translator
     from aayn.serve import Batcher, Job, ServeSettings
-    from aayn.translation.translator import Translator
 
     calls = []
 
@@ -467,8 +467,8 @@ def test_a_batch_is_shared_out_among_idle_worker_threads():
 def test_while_the_other_threads_are_busy_a_batch_takes_its_share_only():
     """Worker threads' batches even out: while one decodes a long call, a batch gathered by another takes its share
     of the sentences in flight (4 of 1 + 6), and leaves the rest for the next thread free."""
+    from aayn.formats.translator import Translator
     from aayn.serve import Batcher, Job, ServeSettings
-    from aayn.translation.translator import Translator
 
     calls = []
 

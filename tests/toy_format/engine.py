@@ -1,7 +1,7 @@
 """The toy format's engine: a text translated into the text reversed; a pair scored 0 where the target is the source
 reversed (-1 a token elsewhere). Its facts (name, abilities) are the declaration's."""
 
-from aayn.translation.translator import Translator
+from aayn.formats.translator import Translator
 
 from . import ReversedFolder
 

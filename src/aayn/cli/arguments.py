@@ -9,9 +9,9 @@ import math
 import sys
 from pathlib import Path
 
+from ..formats.translator import DECODING_BATCH_TOKENS
 from ..imports import MissingExtra
 from ..registration import register
-from ..translation.translator import DECODING_BATCH_TOKENS
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -135,7 +135,7 @@ def device_argument(parser: argparse.ArgumentParser) -> None:
 
 def engine_options(args: argparse.Namespace):
     """How the engine computes (`EngineOptions`), from --dtype and --cuda_graphs; CUDA graphs need CUDA."""
-    from ..translation.translator import EngineOptions
+    from ..formats.translator import EngineOptions
 
     if args.cuda_graphs and not args.device.startswith("cuda"):
         raise ValueError(f"--cuda_graphs replays the decoder's steps on a GPU: give --device cuda, not {args.device}")

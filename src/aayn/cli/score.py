@@ -17,7 +17,7 @@ def score(args: argparse.Namespace) -> None:
         raise ValueError(f"--source {args.source} has {len(sources)} lines, --target {args.target} {len(targets)}")
     alignment = None
     if args.print_alignment:
-        from ..translation.alignment import AlignmentSettings
+        from ..formats.alignment import AlignmentSettings
 
         alignment = AlignmentSettings(args.alignment_layer, args.alignment_heads)
     needs = ("scores",) + ("alignment",) * bool(alignment)

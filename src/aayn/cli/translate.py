@@ -9,7 +9,7 @@ import functools
 import sys
 from pathlib import Path
 
-from ..translation.translator import TextError
+from ..formats.translator import TextError
 from .arguments import (
     alignment_arguments,
     card_languages,
@@ -51,7 +51,7 @@ def translate(args: argparse.Namespace) -> None:
             raise FileNotFoundError(f"--glossary {args.glossary}: no such file")
         generate["glossary"] = Glossary.read(args.glossary)
     if args.print_alignment:
-        from ..translation.alignment import AlignmentSettings
+        from ..formats.alignment import AlignmentSettings
 
         if args.show_attention:
             generate["alignment_settings"] = AlignmentSettings(args.alignment_layer, args.alignment_heads)
@@ -207,7 +207,7 @@ def translate_documents(translator, batches, args, generate: dict) -> None:
 
     aligned = args.html and "alignment" in translator.abilities
     if aligned:
-        from ..translation.alignment import AlignmentSettings
+        from ..formats.alignment import AlignmentSettings
 
         generate["alignment"] = AlignmentSettings()
     split = sentence_splitter(args)
@@ -257,7 +257,7 @@ def translate_file(translator, args: argparse.Namespace, generate: dict) -> None
         raise FileNotFoundError(f"--file {args.file}: no such file")
     aligned = "alignment" in translator.abilities
     if aligned:
-        from ..translation.alignment import AlignmentSettings
+        from ..formats.alignment import AlignmentSettings
 
         generate["alignment"] = AlignmentSettings()
     args.split_sentences = True

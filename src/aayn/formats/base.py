@@ -73,7 +73,7 @@ class Format:
         return bool(self.files) and all((path / name).is_file() for name in self.files)
 
     def engine(self):
-        """The `aayn.translation.translator.Translator` class translating a folder of it (imported here, not before),
+        """The `aayn.formats.translator.Translator` class translating a folder of it (imported here, not before),
         or None where aayn does not translate it."""
         return getattr(self.part("engine"), self.engine_class) if self.engine_class else None
 

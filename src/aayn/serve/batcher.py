@@ -1,6 +1,6 @@
 """The batching behind `aayn serve`: sentences of concurrent requests wait at most `max_wait_ms` in a bounded
 queue, then one worker thread (the event loop never runs the model) translates those with the same parameters
-together through the same `Translator` as `aayn translate` (`aayn.translation.translator`): sorted by length, one model
+together through the same `Translator` as `aayn translate` (`aayn.formats.translator`): sorted by length, one model
 call per batch of at most `batch_tokens`. A call that fails is made again on each half of its requests, down to the
 request that fails alone: one client's text fails only its own request, and the worker goes on. With `workers` above 1,
 each of that many threads hands its batches to its own process holding the model (`WorkerTranslator`, `threads`
@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..translation.translator import AS_SAVED, DecodingSettings, EngineOptions, TextError, Translator
+from ..formats.translator import AS_SAVED, DecodingSettings, EngineOptions, TextError, Translator
 from .settings import QueueFull, ServeSettings
 
 

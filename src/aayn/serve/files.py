@@ -117,7 +117,7 @@ async def translated(service, pair, texts: list[str], aligned: bool, request):
     went away)."""
     options = {}
     if aligned:
-        from ..translation.alignment import AlignmentSettings
+        from ..formats.alignment import AlignmentSettings
 
         options["alignment"] = AlignmentSettings()
     best = []

@@ -49,7 +49,7 @@ class LibreRequest:
         """Each text as the sentences to translate, split by the rules of `language` (the source), with html's
         inline markup placed by alignments where the engine `aligns` (each sentence then translated whole).
         Returns the alignment to decode with: the one asked for, else for the markup (not answered), else None."""
-        from ..translation.alignment import AlignmentSettings
+        from ..formats.alignment import AlignmentSettings
 
         split = splitter(language)
         if self.form == "html":

@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from ..formats.translator import TextError, Translator, lacking
 from ..languages import language_name
-from ..translation.translator import TextError, Translator, lacking
 from .batcher import Batcher, Job, WorkerDied, WorkerTranslator, describe, one_line
 from .detect import Detector
 from .keys import Access, client_address

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..translation.translator import DECODING_BATCH_TOKENS, unreadable
+from ..formats.translator import DECODING_BATCH_TOKENS, unreadable
 
 GLOSSARY = "an object {source term: target term} or a list of [source term, target term] pairs"
 TERM = {"type": "string", "pattern": r"\S"}  # a term holds a word or a mark
@@ -99,7 +99,7 @@ def language(codes: tuple[str, ...], description: str) -> dict:
 
 def read_alignment(value):
     """A request's `alignment` (true or false) as the translator's `AlignmentSettings` (None: not asked)."""
-    from ..translation.alignment import AlignmentSettings
+    from ..formats.alignment import AlignmentSettings
 
     if not isinstance(value, bool):
         raise RequestError(f"Invalid request: alignment must be true or false, got {json.dumps(value)}")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..folders import _alive, staged_file
-from .translator import TextError
+from ..formats.translator import TextError
 
 TABLES = (".jsonl", ".parquet")  # row formats; any other shard is text lines
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..formats.translator import AS_SAVED, EngineOptions
 from .bulk import BulkSettings, missing, summary, translate_shard
-from .translator import AS_SAVED, EngineOptions
 
 
 class ShardTranslator:

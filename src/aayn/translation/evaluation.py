@@ -9,10 +9,10 @@ from transformers.utils import logging
 
 from ..data import load_translation_dataset
 from ..folders import write_text_atomically
+from ..formats.translator import AS_SAVED, DECODING_BATCH_TOKENS, EngineOptions
 from ..metrics import METRICS_MODULE
 from ..metrics.paper_bleu import paper_bleu_scores
 from .opening import ModelFolder, open_translator
-from .translator import AS_SAVED, DECODING_BATCH_TOKENS, EngineOptions
 
 logger = logging.get_logger(__name__)
 

@@ -133,7 +133,7 @@ class Fragment:
     def rebuilt(self, translations: list[str], alignments: list | None = None) -> str:
         """The fragment with each text replaced by its translation (escaped; the text's leading and trailing
         spaces kept); a sentence with inline markup gets its elements back around the words `alignments`
-        (`aayn.translation.alignment.Alignment`, one per text) links to theirs."""
+        (`aayn.formats.alignment.Alignment`, one per text) links to theirs."""
         pieces = [raw for _, raw in self.pieces]
         for index, ((start, end), translation) in enumerate(zip(self.slots, translations)):
             raw = "".join(pieces[start:end]) if end - start == 1 else "".join(self._texts_of((start, end)))
@@ -255,7 +255,7 @@ def _starts(text: str, split) -> list[int]:
 def place_elements(pieces: list[tuple[str, str]], translation: str, alignment) -> str:
     """The translation of one sentence (`pieces`: its text and paired inline tags), escaped, with each inline
     element around the target words aligned to the source words it wrapped (well formed whatever the links)."""
-    from .alignment import word_links
+    from ..formats.alignment import word_links
 
     # the source's words (whitespace-separated over the text without tags) and the elements each falls in
     tree = {"children": [], "words": set(), "open": "", "close": ""}

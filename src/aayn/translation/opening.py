@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..formats import FORMATS, HOME, folder_format
-from .translator import ABILITIES, AS_SAVED, EngineOptions, Translator, without
+from ..formats.translator import ABILITIES, AS_SAVED, EngineOptions, Translator, without
 
 
 class ModelFolder(NamedTuple):

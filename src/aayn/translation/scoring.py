@@ -8,8 +8,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..formats.aayn.engine import TorchTranslator, token_log_probs
+from ..formats.translator import DECODING_BATCH_TOKENS, Score
 from ..model.policy_aayn import gnmt_length_penalty
-from .translator import DECODING_BATCH_TOKENS, Score
 
 
 @torch.inference_mode()

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from ...translation.translator import ABILITIES, AS_SAVED
 from ..base import Format
+from ..translator import ABILITIES, AS_SAVED
 
 
 class SavedModel(NamedTuple):

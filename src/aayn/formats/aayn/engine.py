@@ -13,8 +13,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from ...data.token_batches import padded
 from ...model.glossary_aayn import term_ids
 from ...model.policy_aayn import FOLDER_RULES, folder_rules, source_limit
-from ...translation.alignment import attention_alignments
-from ...translation.translator import DecodingSettings, TextError, Translator
+from ..alignment import attention_alignments
+from ..translator import DecodingSettings, TextError, Translator
 from . import AaynFolder
 
 
@@ -126,7 +126,7 @@ class TorchTranslator(Translator):
         return [per_token[row, : len(ids)].tolist() for row, ids in enumerate(targets)]
 
     def align_batch(self, sources: list[list[int]], targets: list[list[int]], settings) -> list:
-        from ...translation.alignment import align_ids
+        from ..alignment import align_ids
 
         return align_ids(self.model, self.tokenizer, sources, targets, settings)
 
@@ -141,7 +141,7 @@ class TorchTranslator(Translator):
         alignment=None,
     ) -> str:
         """Translate `text`, then draw the last decoder layer's cross-attention (target rows, source columns) to a PNG,
-        averaged over heads or one panel per head. `alignment` (`aayn.translation.alignment.AlignmentSettings`): draw
+        averaged over heads or one panel per head. `alignment` (`aayn.formats.alignment.AlignmentSettings`): draw
         that layer's attention instead, and its alignment's links over it (red squares). Returns the translation (one
         model only)."""
         model, tokenizer = self.model, self.tokenizer
@@ -155,7 +155,7 @@ class TorchTranslator(Translator):
         outputs = model(**inputs, decoder_input_ids=output[None, :-1], output_attentions=True)
         layer, links = -1, []
         if alignment is not None:
-            from ...translation.alignment import align_ids
+            from ..alignment import align_ids
 
             layer, heads = alignment.check(model.config)
             source_ids = inputs["input_ids"][0].tolist()

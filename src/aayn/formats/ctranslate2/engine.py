@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ...checks import json_fault, python_tokenizer_class
 from ...model.policy_aayn import length_penalty as penalty_of_length
-from ...translation.translator import DecodingSettings, Translator
+from ..translator import DecodingSettings, Translator
 from . import CT2_RULES, CTranslate2Folder, import_ctranslate2
 
 NO_LIMIT = int(1e30)  # transformers' model_max_length when a tokenizer sets none (VERY_LARGE_INTEGER)
@@ -298,7 +298,7 @@ class ExportedModel(Translator):
         text = self.tokenizer.text
         if alignment is None:
             return [[(score, text(pieces).strip()) for pieces, score in zip(r.hypotheses, r.scores)] for r in results]
-        from ...translation.alignment import pieces_alignment
+        from ..alignment import pieces_alignment
 
         special = set(self.tokenizer.special_tokens)
         return [[(score, text(pieces).strip(), pieces_alignment(rows, source, pieces, special))

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ...model.policy_aayn import folder_rules, largest_length_penalty, length_penalty, search_done, source_limit
-from ...translation.translator import DecodingSettings, Translator
+from ..translator import DecodingSettings, Translator
 from . import OnnxFolder, import_onnxruntime
 
 FILES = OnnxFolder.files  # the encoder, the first decoder step, the later steps (with the cache)

@@ -180,7 +180,7 @@ class Score:
     GNMT's lp(|Y|) = ((5 + |Y|) / 6)^alpha (fairseq's |Y|^alpha for a folder whose `length_normalization` says so),
     |Y| counting eos (what the search ranks its own outputs by);
     `tokens`: the log-probability of each target token, eos last (empty unless asked for); `alignment`: the
-    pair's `aayn.translation.alignment.Alignment` where asked for."""
+    pair's `aayn.formats.alignment.Alignment` where asked for."""
 
     log_prob: float
     score: float
@@ -214,7 +214,7 @@ class Translator:
         """The `settings.nbest` best hypotheses of each source of one batch (similar lengths, at most the batch
         budget); `prefixes`: a target prefix per source ("" for none), where the engine has that ability;
         `terms=` (given only with the "glossary" ability): the target terms each translation must contain;
-        `alignment=` (`aayn.translation.alignment.AlignmentSettings`, only with the "alignment" ability): each
+        `alignment=` (`aayn.formats.alignment.AlignmentSettings`, only with the "alignment" ability): each
         hypothesis comes with its `Alignment` as a third element."""
         raise NotImplementedError
 
@@ -242,7 +242,7 @@ class Translator:
         engine. An empty or blank line gives one empty hypothesis with score 0. `prefixes` (one per input, "" for
         none): target prefixes each translation continues from. `glossary` (`aayn.model.glossary_aayn.Glossary`): the
         target terms of the source terms each input contains must appear in its translations. `alignment`
-        (`aayn.translation.alignment.AlignmentSettings`): each hypothesis is (score, text, `Alignment`). `progress`: a
+        (`aayn.formats.alignment.AlignmentSettings`): each hypothesis is (score, text, `Alignment`). `progress`: a
         description for a progress bar over the sentences on stderr, shown once the work has taken a second."""
         check_texts(texts)
         settings = self.settings(nbest, num_beams=num_beams, length_penalty=length_penalty,
@@ -315,7 +315,7 @@ class Translator:
         raise NotImplementedError
 
     def align_batch(self, sources: list[list[int]], targets: list[list[int]], settings) -> list:
-        """Per pair of one batch, its `aayn.translation.alignment.Alignment` (teacher-forced; the "alignment"
+        """Per pair of one batch, its `aayn.formats.alignment.Alignment` (teacher-forced; the "alignment"
         ability)."""
         raise NotImplementedError
 
@@ -331,7 +331,7 @@ class Translator:
     ) -> list[Score]:
         """Scores of the pairs (sources[i], targets[i]) in input order (fairseq's `--score-reference`);
         `length_penalty` is alpha (default: the folder's generation config's); `alignment`
-        (`aayn.translation.alignment.AlignmentSettings`): each `Score` carries the pair's `Alignment`
+        (`aayn.formats.alignment.AlignmentSettings`): each `Score` carries the pair's `Alignment`
         (teacher-forced)."""
         from ..data.token_batches import decoding_batches
 
