@@ -1,6 +1,7 @@
 """The house's own rules, read from the source (no import of aayn): no import circle among aayn's modules (an import
-inside a function counts: it closes the loop at run time), no floor importing one above it, no function over 80 lines, the model file and the
-README within their sizes, every link of the README and the docs reaching its file and heading."""
+inside a function counts: it closes the loop at run time), no floor importing one above it, no function over 80
+lines, the model file and the README within their sizes, every link of the README and the docs reaching its file and
+heading."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ def render_model_card(
     results: dict[str, float] | None = None,
     license: str = LICENSE,
     made_with: str = "trained with [aayn](https://pypi.org/project/aayn/)",
+    lang_pairs: list[str] | None = None,
 ) -> str:
     """`model_card.md` filled in: Hub YAML metadata (languages, license, dataset, metrics and values) and body.
     `made_with`: how the weights came to be (an imported folder says where from)."""
@@ -35,6 +36,9 @@ def render_model_card(
         if config.decoder_vocab_size == config.vocab_size and getattr(config, "share_encoder_decoder_embeddings", True)
         else f"a {config.vocab_size}-token source and a {config.decoder_vocab_size}-token target vocabulary"
     )
+    if lang_pairs:  # one model for several pairs: the target chosen by its token before the source
+        tokens = ", ".join(f"{pair} (`>>{pair.split('-')[1]}<<`)" for pair in lang_pairs)
+        vocabulary += f"; one model for the pairs {tokens}, the target's token put before each source text"
     results = results or {}
     metrics = sorted(name for name in ("bleu", "chrf") if name in results)
     model_index = (
@@ -68,8 +72,23 @@ def render_model_card(
             scorer.corpus_score(["a"], [["a"]])  # a signature names the reference count, known after one score
             signatures.append(f"`{scorer.get_signature()}`")
         evaluation += f"\n\nsacreBLEU signatures: {', '.join(signatures)}"
+    pairs = [pair for pair in lang_pairs or () if f"bleu_{pair}" in results]
+    if pairs:  # the scores above are the pairs' means
+        evaluation = (
+            "The means over the pairs:\n"
+            + evaluation
+            + "\n\nEach pair:\n\n"
+            + "\n".join(
+                f"- {pair}: BLEU {results[f'bleu_{pair}']:.2f}, chrF {results[f'chrf_{pair}']:.2f}"
+                + (f", off target {results[f'off_target_{pair}']:.1%}" if f"off_target_{pair}" in results else "")
+                for pair in pairs
+            )
+        )
+    languages = [source_lang, target_lang]
+    if lang_pairs:
+        languages = list(dict.fromkeys(lang for pair in lang_pairs for lang in pair.split("-")))
     values = {  # metadata values as JSON, which YAML reads as written whatever characters they hold
-        "languages": json.dumps([source_lang, target_lang]),
+        "languages": json.dumps(languages),
         "license": json.dumps(license),
         "widget": json.dumps([{"text": example}], ensure_ascii=False),
         "datasets": json.dumps([dataset]),

@@ -42,3 +42,39 @@ def folder_language_tokens(folder: str | Path) -> dict[str, str]:
             pieces = [piece[0] if isinstance(piece, list) and piece else piece for piece in pieces]  # a Unigram's
             return language_tokens(piece for piece in pieces if isinstance(piece, str))
     return {}
+
+
+def language_token(lang: str) -> str:
+    """The target-language token of `lang` (`>>fr<<`), put before a source text with a space."""
+    return f">>{lang}<<"
+
+
+def parse_lang_pairs(value: str) -> list[tuple[str, str]]:
+    """`en-es,en-fr` as [("en", "es"), ("en", "fr")], or ValueError naming the item that is not a pair."""
+    items = [item.strip() for item in value.split(",")] if value else []
+    pairs = []
+    for item in items:
+        source, dash, target = item.partition("-")
+        if not (dash and source.isalpha() and target.isalpha()) or source.lower() == target.lower():
+            raise ValueError(f"lang_pairs: {item!r} is not a pair of two language codes SRC-TGT (e.g. en-es,en-fr)")
+        pairs.append((source.lower(), target.lower()))
+    if not pairs:
+        raise ValueError("lang_pairs names no pair; give SRC-TGT pairs separated by commas (e.g. en-es,en-fr)")
+    twice = sorted({f"{s}-{t}" for s, t in pairs if pairs.count((s, t)) > 1})
+    if twice:
+        raise ValueError(f"lang_pairs names {twice[0]} twice")
+    return pairs
+
+
+def pair_name(pair: tuple[str, str]) -> str:
+    return f"{pair[0]}-{pair[1]}"
+
+
+def folder_lang_pairs(folder: str | Path) -> list[tuple[str, str]]:
+    """The pairs a multilingual aayn folder was trained on (its config's `lang_pairs`); [] for any other."""
+    path = Path(folder) / "config.json"
+    try:
+        pairs = json.loads(path.read_text(encoding="utf-8")).get("lang_pairs") if path.is_file() else None
+    except (ValueError, AttributeError):
+        return []
+    return parse_lang_pairs(",".join(pairs)) if isinstance(pairs, list) and pairs else []

@@ -45,7 +45,7 @@ def serve(args: argparse.Namespace) -> None:
     if bool(args.model) == bool(args.pair):
         raise ValueError("give --model (one direction; repeat it for an ensemble) or --pair SRC:TGT=FOLDER (repeat it)")
     access = access_of(args)
-    served = [served_pair(value) for value in args.pair] if args.pair else [(*card_languages(args.model), args.model)]
+    served = [served_pair(value) for value in args.pair] if args.pair else model_pairs(args.model)
     seen = [(source, target) for source, target, _ in served if source]
     if len(seen) != len(set(seen)):
         raise ValueError(f"--pair serves a direction twice: {sorted(seen)}")
@@ -76,7 +76,7 @@ def served_pairs(args: argparse.Namespace, served: list) -> list:
     vocabulary has target-language tokens: OPUS-MT's `>>fr<<`) serves one pair per target token under --model, the
     asked target's under --pair; the server puts the token before each text. A model named by several --pair
     is opened once (its pairs share its batcher)."""
-    from ..languages import folder_language_tokens
+    from ..languages import folder_lang_pairs, folder_language_tokens
     from ..serve import Pair
 
     pairs, opened = [], {}
@@ -85,7 +85,7 @@ def served_pairs(args: argparse.Namespace, served: list) -> list:
         translators = opened.get(tuple(names)) or opened.setdefault(tuple(names), open_served(args, names))
         if not tokens or not source:  # no card's languages: the Hub's shape, the client writes the token
             pairs.append(Pair(source, target, names, translators))
-        elif args.pair:
+        elif args.pair or folder_lang_pairs(names[0]):  # the asked pair, or each of the folder's own
             if target not in tokens:
                 raise ValueError(f"--pair {source}:{target}: {names[0]} has no token for {target} (its targets: "
                                  f"{', '.join(sorted(tokens))})")  # fmt: skip
@@ -95,6 +95,15 @@ def served_pairs(args: argparse.Namespace, served: list) -> list:
                 if source and code != source:
                     pairs.append(Pair(source, code, names, translators, target_token=token))
     return pairs
+
+
+def model_pairs(names: list[str]) -> list[tuple[str, str, list[str]]]:
+    """What `--model` serves: a multilingual aayn folder's pairs (its config's `lang_pairs`), exactly those; else
+    the direction its card names (none: the Hub's shape only)."""
+    from ..languages import folder_lang_pairs
+
+    pairs = folder_lang_pairs(names[0]) if Path(names[0]).is_dir() else []
+    return [(source, target, names) for source, target in pairs] or [(*card_languages(names), names)]
 
 
 def served_pair(value: str) -> tuple[str, str, list[str]]:

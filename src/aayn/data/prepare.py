@@ -63,6 +63,7 @@ class DataPlan:
     sentencepiece_model_type: str = "unigram"
     input_sentence_size: int = 2_000_000  # sentences a new BPE reads (0: all)
     tokenizer_name: str | None = None  # a saved tokenizer instead of a new BPE
+    source_prefix: str = ""  # before each source text: a multilingual model's target token (`data.multilingual`)
 
     @property
     def corpus(self) -> str:
@@ -92,6 +93,7 @@ class PreparedData:
     tokenizer: PreTrainedTokenizerBase
     splits: DatasetDict
     new_tokenizer: bool  # a BPE made for this data, which the run saves as its own
+    rows: dict[str, list[str]] | None = None  # several pairs: each evaluation split's pair per row, in order
 
 
 def cache_root() -> Path:
@@ -174,6 +176,8 @@ def prepare_data(
         "max_target_length": plan.max_target_length,
         "overlong": plan.overlong,
     }
+    if plan.source_prefix:  # (a one-pair folder's key predates it)
+        parts["source_prefix"] = plan.source_prefix
     folder = root / f"data-{name}-{text_digest(parts)[:16]}"
     if not (folder / RECORD).is_file():
         _say_what_changed(root, f"data-{name}-", parts)
@@ -192,6 +196,7 @@ def prepare_data(
                         overlong=overlong[split],
                         num_proc=num_proc,
                         cache_file_names={split: names[split]},
+                        source_prefix=plan.source_prefix,
                     )
                     for split in splits
                 }

@@ -33,12 +33,14 @@ class PairEncoder:
     adds Python work per sentence: docs/measurements.md) with the truncation transformers would set, and the
     tokenizer's own call otherwise."""
 
-    def __init__(self, tokenizer, source_lang, target_lang, max_source_length, max_target_length, truncate):
+    def __init__(self, tokenizer, source_lang, target_lang, max_source_length, max_target_length, truncate,
+                 source_prefix: str = ""):  # fmt: skip
         self.langs, self.limits, self.truncate = (
             (source_lang, target_lang),
             (max_source_length, max_target_length),
             truncate,
         )
+        self.source_prefix = source_prefix  # a multilingual model's target token (`aayn.data.multilingual`)
         self.id_type = pa.from_numpy_dtype(np.dtype(id_type(tokenizer)))
         backend = getattr(tokenizer, "backend_tokenizer", None)
         self.tokenizer = None if backend is not None else tokenizer
@@ -70,7 +72,7 @@ class PairEncoder:
             if any(text is None for text in texts):
                 raise ValueError(f"a row of the dataset has no {lang!r} text")
         kept = [i for i, (s, t) in enumerate(zip(sources, targets)) if s.strip() and t.strip()]
-        source = self._encode([sources[i] for i in kept], 0)
+        source = self._encode([self.source_prefix + sources[i] for i in kept], 0)
         target = self._encode([targets[i] for i in kept], 1)
         if not self.truncate:
             fits = [
@@ -138,8 +140,10 @@ def tokenize_dataset(
     num_proc: int | None = None,
     load_from_cache_file: bool = True,
     cache_file_names: dict[str, str] | None = None,
+    source_prefix: str = "",
 ):
-    """`input_ids`, `attention_mask` and `labels` (each ending in `</s>`) for every pair with text on both sides.
+    """`input_ids`, `attention_mask` and `labels` (each ending in `</s>`) for every pair with text on both sides;
+    `source_prefix` (a multilingual model's `>>fr<< `) before each source text.
 
     Over-long sentences are truncated (keeping `</s>`) or dropped, per `overlong`. A dataset loaded from files
     caches its result next to its Arrow files, so a second run with the same tokenizer and settings skips the work
@@ -152,8 +156,9 @@ def tokenize_dataset(
         if not isinstance(value, int) or value < 2:
             raise ValueError(f"{name} must be an integer >= 2 (one token plus </s>), got {value!r}")
     encoder = PairEncoder(
-        tokenizer, source_lang, target_lang, max_source_length, max_target_length, overlong == "truncate"
-    )
+        tokenizer, source_lang, target_lang, max_source_length, max_target_length, overlong == "truncate",
+        source_prefix,
+    )  # fmt: skip
     if isinstance(dataset, (DatasetDict, IterableDatasetDict)):
         names = cache_file_names or {}
         out = {

@@ -75,8 +75,10 @@ def train_tokenizer(
     show_progress: bool = True,
     input_sentence_size: int = 0,
     seed: int = 0,
+    language_tokens: tuple[str, ...] = (),
 ) -> PreTrainedTokenizerFast:
-    """Train a shared byte-level BPE on both sides of `dataset` (a split in the WMT schema), wrapped for transformers.
+    """Train a shared byte-level BPE on both sides of `dataset` (a split in the WMT schema), wrapped for transformers;
+    `language_tokens` (a multilingual model's `>>fr<<`) are special tokens after `<unk>`, never split.
 
     NFKC normalizes; the byte-level pre-tokenizer keeps every space, so `decode(encode(text)) == NFKC(text)` and
     no character is ever unknown. `</s>` is appended to every sequence, labels included (`text_target=`). The
@@ -94,7 +96,7 @@ def train_tokenizer(
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=list(SPECIAL_TOKENS.values()),
+        special_tokens=[*SPECIAL_TOKENS.values(), *language_tokens],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=show_progress,
     )
@@ -120,6 +122,7 @@ def train_tokenizer(
         model_max_length=model_max_length,
         model_input_names=["input_ids", "attention_mask"],
         **SPECIAL_TOKENS,
+        **({"additional_special_tokens": list(language_tokens)} if language_tokens else {}),
     )
 
 
@@ -222,9 +225,10 @@ def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: str | Path) -> No
     """`save_pretrained`, made for users of either transformers line and of plain `tokenizers`.
 
     transformers 5.x names the class `TokenizersBackend` in tokenizer_config.json, which 4.57 cannot load; both
-    lines load `PreTrainedTokenizerFast` (5.x keeps it as an alias). The truncation that the last batched call
-    set (training's max length) would be saved in tokenizer.json and cut every later `Tokenizer.from_file` user's
-    text: it is not part of the tokenizer, so it is cleared (transformers sets it again per call).
+    lines load `PreTrainedTokenizerFast` (5.x keeps it as an alias). So too the extra special tokens' list. The
+    truncation that the last batched call set (training's max length) would be saved in tokenizer.json and cut
+    every later `Tokenizer.from_file` user's text: it is not part of the tokenizer, so it is cleared (transformers
+    sets it again per call).
     """
     backend = getattr(tokenizer, "backend_tokenizer", None)  # none: a Python tokenizer (an imported Moses + BPE)
     if backend is not None:
@@ -236,9 +240,14 @@ def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: str | Path) -> No
         Path(folder, SENTENCEPIECE_FILE).write_bytes(model)
     path = Path(folder) / "tokenizer_config.json"
     config = json.loads(path.read_text(encoding="utf-8"))
+    changed = dict(config)
     if config.get("tokenizer_class") == "TokenizersBackend":
-        config["tokenizer_class"] = "PreTrainedTokenizerFast"
-        path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        changed["tokenizer_class"] = "PreTrainedTokenizerFast"
+    if isinstance(config.get("extra_special_tokens"), list):  # 5.x's list (a multilingual model's >>xx<<): 4.57
+        # reads a dict there and the list under its old name, which 5.x reads too
+        changed["additional_special_tokens"], changed["extra_special_tokens"] = config["extra_special_tokens"], {}
+    if changed != config:
+        path.write_text(json.dumps(changed, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:

@@ -106,6 +106,17 @@ class DataTrainingArguments:
     dataset_config_name: str | None = field(
         default=None, metadata={"help": "Hub config such as de-en; default: found from the languages"}
     )
+    lang_pairs: str | None = field(
+        default=None,
+        metadata={
+            "help": "several pairs in one model, SRC-TGT separated by commas (en-es,en-fr): the target's >>xx<< "
+            "token before each source, one vocabulary; source_lang / target_lang then default to the first pair"
+        },
+    )
+    sampling_temperature: float = field(
+        default=1.5,
+        metadata={"help": "with lang_pairs: pair i's share of the training examples, as size_i^(1/T)"},
+    )
     train_split: str = field(
         default="train", metadata={"help": "split expression for training, slicing allowed: train[:10%%]"}
     )
@@ -553,6 +564,16 @@ def parse_arguments(argv: list[str]) -> tuple:
     _check_keys([flag[2:].split("=")[0] for flag in flags if flag.startswith("--")], "flag", "--")
     _check_values(flags)
     given = {flag[2:].split("=")[0].replace("-", "_") for flag in flags if flag.startswith("--")}
+    if (pairs := _flag_value(flags, "lang_pairs")) is not None:  # the first pair's languages, unless given
+        from ..languages import parse_lang_pairs
+
+        try:
+            first = parse_lang_pairs(pairs)[0]
+        except ValueError as error:
+            raise RecipeError(str(error)) from None
+        for name, lang in zip(("source_lang", "target_lang"), first):
+            if name not in given:
+                flags, given = [*flags, f"--{name}", lang], given | {name}
     required = [f.name for cls in AAYN_ARGUMENT_CLASSES for f in dataclasses.fields(cls) if _required(f)]
     missing = [name for name in required if name not in given]
     if missing:

@@ -20,8 +20,10 @@ from transformers.utils import logging
 
 from ..checks import check_direction, check_fits_in_memory
 from ..data import save_tokenizer
+from ..data.multilingual import prepare_multilingual
 from ..data.prepare import PreparedData, prepare_data
 from ..folders import write_text_atomically
+from ..languages import pair_name
 from .arguments import DataTrainingArguments, ModelArguments
 from .average import checkpoint_step, last_checkpoints, load_average, load_weights
 from .fsdp import accelerate_fsdp_settings, check_fsdp_launch, meta_model
@@ -50,6 +52,15 @@ def prepare(plan: RunPlan) -> PreparedData:
     """The run's tokenizer and tokenized splits, prepared once (the main process first; the others find them)."""
     with plan.args.main_process_first(desc="preparing the data"):
         tokenizer = given_tokenizer(plan.model_args, plan.args)
+        if plan.lang_pairs:
+            prepared, data = prepare_multilingual(
+                plan.data, plan.lang_pairs, list(plan.data.splits), temperature=plan.sampling_temperature,
+                seed=plan.args.seed, tokenizer=tokenizer, num_proc=plan.num_proc,
+            )  # fmt: skip
+            prepared.rows = data.rows
+            for split, sizes in data.sizes.items():
+                logger.info(f"{split}: " + ", ".join(f"{pair} {size:,}" for pair, size in sizes.items()))
+            return prepared
         return prepare_data(plan.data, list(plan.data.splits), tokenizer=tokenizer, num_proc=plan.num_proc)
 
 
@@ -99,6 +110,8 @@ def run_plan(plan: RunPlan, callbacks: list[TrainerCallback] | None = None, mode
         model = pretrained if pretrained is not None else model_builder(plan, prepared.tokenizer)
         logger.info(f"model: {model_summary(model)}")
         configure_model(model, plan)
+        if plan.lang_pairs:  # the folder states its pairs (`aayn serve` offers those)
+            model.config.lang_pairs = [pair_name(pair) for pair in plan.lang_pairs]
         trainer = build_trainer(plan, model, prepared, callbacks)
         train_or_resume(trainer, plan)
         metrics = finish_run(trainer, plan, prepared, start)
@@ -127,7 +140,7 @@ def build_trainer(plan: RunPlan, model, prepared: PreparedData, callbacks=None) 
         data_collator=DataCollatorForSeq2Seq(
             tokenizer, model=model, pad_to_multiple_of=8 if args.bf16 or args.fp16 or plan.bf16_weights else None
         ),
-        compute_metrics=translation_metrics(tokenizer, plan.card["target_lang"])
+        compute_metrics=translation_metrics(tokenizer, plan.card["target_lang"], rows_of(prepared, "validation"))
         if args.predict_with_generate
         else None,
         callbacks=callbacks,
@@ -173,6 +186,11 @@ def averaging_candidates(output_dir: str, resume: str | None) -> list[Path]:
     return checkpoints
 
 
+def rows_of(prepared: PreparedData, split: str) -> list[str] | None:
+    """Each row's pair in `split` of a run over several pairs (None: one pair)."""
+    return prepared.rows.get(split) if prepared.rows else None
+
+
 def finish_run(trainer: AaynTrainer, plan: RunPlan, prepared: PreparedData, start: float) -> dict:
     """Test, then write the final folder (moved in whole), the test translations, the curves; print examples and
     scores; push where asked. Returns the test metrics."""
@@ -180,6 +198,8 @@ def finish_run(trainer: AaynTrainer, plan: RunPlan, prepared: PreparedData, star
     metrics, hypotheses = {}, None
     if args.do_predict:
         test = prepared.splits["test"]
+        if args.predict_with_generate and prepared.rows:
+            trainer.compute_metrics = translation_metrics(tokenizer, None, rows_of(prepared, "test"))
         prediction = trainer.predict(test, metric_key_prefix="test")
         metrics = prediction.metrics
         trainer.log_metrics("test", metrics)

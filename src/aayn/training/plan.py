@@ -11,7 +11,9 @@ from transformers import Seq2SeqTrainingArguments
 from transformers.utils import logging
 
 from ..checks import available_cores
+from ..data.multilingual import temperature_probabilities
 from ..data.prepare import DataPlan
+from ..languages import pair_name, parse_lang_pairs
 from ..model.configuration_aayn import AaynConfig
 from .arguments import DataTrainingArguments, ModelArguments
 from .fsdp import accelerate_fsdp_settings
@@ -41,12 +43,17 @@ class RunPlan:
     card: dict  # the model card's languages, dataset, license and repository name
     examples_to_print: int  # test translations printed at the end
     num_proc: int  # processes that tokenize the data
+    lang_pairs: list[tuple[str, str]] | None = None  # several pairs in one model (`aayn.data.multilingual`)
+    sampling_temperature: float = 1.5  # their mixture in training
 
 
 def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args) -> RunPlan:
     """Every check that needs no model and no data, and the settings they lead to (ValueError: one line): a new
     model's config is built here, once, so that a bad shape stops the run before any work."""
     check_early_stopping(args, data_args)
+    lang_pairs = parse_lang_pairs(data_args.lang_pairs) if data_args.lang_pairs else None
+    if lang_pairs is not None:
+        temperature_probabilities([1], data_args.sampling_temperature)  # a bad temperature stops here
     config = None if model_args.model_name_or_path else model_config(model_args)
     average_last = averaged_checkpoints(args, data_args)
     if args.load_best_model_at_end and average_last:
@@ -94,10 +101,13 @@ def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args)
             target_lang=data_args.target_lang,
             dataset=data_args.dataset_name,
             license=data_args.license,
+            lang_pairs=[pair_name(pair) for pair in lang_pairs] if lang_pairs else None,
             repo_id=args.hub_model_id or Path(args.output_dir).name,
         ),
         examples_to_print=data_args.num_examples_to_print,
         num_proc=data_args.preprocessing_num_workers or available_cores(),
+        lang_pairs=lang_pairs,
+        sampling_temperature=data_args.sampling_temperature,
     )
 
 
@@ -209,8 +219,11 @@ def training_summary(plan: RunPlan, seconds: float | None = None) -> str:
         if plan.max_tokens
         else f"{args.per_device_train_batch_size} sentence pairs per device"
     )
+    direction = f"{card['source_lang']} to {card['target_lang']}"
+    if plan.lang_pairs:
+        direction = f"the pairs {', '.join(card['lang_pairs'])}, mixed at temperature {plan.sampling_temperature:g}"
     lines = [
-        (f"{shape} with `aayn train` on `{card['dataset']}` ({card['source_lang']} to {card['target_lang']}):"),
+        f"{shape} with `aayn train` on `{card['dataset']}` ({direction}):",
         (
             f"{args.max_steps if args.max_steps > 0 else args.num_train_epochs} "
             f"{'steps' if args.max_steps > 0 else 'epochs'}, "

@@ -282,9 +282,12 @@ class AaynTrainer(Seq2SeqTrainer):
         return 6 * inputs[main].numel() * self._parameters_counted[1]
 
 
-def translation_metrics(tokenizer: PreTrainedTokenizerBase, target_lang: str | None = None):
+def translation_metrics(tokenizer: PreTrainedTokenizerBase, target_lang: str | None = None,
+                        rows: list[str] | None = None):  # fmt: skip
     """`compute_metrics` for `predict_with_generate`: sacreBLEU BLEU and chrF on detokenized text; into German
-    also `paper_bleu`, BLEU as the paper computed its EN-DE numbers (`aayn.metrics.paper_bleu`)."""
+    also `paper_bleu`, BLEU as the paper computed its EN-DE numbers (`aayn.metrics.paper_bleu`). With `rows`
+    (each row's pair, `aayn.data.multilingual`): `bleu_PAIR` and `chrf_PAIR` for each pair, each scored on its
+    rows alone, and `bleu` / `chrf` their means, what the best checkpoint and early stopping read."""
     from ..metrics.paper_bleu import paper_bleu_scores
 
     metric = evaluate.load(METRICS_MODULE)
@@ -295,8 +298,21 @@ def translation_metrics(tokenizer: PreTrainedTokenizerBase, target_lang: str | N
         labels = np.where(labels < 0, tokenizer.pad_token_id, labels)
         hypotheses = [text.strip() for text in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
         references = [text.strip() for text in tokenizer.batch_decode(labels, skip_special_tokens=True)]
-        scores = metric.compute(predictions=hypotheses, references=references)
         lengths = [np.count_nonzero(row != tokenizer.pad_token_id) for row in predictions]
+        if rows is not None:
+            if len(rows) != len(hypotheses):
+                raise ValueError(f"{len(hypotheses)} translations scored against {len(rows)} rows' pairs")
+            result = {}
+            for pair in dict.fromkeys(rows):
+                chosen = [i for i, name in enumerate(rows) if name == pair]
+                scores = metric.compute(predictions=[hypotheses[i] for i in chosen],
+                                        references=[references[i] for i in chosen])  # fmt: skip
+                result[f"bleu_{pair}"], result[f"chrf_{pair}"] = scores["bleu"], scores["chrf"]
+            pairs = list(dict.fromkeys(rows))
+            for name in ("bleu", "chrf"):
+                result[name] = float(np.mean([result[f"{name}_{pair}"] for pair in pairs]))
+            return result | {"gen_len": float(np.mean(lengths))}
+        scores = metric.compute(predictions=hypotheses, references=references)
         result = {"bleu": scores["bleu"], "chrf": scores["chrf"], "gen_len": float(np.mean(lengths))}
         return result | paper_bleu_scores(hypotheses, references, target_lang, signature=False)
 

