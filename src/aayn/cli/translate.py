@@ -29,6 +29,7 @@ def translate(args: argparse.Namespace) -> None:
     """Translate the given sentences, or standard input as its lines arrive, to standard output (one line per
     line, flushed after each batch)."""
     from ..translation.opening import open_translator, translator_format
+    from ..translation.targets import aimed, check_direction
 
     check_translate_arguments(args)
     if args.text or args.file or args.input:
@@ -41,31 +42,18 @@ def translate(args: argparse.Namespace) -> None:
         lines = [line for batch in batches for line in batch]
         if len(lines) != 1:
             raise ValueError(f"--show_attention draws one sentence; got {len(lines)} lines")
-    generate = generate_options(args)
-    if args.glossary:
-        from ..model.glossary_aayn import Glossary
-
-        if args.show_attention:
-            raise ValueError("--show_attention draws one plain translation: no --glossary with it")
-        if not Path(args.glossary).is_file():
-            raise FileNotFoundError(f"--glossary {args.glossary}: no such file")
-        generate["glossary"] = Glossary.read(args.glossary)
-    if args.print_alignment:
-        from ..formats.alignment import AlignmentSettings
-
-        if args.show_attention:
-            generate["alignment_settings"] = AlignmentSettings(args.alignment_layer, args.alignment_heads)
-        else:
-            generate["alignment"] = AlignmentSettings(args.alignment_layer, args.alignment_heads)
-    needs = ("prefixes",) * bool(args.prefix) + ("attention",) * bool(args.show_attention)
-    needs += ("glossary",) * bool(args.glossary) + ("alignment",) * bool(args.print_alignment)
+    generate, needs = translate_options(args)
+    if args.pivot and (args.input or args.show_attention):
+        raise ValueError("--pivot translates text, documents and files: not with --input or --show_attention")
     if args.input and (args.ray or args.ray_address):  # each actor opens its own: the driver loads no model
+        check_direction(args.model, args.source_lang, args.target_lang, None)
         entry, _ = translator_format(args.model, needs, engine_options(args))  # what they do, before Ray starts
         if args.device not in entry.devices:
             raise ValueError(f"--device {args.device}: aayn runs {entry.title} folders on {' or '.join(entry.devices)}")
         return translate_corpus(None, args, generate)
     setup = functools.partial(prepare_transformers, progress_bars=args.verbose)  # not for a CTranslate2 folder
     translator = open_translator(args.model, args.device, needs, setup=setup, options=engine_options(args))
+    translator = aimed(translator, args.model, args.source_lang, args.target_lang, args.pivot)
     if args.show_attention:
         drawn = generate.pop("alignment_settings", None)
         settings = translator.settings(**generate)
@@ -103,6 +91,27 @@ def translate(args: argparse.Namespace) -> None:
         done += len(batch)
     if prefixes is not None and done != len(prefixes):
         raise ValueError(f"--prefix {args.prefix} has {len(prefixes)} lines for {done} inputs")
+
+
+def translate_options(args: argparse.Namespace) -> tuple[dict, tuple[str, ...]]:
+    """(`nbest`'s keywords, the abilities they need of the engine) of the decoding, glossary and alignment flags."""
+    generate = generate_options(args)
+    if args.glossary:
+        from ..model.glossary_aayn import Glossary
+
+        if args.show_attention:
+            raise ValueError("--show_attention draws one plain translation: no --glossary with it")
+        if not Path(args.glossary).is_file():
+            raise FileNotFoundError(f"--glossary {args.glossary}: no such file")
+        generate["glossary"] = Glossary.read(args.glossary)
+    if args.print_alignment:
+        from ..formats.alignment import AlignmentSettings
+
+        key = "alignment_settings" if args.show_attention else "alignment"
+        generate[key] = AlignmentSettings(args.alignment_layer, args.alignment_heads)
+    needs = ("prefixes",) * bool(args.prefix) + ("attention",) * bool(args.show_attention)
+    needs += ("glossary",) * bool(args.glossary) + ("alignment",) * bool(args.print_alignment)
+    return generate, needs
 
 
 def input_batches(stream, buffer_size: int | None):
@@ -148,8 +157,9 @@ def check_translate_arguments(args: argparse.Namespace) -> None:
         raise ValueError("--show_attention draws one plain translation: no --nbest or --prefix with it")
     if args.format is not None and not args.nbest:
         raise ValueError(f"--format {args.format} needs --nbest N")
-    if args.source_lang and not (args.split_sentences or args.file):
-        raise ValueError("--source_lang names the language --split_sentences or --file splits by: give one")
+    if args.source_lang and not (args.split_sentences or args.file or args.target_lang):
+        raise ValueError("--source_lang names the language --split_sentences or --file splits by, or with "
+                         "--target_lang a multi-target folder's direction: give one")  # fmt: skip
     if (args.ray or args.ray_address) and not args.input:
         raise ValueError("--ray translates a corpus of shards: give --input GLOB_OR_FOLDER --output_dir OUT")
     if args.ray or args.ray_address:
@@ -229,9 +239,11 @@ def translate_corpus(translator, args: argparse.Namespace, generate: dict) -> No
     """--input GLOB_OR_FOLDER --output_dir OUT: each shard without an output translated into one of the same name
     and format (`aayn.translation.bulk`), whole or not at all; a summary line on standard error."""
     from ..translation.bulk import BulkSettings, shards_of, translate_shards
+    from ..translation.targets import target_token
 
     shards = shards_of(args.input)
-    settings = BulkSettings(Path(args.output_dir), args.text_field, args.batch_tokens, generate)
+    settings = BulkSettings(Path(args.output_dir), args.text_field, args.batch_tokens, generate,
+                            target_token(args.model, args.target_lang))  # fmt: skip
     if args.ray or args.ray_address:
         from ..translation.bulk_ray import translate_shards_on_ray
 
@@ -307,6 +319,30 @@ def nbest_line(index: int, rank: int, score: float, hypothesis: list, form: str 
     return f"{index}\t{score:.6f}\t{text}" + (f"\t{aligned.pairs()}" if aligned is not None else "")
 
 
+def language_arguments(parser: argparse.ArgumentParser) -> None:
+    """The source language (sentence splitting, a multi-target folder's direction), the target and the pivot."""
+    parser.add_argument(
+        "--source_lang",
+        "--source-lang",
+        metavar="CODE",
+        help="with --split_sentences or --file: the source language's code (default: the one the folder's card "
+        "names); with --target_lang: the direction asked of a lang_pairs folder (a zero-shot one is said)",
+    )
+    parser.add_argument(
+        "--target_lang",
+        "--target-lang",
+        metavar="CODE",
+        help="a multi-target folder's target (OPUS-MT's, or aayn train's lang_pairs): its >>CODE<< token put before "
+        "each text",
+    )
+    parser.add_argument(
+        "--pivot",
+        metavar="CODE",
+        help="with --source_lang and --target_lang of a lang_pairs folder: translate through CODE (two trained "
+        "directions) instead of a zero-shot one",
+    )
+
+
 def translate_arguments(parser: argparse.ArgumentParser) -> None:
     decoding_arguments(parser)
     parser.add_argument("text", nargs="*", help="sentences to translate; none: read standard input")
@@ -356,12 +392,7 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
         help="each input line is a paragraph: split into sentences by the rules of the source language, "
         "translated, and put back with the line's own spacing",
     )
-    parser.add_argument(
-        "--source_lang",
-        "--source-lang",
-        metavar="CODE",
-        help="with --split_sentences or --file: the source language's code (default: the one the folder's card names)",
-    )
+    language_arguments(parser)
     parser.add_argument(
         "--file",
         metavar="IN",

@@ -188,6 +188,26 @@ class Score:
     alignment: object = None
 
 
+def with_token(token: str, texts: list[str]) -> list[str]:
+    """`texts`, each that is not blank led by a multi-target model's target-language `token` ("" for none)."""
+    return [f"{token} {text}" if token and text.strip() else text for text in texts]
+
+
+def without_token(token: str, best: list) -> list:
+    """The hypotheses of texts led by `token`, their alignments (a third element) read on the text alone: the
+    token's links dropped, the other source positions one less."""
+    if not token:
+        return best
+    for hypotheses in best:
+        for k, hypothesis in enumerate(hypotheses):
+            if len(hypothesis) > 2 and hypothesis[2].source_tokens[:1] == [token]:
+                alignment = hypothesis[2]
+                links = [(source - 1, target, weight) for source, target, weight in alignment.links if source > 0]
+                alignment = type(alignment)(links, alignment.source_tokens[1:], alignment.target_tokens)
+                hypotheses[k] = (*hypothesis[:2], alignment, *hypothesis[3:])
+    return best
+
+
 class Translator:
     """n-best translations (and, with the "scores" ability, scores) of texts. An engine sets `name` (what
     --model named), `generation` (its folder's generation config as a dict), `source_limit` (the most source
@@ -198,6 +218,7 @@ class Translator:
     abilities: frozenset = frozenset()
     generation: dict = {}
     source_limit: int = 1 << 62
+    target_token: str = ""  # a multi-target model's token for the target, put before each text (`>>fr<<`)
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Source token ids of each text, eos-terminated, as the model was trained on them."""
@@ -267,7 +288,8 @@ class Translator:
             extra["alignment"] = alignment
         blank = (0.0, "", Alignment()) if alignment is not None else (0.0, "")
         outputs: list[Hypotheses] = [[blank] for _ in texts]
-        for todo, batch, sources in self._batches(texts, batch_tokens, progress):
+        led = with_token(self.target_token, texts)
+        for todo, batch, sources in self._batches(led, batch_tokens, progress):
             chosen = None if prefixes is None else [prefixes[todo[j]] for j in batch]
             batch_terms = None if terms is None else [terms[todo[j]] for j in batch]
             extra.pop("terms", None)
@@ -279,7 +301,7 @@ class Translator:
                 raise TextError(todo[batch[error.index]], error.reason) from None
             for j, hypotheses in zip(batch, decoded):
                 outputs[todo[j]] = hypotheses
-        return outputs
+        return without_token(self.target_token, outputs)
 
     def translate(self, texts: list[str], **options) -> list[str]:
         """The best translation of each text, in input order (an empty or blank line: an empty line)."""

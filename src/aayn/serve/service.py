@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from ..formats.translator import TextError, Translator, lacking
+from ..formats.translator import TextError, Translator, lacking, with_token, without_token
 from ..languages import language_name
+from ..translation.detect import Detector
 from .batcher import Batcher, Job, WorkerDied, WorkerTranslator, describe, one_line
-from .detect import Detector
 from .keys import Access, client_address
 from .settings import Limits, RequestError, ServeSettings
 
@@ -47,26 +47,6 @@ async def disconnected(request) -> None:
     """Returns once the client has gone (no polling: the server's next message after the body is the disconnect)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
-
-
-def with_token(token: str, texts: list[str]) -> list[str]:
-    """`texts`, each that is not blank led by a multi-target model's target-language `token` ("" for none)."""
-    return [f"{token} {text}" if token and text.strip() else text for text in texts]
-
-
-def without_token(token: str, best: list) -> list:
-    """The hypotheses of texts led by `token`, their alignments (a third element) read on the text alone: the
-    token's links dropped, the other source positions one less."""
-    if not token:
-        return best
-    for hypotheses in best:
-        for k, hypothesis in enumerate(hypotheses):
-            if len(hypothesis) > 2 and hypothesis[2].source_tokens[:1] == [token]:
-                alignment = hypothesis[2]
-                links = [(source - 1, target, weight) for source, target, weight in alignment.links if source > 0]
-                alignment = type(alignment)(links, alignment.source_tokens[1:], alignment.target_tokens)
-                hypotheses[k] = (*hypothesis[:2], alignment, *hypothesis[3:])
-    return best
 
 
 class Service:

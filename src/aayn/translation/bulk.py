@@ -31,6 +31,7 @@ class BulkSettings:
     text_field: str = "text"
     batch_tokens: int | None = None
     generate: dict = field(default_factory=dict)
+    target_token: str = ""  # a multi-target model's (`--target_lang`): every actor's translator puts it first
 
 
 def shards_of(pattern: str) -> list[Path]:

@@ -23,6 +23,7 @@ class ShardTranslator:
         from .opening import open_translator
 
         self.translator = open_translator(names, device, needs, options=options)
+        self.translator.target_token = settings.target_token
         self.settings = settings
 
     def __call__(self, batch: dict) -> dict:

@@ -36,7 +36,15 @@ def evaluate_model(
     (and `paper_bleu` into German); `output`: a file to write the translations to, one line per sentence.
     `model_path` may be a CTranslate2 folder that `aayn export` wrote (e.g. to see what int8 weights cost), or the
     `ModelFolder` the caller located already. `options`: how the engine computes (`translator.EngineOptions`)."""
+    from ..languages import folder_lang_pairs, folder_language_tokens
+    from .targets import check_direction, off_target_rate, target_token
+
     translator = open_translator([model_path], device, options=options)
+    location = model_path.location if isinstance(model_path, ModelFolder) else str(model_path)
+    targets = folder_language_tokens(location) if Path(location).is_dir() else {}
+    if targets:  # a multi-target folder: the asked target's token before each source, a zero-shot direction said
+        translator.target_token = target_token([location], target_lang)
+        check_direction([location], source_lang, target_lang, None)
     data = load_translation_dataset(
         dataset_name, dataset_config_name, source_lang=source_lang, target_lang=target_lang, splits={"test": split}
     )["test"]
@@ -49,4 +57,9 @@ def evaluate_model(
         lines = "".join(" ".join(hypothesis.splitlines()) + "\n" for hypothesis in hypotheses)
         write_text_atomically(Path(output), lines)
     scores = evaluate.load(METRICS_MODULE).compute(predictions=hypotheses, references=references)
+    if targets:  # the outputs not in the asked language, among the folder's languages
+        languages = [lang for pair in folder_lang_pairs(location) for lang in pair] or [source_lang, *targets]
+        rate = off_target_rate(hypotheses, target_lang, languages)
+        if rate is not None:
+            scores["off_target"] = rate
     return scores | paper_bleu_scores(hypotheses, references, target_lang, signature=True)

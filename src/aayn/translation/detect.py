@@ -1,6 +1,6 @@
-"""`source=auto` and `POST /detect`: which of the served source languages a text is in, with Lingua (an offline
-detector, `pip install 'aayn[detect]'`) restricted to those languages. One served source language needs no
-detector: every text is taken to be in it."""
+"""Which of several languages a text is in, with Lingua (an offline detector, `pip install 'aayn[detect]'`)
+restricted to those languages: `aayn serve`'s `source=auto` and `POST /detect`, and the off-target rate of `aayn
+evaluate`. One language needs no detector: every text is taken to be in it."""
 
 from __future__ import annotations
 
