@@ -182,16 +182,21 @@ start = torch.tensor([[model.config.decoder_start_token_id]])
 with torch.no_grad():
     logits = {lang: model(input_ids=torch.tensor([row]), decoder_input_ids=start).logits[0, -1].tolist()
               for lang, row in ids.items()}
+from transformers import pipeline
+translate = pipeline("translation", model=sys.argv[1], trust_remote_code=True)
+piped = [translate(text, tgt_lang=lang, max_new_tokens=6)[0]["translation_text"] for lang in ("en", "fr")]
+by_hand = [translate(f">>{lang}<< " + text, max_new_tokens=6)[0]["translation_text"] for lang in ("en", "fr")]
 assert "aayn" not in sys.modules
 print(json.dumps({"ids": ids, "token": {lang: tokenizer.convert_tokens_to_ids(f">>{lang}<<") for lang in ids},
-                  "text": tokenizer(" " + text)["input_ids"], "logits": logits}))
+                  "text": tokenizer(" " + text)["input_ids"], "logits": logits, "piped": piped, "by_hand": by_hand}))
 """
 
 
 @pytest.mark.both_lines
 def test_a_multilingual_folder_in_plain_transformers_and_the_other_line_takes_the_target_token(two_pair_run):
     """Without aayn (and on the other transformers line where there is one): `>>fr<< TEXT` encodes as the token's
-    id, then the text's own ids (`" " + TEXT` alone), and the two targets' tokens lead the decoder apart."""
+    id, then the text's own ids (`" " + TEXT` alone), the two targets' tokens lead the decoder apart, and
+    `pipeline("translation")(TEXT, tgt_lang=)` translates as the token written by hand does."""
     pythons = [sys.executable] + ([os.environ["AAYN_OTHER_PYTHON"]] if os.environ.get("AAYN_OTHER_PYTHON") else [])
     for python in pythons:
         result = subprocess.run([python, "-c", USE, str(two_pair_run)], capture_output=True, text=True,
@@ -202,6 +207,7 @@ def test_a_multilingual_folder_in_plain_transformers_and_the_other_line_takes_th
             assert seen["ids"][lang] == [seen["token"][lang], *seen["text"]], python
         assert seen["token"]["en"] != seen["token"]["fr"]
         assert max(abs(a - b) for a, b in zip(seen["logits"]["en"], seen["logits"]["fr"])) > 1e-4
+        assert seen["piped"] == seen["by_hand"], python  # pipeline(..., tgt_lang=) puts the token first
 
 
 def translated(capsys, *command) -> tuple[list[str], str]:
@@ -215,9 +221,9 @@ ENGLISH = ["In the beginning God created the heavens and the earth.", "The earth
 
 
 def test_target_lang_puts_the_targets_token_first_in_text_bulk_and_evaluate(two_pair_run, saved, tmp_path, capsys):
-    """`--target_lang fr` translates as the token written by hand does (`>>fr<< TEXT`, no flag), in text and in
-    shards (`--input`); an unknown target and a one-direction folder are refused in one line; `aayn evaluate` of
-    the pair scores it with its off-target rate."""
+    """`--target_lang fr` translates as the token written by hand does (`>>fr<< TEXT`, no flag), in text, in shards
+    (`--input`) and through the CTranslate2 and ONNX exports; an unknown target and a one-direction folder are
+    refused in one line; `aayn evaluate` of the pair scores it with its off-target rate."""
     out = two_pair_run
     by_hand, _ = translated(capsys, "--model", out, *[f">>fr<< {text}" for text in ENGLISH])
     asked, said = translated(capsys, "--model", out, "--target_lang", "fr", *ENGLISH)
@@ -227,6 +233,12 @@ def test_target_lang_puts_the_targets_token_first_in_text_bulk_and_evaluate(two_
     shards = ["--input", tmp_path / "in", "--output_dir", tmp_path / "o"]
     translated(capsys, "--model", out, "--target_lang", "fr", *shards)
     assert (tmp_path / "o" / "a.txt").read_text().splitlines() == by_hand
+    for kind in ("ctranslate2", "onnx"):  # the exports take the token as the folder does
+        pytest.importorskip({"ctranslate2": "ctranslate2", "onnx": "onnxruntime"}[kind])
+        assert aayn(["export", "--model", str(out), "--format", kind, "--output_dir", str(tmp_path / kind)]) == 0
+        capsys.readouterr()
+        exported, _ = translated(capsys, "--model", tmp_path / kind, *[f">>fr<< {text}" for text in ENGLISH])
+        assert translated(capsys, "--model", tmp_path / kind, "--target_lang", "fr", *ENGLISH)[0] == exported, kind
     for model, target, said in [(out, "de", "has no token for de (its targets: en, fr)"),
                                 (saved[0], "fr", "translates into one language")]:  # fmt: skip
         assert aayn(["translate", "--model", str(model), "--target_lang", target, "x"]) == 2

@@ -20,7 +20,8 @@ class AaynTranslationPipeline(Pipeline):
 
     Accepts one string or a list (batched with `batch_size=`); keyword arguments other than `max_source_length`
     and `glossary` go to `generate` (`num_beams`, `max_new_tokens`, `length_penalty`, `num_return_sequences`,
-    ...). `glossary` ({source term: target term}, a list of pairs, or a TSV file's path): each input's
+    ...). `tgt_lang` (a multi-target model's: OPUS-MT's, or one trained with `lang_pairs`): its `>>xx<<` token put
+    before each input. `glossary` ({source term: target term}, a list of pairs, or a TSV file's path): each input's
     translation contains the target terms of the source terms it contains (glossary_aayn.py). An empty
     string translates to an empty string; an input longer than `max_source_length` tokens (default: what the
     model was trained for) is truncated with a warning.
@@ -31,10 +32,17 @@ class AaynTranslationPipeline(Pipeline):
     _load_image_processor = False
     _load_feature_extractor = False
 
-    def _sanitize_parameters(self, max_source_length: int | None = None, glossary=None, **generate_kwargs):
+    def _sanitize_parameters(self, max_source_length: int | None = None, glossary=None, tgt_lang: str | None = None,
+                             src_lang: str | None = None, **generate_kwargs):  # fmt: skip
         preprocess = {} if max_source_length is None else {"max_source_length": max_source_length}
         if glossary is not None:
             preprocess["glossary"] = Glossary.parse(glossary)
+        if tgt_lang is not None:  # (src_lang, as TranslationPipeline takes it, chooses nothing here)
+            token = f">>{tgt_lang}<<"
+            if token not in self.tokenizer.get_vocab():
+                raise ValueError(f"tgt_lang={tgt_lang!r}: the model's vocabulary has no {token} (a multi-target "
+                                 "model's targets each have one)")  # fmt: skip
+            preprocess["target_token"] = token
         return preprocess, generate_kwargs, {}
 
     def __call__(self, inputs, **kwargs):
@@ -46,15 +54,17 @@ class AaynTranslationPipeline(Pipeline):
     def _default_max_source_length(self) -> int:
         return min(self.tokenizer.model_max_length, self.model.config.max_position_embeddings)
 
-    def preprocess(self, text: str, max_source_length: int | None = None, glossary: Glossary | None = None):
+    def preprocess(self, text: str, max_source_length: int | None = None, glossary: Glossary | None = None,
+                   target_token: str | None = None):  # fmt: skip
         if not isinstance(text, str):
             raise TypeError(f"the translation pipeline takes a string or a list of strings, got {type(text).__name__}")
         limit = max_source_length or self._default_max_source_length()
-        inputs = self.tokenizer(text, return_tensors="pt")
+        source = f"{target_token} {text}" if target_token and text.strip() else text
+        inputs = self.tokenizer(source, return_tensors="pt")
         length = inputs["input_ids"].shape[1]
         if length > limit:
             logger.warning(f"input of {length} tokens truncated to max_source_length={limit}: {text[:60]!r}...")
-            inputs = self.tokenizer(text, return_tensors="pt", truncation=True, max_length=limit)
+            inputs = self.tokenizer(source, return_tensors="pt", truncation=True, max_length=limit)
         inputs["empty"] = not text.strip()
         if glossary is not None:
             inputs["terms"] = _Terms([term_ids(self.tokenizer, term) for term in glossary.terms_for(text)])
