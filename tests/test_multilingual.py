@@ -16,7 +16,7 @@ from training_helpers import write_recipe
 from aayn.cli import main as aayn
 from aayn.data.multilingual import mixture_counts, mixture_indices, prepare_multilingual, temperature_probabilities
 from aayn.data.prepare import DataPlan
-from aayn.languages import folder_lang_pairs, folder_language_tokens, parse_lang_pairs
+from aayn.languages import folder_lang_pairs, folder_language_tokens, pair_limits, parse_lang_pairs
 
 SIZES = [1200, 150, 30]
 PAIRS = [("en", "es"), ("en", "fr"), ("en", "pt")]
@@ -53,6 +53,9 @@ def test_pairs_and_temperatures_that_cannot_be_are_refused_in_one_line():
                         ("en-es,en-es", "names en-es twice"), ("", "names no pair")]:  # fmt: skip
         with pytest.raises(ValueError, match=said):
             parse_lang_pairs(value)
+    assert pair_limits("en-es,en-pt:2000") == {("en", "es"): None, ("en", "pt"): 2000}
+    with pytest.raises(ValueError, match="'en-pt:x': after the colon, the pair's training size"):
+        pair_limits("en-pt:x")
     with pytest.raises(ValueError, match="sampling_temperature must be positive"):
         temperature_probabilities([3, 4], 0.0)
 

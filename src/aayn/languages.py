@@ -50,19 +50,28 @@ def language_token(lang: str) -> str:
 
 
 def parse_lang_pairs(value: str) -> list[tuple[str, str]]:
-    """`en-es,en-fr` as [("en", "es"), ("en", "fr")], or ValueError naming the item that is not a pair."""
+    """`en-es,en-fr` as [("en", "es"), ("en", "fr")], or ValueError naming the item that is not a pair. An item
+    may end in `:N`, that pair's first N training pairs only (`pair_limits`)."""
+    return list(pair_limits(value))
+
+
+def pair_limits(value: str) -> dict[tuple[str, str], int | None]:
+    """{pair: at most that many training pairs, or None} of a `lang_pairs` value (`en-es,en-pt:2000`)."""
     items = [item.strip() for item in value.split(",")] if value else []
-    pairs = []
+    pairs = {}
     for item in items:
-        source, dash, target = item.partition("-")
+        named, colon, limit = item.partition(":")
+        source, dash, target = named.partition("-")
         if not (dash and source.isalpha() and target.isalpha()) or source.lower() == target.lower():
             raise ValueError(f"lang_pairs: {item!r} is not a pair of two language codes SRC-TGT (e.g. en-es,en-fr)")
-        pairs.append((source.lower(), target.lower()))
+        if colon and not (limit.isdigit() and int(limit) > 0):
+            raise ValueError(f"lang_pairs: {item!r}: after the colon, the pair's training size (e.g. en-pt:2000)")
+        pair = (source.lower(), target.lower())
+        if pair in pairs:
+            raise ValueError(f"lang_pairs names {pair_name(pair)} twice")
+        pairs[pair] = int(limit) if colon else None
     if not pairs:
         raise ValueError("lang_pairs names no pair; give SRC-TGT pairs separated by commas (e.g. en-es,en-fr)")
-    twice = sorted({f"{s}-{t}" for s, t in pairs if pairs.count((s, t)) > 1})
-    if twice:
-        raise ValueError(f"lang_pairs names {twice[0]} twice")
     return pairs
 
 

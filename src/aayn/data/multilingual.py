@@ -111,10 +111,13 @@ def tokenizer_sample(pairs, trains: list[Dataset], temperature: float, input_sen
     return Dataset.from_dict({"translation": rows})
 
 
-def with_prefix(plan, pair):
-    """The pair's `DataPlan` (from the run's), its sources prefixed by the target's token."""
+def with_prefix(plan, pair, limit: int | None = None):
+    """The pair's `DataPlan` (from the run's), its sources prefixed by the target's token; `limit`: its first
+    `limit` training pairs only (`en-pt:2000` in `lang_pairs`)."""
     prefix = f"{language_token(pair[1])} "
-    return dataclasses.replace(plan, source_lang=pair[0], target_lang=pair[1], source_prefix=prefix)
+    samples = plan.max_samples if limit is None else {**plan.max_samples, "train": limit}
+    return dataclasses.replace(plan, source_lang=pair[0], target_lang=pair[1], source_prefix=prefix,
+                               max_samples=samples)  # fmt: skip
 
 
 def prepare_multilingual(
@@ -123,6 +126,7 @@ def prepare_multilingual(
     splits: list[str],
     *,
     temperature: float,
+    limits: dict | None = None,
     seed: int,
     tokenizer=None,
     num_proc: int | None = None,
@@ -133,7 +137,7 @@ def prepare_multilingual(
     from .prepare import PreparedData, cache_root, prepare_data
 
     root = root or cache_root()
-    plans = [with_prefix(plan, pair) for pair in pairs]
+    plans = [with_prefix(plan, pair, (limits or {}).get(pair)) for pair in pairs]
     new_tokenizer = tokenizer is None
     if tokenizer is None and plan.tokenizer_name:
         from transformers import AutoTokenizer

@@ -55,7 +55,7 @@ def prepare(plan: RunPlan) -> PreparedData:
         if plan.lang_pairs:
             prepared, data = prepare_multilingual(
                 plan.data, plan.lang_pairs, list(plan.data.splits), temperature=plan.sampling_temperature,
-                seed=plan.args.seed, tokenizer=tokenizer, num_proc=plan.num_proc,
+                limits=plan.pair_limits, seed=plan.args.seed, tokenizer=tokenizer, num_proc=plan.num_proc,
             )  # fmt: skip
             prepared.rows = data.rows
             for split, sizes in data.sizes.items():

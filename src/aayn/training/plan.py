@@ -13,7 +13,7 @@ from transformers.utils import logging
 from ..checks import available_cores
 from ..data.multilingual import temperature_probabilities
 from ..data.prepare import DataPlan
-from ..languages import pair_name, parse_lang_pairs
+from ..languages import pair_limits, pair_name, parse_lang_pairs
 from ..model.configuration_aayn import AaynConfig
 from .arguments import DataTrainingArguments, ModelArguments
 from .fsdp import accelerate_fsdp_settings
@@ -44,6 +44,7 @@ class RunPlan:
     examples_to_print: int  # test translations printed at the end
     num_proc: int  # processes that tokenize the data
     lang_pairs: list[tuple[str, str]] | None = None  # several pairs in one model (`aayn.data.multilingual`)
+    pair_limits: dict | None = None  # {pair: its training pairs at most} where `lang_pairs` cuts one (`en-pt:2000`)
     sampling_temperature: float = 1.5  # their mixture in training
 
 
@@ -107,6 +108,7 @@ def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args)
         examples_to_print=data_args.num_examples_to_print,
         num_proc=data_args.preprocessing_num_workers or available_cores(),
         lang_pairs=lang_pairs,
+        pair_limits=pair_limits(data_args.lang_pairs) if lang_pairs else None,
         sampling_temperature=data_args.sampling_temperature,
     )
 
