@@ -195,11 +195,11 @@ print(json.dumps({"ids": ids, "token": {lang: tokenizer.convert_tokens_to_ids(f"
 """
 
 
-@pytest.mark.both_lines
 def test_a_multilingual_folder_in_plain_transformers_and_the_other_line_takes_the_target_token(two_pair_run):
-    """Without aayn (and on the other transformers line where there is one): `>>fr<< TEXT` encodes as the token's
-    id, then the text's own ids (`" " + TEXT` alone), the two targets' tokens lead the decoder apart, and
-    `pipeline("translation")(TEXT, tgt_lang=)` translates as the token written by hand does."""
+    """Without aayn, on this line and on the other where there is one (AAYN_OTHER_PYTHON; so this runs in the 5.x suite
+    only): `>>fr<< TEXT` encodes as the token's id, then the text's own ids (`" " + TEXT` alone), the two targets'
+    tokens lead the decoder apart, and `pipeline("translation")(TEXT, tgt_lang=)` translates as the token written by
+    hand does."""
     pythons = [sys.executable] + ([os.environ["AAYN_OTHER_PYTHON"]] if os.environ.get("AAYN_OTHER_PYTHON") else [])
     for python in pythons:
         result = subprocess.run([python, "-c", USE, str(two_pair_run)], capture_output=True, text=True,
