@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import sacrebleu
 from training_helpers import write_recipe
+from transformers import AutoTokenizer
 
 from aayn.cli import main as aayn
 from aayn.data.multilingual import mixture_counts, mixture_indices, prepare_multilingual, temperature_probabilities
@@ -103,9 +104,9 @@ def test_a_rerun_reads_no_corpus_and_a_new_pair_with_the_vocabulary_given_prepar
     with pytest.raises(ValueError, match="the tokenizer has no token >>pt<<"):  # refused before any work
         prepare_multilingual(plan, PAIRS, splits, temperature=2.0, seed=0, root=root, tokenizer=prepared.tokenizer)
     assert loads == []
-    three, _ = prepare_multilingual(plan, PAIRS, splits, temperature=2.0, seed=0, root=root / "three")
-    loads.clear()
-    given = dict(temperature=2.0, seed=0, root=root / "given", tokenizer=three.tokenizer)
+    vocabulary = AutoTokenizer.from_pretrained(prepared.folder / "tokenizer")  # the shared one, with pt's token too
+    vocabulary.add_special_tokens({"additional_special_tokens": [">>es<<", ">>fr<<", ">>pt<<"]})
+    given = dict(temperature=2.0, seed=0, root=root / "given", tokenizer=vocabulary)
     prepare_multilingual(plan, PAIRS[:2], splits, **given)
     assert sorted(loads) == ["es", "fr"]
     loads.clear()
@@ -168,9 +169,17 @@ def test_a_run_over_two_pairs_states_them_scores_each_and_serves_exactly_them(tw
     card = (out / "README.md").read_text()
     assert 'language: ["es", "en", "fr"]' in card and "- en-fr: BLEU" in card and "`>>fr<<`" in card
     assert "(the pairs es-en, en-fr, mixed at temperature 1)" in card
-    from aayn.cli.serve import model_pairs
+    from argparse import Namespace
+
+    from aayn.cli.serve import model_pairs, served_pairs
 
     assert [(s, t) for s, t, _ in model_pairs([str(out)])] == [("es", "en"), ("en", "fr")]
+    opened = []  # the model opened once for both pairs, each pair with its target's token
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("aayn.cli.serve.open_served", lambda args, names: opened.append(names) or ["translator"])
+        pairs = served_pairs(Namespace(pair=None), model_pairs([str(out)]))
+    assert [(p.source, p.target, p.target_token) for p in pairs] == [("es", "en", ">>en<<"), ("en", "fr", ">>fr<<")]
+    assert opened == [[str(out)]] and pairs[0].translators is pairs[1].translators
 
 
 USE = """
@@ -196,12 +205,11 @@ print(json.dumps({"ids": ids, "token": {lang: tokenizer.convert_tokens_to_ids(f"
 
 
 def test_a_multilingual_folder_in_plain_transformers_and_the_other_line_takes_the_target_token(two_pair_run):
-    """Without aayn, on this line and on the other where there is one (AAYN_OTHER_PYTHON; so this runs in the 5.x suite
-    only): `>>fr<< TEXT` encodes as the token's id, then the text's own ids (`" " + TEXT` alone), the two targets'
-    tokens lead the decoder apart, and `pipeline("translation")(TEXT, tgt_lang=)` translates as the token written by
-    hand does."""
-    pythons = [sys.executable] + ([os.environ["AAYN_OTHER_PYTHON"]] if os.environ.get("AAYN_OTHER_PYTHON") else [])
-    for python in pythons:
+    """Without aayn, on the other line where there is one (AAYN_OTHER_PYTHON; so this runs in the 5.x suite only), else
+    on this one: `>>fr<< TEXT` encodes as the token's id, then the text's own ids (`" " + TEXT` alone), the two
+    targets' tokens lead the decoder apart, and `pipeline("translation")(TEXT, tgt_lang=)` translates as the token
+    written by hand does."""
+    for python in [os.environ.get("AAYN_OTHER_PYTHON") or sys.executable]:  # (either is plain transformers)
         result = subprocess.run([python, "-c", USE, str(two_pair_run)], capture_output=True, text=True,
                                 env=dict(os.environ, HF_HUB_OFFLINE="1"), cwd=two_pair_run)  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:]
