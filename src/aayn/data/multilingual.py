@@ -71,10 +71,6 @@ class MultilingualData:
     rows: dict[str, list[str]]
     sizes: dict[str, dict[str, int]]  # split -> pair -> prepared examples
 
-    @property
-    def names(self) -> list[str]:
-        return [pair_name(pair) for pair in self.pairs]
-
 
 def side_by_side(pairs, prepared: list[DatasetDict], temperature: float, seed: int) -> MultilingualData:
     """The pairs' prepared splits (one DatasetDict a pair, the same splits each) as one run's: see the module."""
