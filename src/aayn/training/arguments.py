@@ -117,6 +117,13 @@ class DataTrainingArguments:
         default=1.5,
         metadata={"help": "with lang_pairs: pair i's share of the training examples, as size_i^(1/T)"},
     )
+    bpe_dropout: float = field(
+        default=0.0,
+        metadata={
+            "help": "BPE-dropout (Provilkov et al. 2020): each merge left out with this chance, a new segmentation "
+            "of every training sentence each epoch (0.1 in the paper; byte-level BPE; 0: off)"
+        },
+    )
     train_split: str = field(
         default="train", metadata={"help": "split expression for training, slicing allowed: train[:10%%]"}
     )

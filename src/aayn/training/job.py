@@ -134,7 +134,7 @@ def build_trainer(plan: RunPlan, model, prepared: PreparedData, callbacks=None) 
     return AaynTrainer(
         model=model,
         args=args,
-        train_dataset=prepared.splits.get("train"),
+        train_dataset=training_split(plan, prepared),
         eval_dataset=prepared.splits.get("validation"),
         processing_class=tokenizer,
         data_collator=DataCollatorForSeq2Seq(
@@ -149,6 +149,24 @@ def build_trainer(plan: RunPlan, model, prepared: PreparedData, callbacks=None) 
         bf16_weights=plan.bf16_weights,
         model_card=card,
     )
+
+
+def training_split(plan: RunPlan, prepared: PreparedData):
+    """The prepared training split, its segmentations drawn anew each epoch with BPE-dropout."""
+    train = prepared.splits.get("train")
+    if train is None or not plan.bpe_dropout:
+        return train
+    from datasets import IterableDataset
+
+    from ..data.subwords import BpeDropout, Resegmented
+
+    if isinstance(train, IterableDataset):
+        raise ValueError(  # noqa: TRY004  a setting that cannot be, answered as every other one is
+            "bpe_dropout redraws prepared examples by their index; a streamed training split has none"
+        )
+
+    limits = (plan.data.max_source_length, plan.data.max_target_length)
+    return Resegmented(train, BpeDropout(prepared.tokenizer, plan.bpe_dropout), seed=plan.args.seed, limits=limits)
 
 
 def train_or_resume(trainer: AaynTrainer, plan: RunPlan) -> None:

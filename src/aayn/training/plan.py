@@ -15,6 +15,7 @@ from ..data.multilingual import temperature_probabilities
 from ..data.prepare import DataPlan
 from ..languages import pair_limits, pair_name, parse_lang_pairs
 from ..model.configuration_aayn import AaynConfig
+from ..model.policy_aayn import TOKENIZER_TYPE
 from .arguments import DataTrainingArguments, ModelArguments
 from .fsdp import accelerate_fsdp_settings
 from .output import resume_checkpoint
@@ -46,6 +47,7 @@ class RunPlan:
     lang_pairs: list[tuple[str, str]] | None = None  # several pairs in one model (`aayn.data.multilingual`)
     pair_limits: dict | None = None  # {pair: its training pairs at most} where `lang_pairs` cuts one (`en-pt:2000`)
     sampling_temperature: float = 1.5  # their mixture in training
+    bpe_dropout: float = 0.0  # the training split's segmentations drawn anew each epoch (`aayn.data.subwords`)
 
 
 def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args) -> RunPlan:
@@ -110,7 +112,21 @@ def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args)
         lang_pairs=lang_pairs,
         pair_limits=pair_limits(data_args.lang_pairs) if lang_pairs else None,
         sampling_temperature=data_args.sampling_temperature,
+        bpe_dropout=bpe_dropout(model_args, data_args),
     )
+
+
+def bpe_dropout(model_args: ModelArguments, data_args: DataTrainingArguments) -> float:
+    """The run's BPE-dropout, checked: a chance, on a byte-level BPE."""
+    p = data_args.bpe_dropout
+    if not 0 <= p < 1:
+        raise ValueError(f"bpe_dropout must be in [0, 1) (the chance a merge is left out), got {p}")
+    if p and model_args.tokenizer_type != TOKENIZER_TYPE and not model_args.tokenizer_name:
+        raise ValueError(
+            f"bpe_dropout redraws a byte-level BPE's segmentation; tokenizer_type {model_args.tokenizer_type} has "
+            "none (SentencePiece's own sampling is not offered)"
+        )
+    return p
 
 
 def data_plan(model_args: ModelArguments, data_args: DataTrainingArguments, args) -> DataPlan:
@@ -235,6 +251,8 @@ def training_summary(plan: RunPlan, seconds: float | None = None) -> str:
             f"warmup steps, label smoothing {plan.label_smoothing}."
         ),
     ]
+    if plan.bpe_dropout:
+        lines.append(f"BPE-dropout {plan.bpe_dropout:g}: a new segmentation of each training sentence each epoch.")
     if plan.average_last:
         lines.append(f"The weights are the average of the last {plan.average_last} checkpoints.")
     if seconds is not None:

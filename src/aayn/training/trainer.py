@@ -211,7 +211,7 @@ class AaynTrainer(Seq2SeqTrainer):
         if self.max_tokens is None:
             return super().get_train_dataloader()
         if self._train_lengths is None:
-            self._train_lengths = example_lengths(self.train_dataset)
+            self._train_lengths = example_lengths(getattr(self.train_dataset, "prepared", self.train_dataset))
         sampler = MaxTokensBatchSampler(
             self._train_lengths, self.max_tokens, seed=self.args.seed, num_replicas=self.args.world_size, rank=None,
             buckets=self.length_buckets,
