@@ -18,6 +18,7 @@ COMMANDS = {
     "copy-task": "copy_task",
     "train": "train",
     "preprocess": "preprocess",
+    "clean": "clean",
     "average": "average",
     "evaluate": "evaluate",
     "translate": "translate",

@@ -1,0 +1,221 @@
+"""`aayn clean`: a parallel corpus cleaned by rules, duplicates, language identification and, optionally, a forward
+and a backward model (`aayn.data.cleaning`); what is kept, what is removed (and why) and a report, in a new folder."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from .arguments import batch_tokens_argument, device_argument, positive_int
+
+REPORT = "report.json"
+REMOVED = "removed.jsonl"  # one JSON object per removed pair: line, rule, source, target
+
+
+def clean(args: argparse.Namespace) -> None:
+    """Clean a parallel corpus: OUTPUT/SPLIT.SRC and SPLIT.TGT (the kept pairs, line-aligned: a corpus `aayn train`
+    reads), removed.jsonl (each removed pair, its line and the rule that removed it), report.json and report.md."""
+    from ..data.cleaning import CleaningRules
+
+    rules = CleaningRules(
+        args.source_lang, args.target_lang, max_words=args.max_words, max_ratio=args.max_ratio,
+        max_word_chars=args.max_word_chars, max_foreign_letters=args.max_foreign_letters,
+        numbers=not args.keep_number_mismatches, urls=not args.keep_url_mismatches,
+        duplicates=not args.keep_duplicates, language=args.language,
+        language_candidates=tuple(args.language_candidates),
+        max_dual_cross_entropy=args.max_dual_cross_entropy,
+    )  # fmt: skip
+    if (args.forward is None) != (args.backward is None) or (args.forward is None) != (
+        args.max_dual_cross_entropy is None
+    ):
+        raise ValueError("the cross-entropy filter takes --forward, --backward and --max_dual_cross_entropy together")
+    output = Path(args.output)
+    replaced = replaceable(output, args.overwrite)
+    pairs = input_pairs(args)
+    detector = language_detector(rules) if rules.language else None
+    scorer = dual_cross_entropy(args) if args.forward else None
+    write_cleaned(output, replaced, pairs, rules, detector, scorer, args)
+
+
+def replaceable(output: Path, overwrite: bool) -> bool:
+    """Whether `output` is an earlier `aayn clean` folder to replace; anything else there is refused."""
+    from ..folders import check_new_folder
+
+    if overwrite and output.is_dir() and (output / REPORT).is_file():
+        try:
+            if json.loads((output / REPORT).read_text(encoding="utf-8")).get("written_by") == "aayn clean":
+                return True
+        except ValueError:
+            pass
+        raise FileExistsError(f"--output {output} holds a {REPORT} aayn clean did not write; give a new folder")
+    check_new_folder(output, "--output")
+    return False
+
+
+def input_pairs(args: argparse.Namespace):
+    """The pairs, streamed: two line-aligned files, or a split of a dataset the loader reads."""
+    if args.dataset_name:
+        if args.source or args.target:
+            raise ValueError("give --dataset_name or --source and --target, not both")
+        from ..data.loading import load_translation_dataset
+
+        data = load_translation_dataset(args.dataset_name, args.dataset_config_name, source_lang=args.source_lang,
+                                        target_lang=args.target_lang, splits={"train": args.split})  # fmt: skip
+        return (
+            (row[args.source_lang] or "", row[args.target_lang] or "")
+            for batch in data["train"].iter(batch_size=10_000)
+            for row in batch["translation"]
+        )
+    if not (args.source and args.target):
+        raise ValueError("give --source and --target (line-aligned files), or --dataset_name")
+    for path, flag in ((args.source, "--source"), (args.target, "--target")):
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{flag} {path}: no such file")
+    return aligned_lines(Path(args.source), Path(args.target))
+
+
+def aligned_lines(source: Path, target: Path):
+    """Line pairs of two UTF-8 files, read as they are used; ValueError naming the file and line that is not UTF-8,
+    or the file that ends first."""
+    from itertools import zip_longest
+
+    with source.open("rb") as left, target.open("rb") as right:
+        for number, (a, b) in enumerate(zip_longest(left, right), start=1):
+            if a is None or b is None:
+                ended, longer = (source, target) if a is None else (target, source)
+                raise ValueError(f"{ended} ends at line {number - 1}, {longer} goes on: the files are not line-aligned")
+            yield _line(a, source, number), _line(b, target, number)
+
+
+def _line(data: bytes, path: Path, number: int) -> str:
+    try:
+        return data.decode("utf-8").rstrip("\n").rstrip("\r")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} line {number} is not UTF-8 text ({error.reason})") from None
+
+
+def language_detector(rules):
+    from functools import partial
+
+    from ..translation.detect import Detector
+
+    Detector(rules.candidates)  # a missing extra or an unknown code is said here, before any work
+    return partial(Detector, rules.candidates)
+
+
+def dual_cross_entropy(args: argparse.Namespace):
+    """|H(y|x) - H(x|y)| + (H(y|x) + H(x|y)) / 2 of each pair, per-token cross-entropies of --forward and
+    --backward as `aayn score` computes log P (eos included)."""
+    from ..translation.opening import open_translator
+
+    forward, backward = (
+        open_translator([name], args.device, needs=("scores",)) for name in (args.forward, args.backward)
+    )
+
+    def entropies(translator, sources, targets):
+        scored = translator.score(sources, targets, per_token=True, batch_tokens=args.batch_tokens)
+        return [-pair.log_prob / max(1, len(pair.tokens)) for pair in scored]
+
+    def score(sources: list[str], targets: list[str]) -> list[float]:
+        there, back = entropies(forward, sources, targets), entropies(backward, targets, sources)
+        return [abs(a - b) + (a + b) / 2 for a, b in zip(there, back)]
+
+    return score
+
+
+def write_cleaned(output: Path, replaced: bool, pairs, rules, detector, scorer, args) -> None:
+    """The kept and removed pairs and the report, written into a staging folder renamed to `output` at the end
+    (a failure or a kill leaves `output` as it was)."""
+    from ..checks import available_cores
+    from ..data.cleaning import RULES, clean_pairs
+    from ..folders import staged_folder
+
+    counts, started = Counter(), time.perf_counter()
+    processes = args.processes or available_cores()
+    old = output.with_name(f".replaced-{output.name}")  # an earlier clean's, while this one is renamed in
+    shutil.rmtree(old, ignore_errors=True)
+    with staged_folder(output) as staging:
+        names = [staging / f"{args.split_name}.{lang}" for lang in (args.source_lang, args.target_lang)]
+        with (
+            names[0].open("w", encoding="utf-8") as source,
+            names[1].open("w", encoding="utf-8") as target,
+            (staging / REMOVED).open("w", encoding="utf-8") as removed,
+        ):
+            for line, src, tgt, rule in clean_pairs(pairs, rules, detector=detector, dual_cross_entropy=scorer,
+                                                    processes=processes):  # fmt: skip
+                counts[rule or "kept"] += 1
+                if rule is None:
+                    source.write(src + "\n")
+                    target.write(tgt + "\n")
+                else:
+                    removed.write(json.dumps({"line": line, "rule": rule, "source": src, "target": tgt},
+                                             ensure_ascii=False) + "\n")  # fmt: skip
+                if line % 100_000 == 0:
+                    print(f"aayn clean: {line:,} pairs, {counts['kept']:,} kept", file=sys.stderr)
+        report = {
+            "written_by": "aayn clean", "pairs": sum(counts.values()), "kept": counts["kept"],
+            "removed": {rule: counts[rule] for rule in RULES if counts[rule]},
+            "rules": {key: value for key, value in vars(rules).items()},
+            "models": {"forward": args.forward, "backward": args.backward} if args.forward else None,
+            "seconds": round(time.perf_counter() - started, 1),
+        }  # fmt: skip
+        (staging / REPORT).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (staging / "report.md").write_text(report_markdown(report), encoding="utf-8")
+        if replaced:  # the earlier clean's folder out of the way only once this one is whole
+            output.rename(old)
+    shutil.rmtree(old, ignore_errors=True)
+    print(json.dumps({key: report[key] for key in ("pairs", "kept", "removed")}))
+
+
+def report_markdown(report: dict) -> str:
+    total = max(1, report["pairs"])
+    lines = [f"# Cleaning: {report['kept']:,} of {report['pairs']:,} pairs kept", "", "| rule | removed | share |",
+             "|---|---:|---:|"]  # fmt: skip
+    lines += [f"| {rule} | {count:,} | {100 * count / total:.2f}% |" for rule, count in report["removed"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def clean_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..data.cleaning import CleaningRules
+
+    defaults = CleaningRules("en", "fr")
+    parser.add_argument("--source_lang", required=True)
+    parser.add_argument("--target_lang", required=True)
+    parser.add_argument("--source", help="the source side, one sentence per line")
+    parser.add_argument("--target", help="the target side, line-aligned with --source")
+    parser.add_argument("--dataset_name", help="instead: a dataset aayn train reads (a folder, a Hub id, bible)")
+    parser.add_argument("--dataset_config_name")
+    parser.add_argument("--split", default="train", help="with --dataset_name: the split expression read")
+    parser.add_argument("--output", required=True, help="a new folder (or, with --overwrite, an earlier clean's)")
+    parser.add_argument("--split_name", default="train", help="the kept files' name: SPLIT_NAME.SRC, SPLIT_NAME.TGT")
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier aayn clean folder at --output")
+    parser.add_argument("--max_words", type=positive_int, default=defaults.max_words)
+    parser.add_argument("--max_ratio", type=float, default=defaults.max_ratio, help="longer side over shorter (chars)")
+    parser.add_argument("--max_word_chars", type=positive_int, default=defaults.max_word_chars)
+    parser.add_argument("--max_foreign_letters", type=float, default=defaults.max_foreign_letters,
+                        help="share of a side's letters outside its language's scripts")  # fmt: skip
+    parser.add_argument("--keep_number_mismatches", action="store_true")
+    parser.add_argument("--keep_url_mismatches", action="store_true")
+    parser.add_argument("--keep_duplicates", action="store_true")
+    parser.add_argument("--language", action="store_true",
+                        help="identify each side's language (pip install 'aayn[detect]'); a side not in its own "
+                        "language, among the pair's and --language_candidates, is removed")  # fmt: skip
+    parser.add_argument("--language_candidates", nargs="+", default=list(defaults.language_candidates))
+    parser.add_argument("--forward", help="a SRC->TGT model folder for the dual cross-entropy filter")
+    parser.add_argument("--backward", help="a TGT->SRC model folder for it")
+    parser.add_argument("--max_dual_cross_entropy", type=float,
+                        help="pairs scored above this (nats per token) are removed")  # fmt: skip
+    parser.add_argument("--processes", type=positive_int, help="worker processes (default: the cores available)")
+    batch_tokens_argument(parser, "padded tokens per scoring batch")
+    device_argument(parser)
+
+
+TRANSFORMERS = "quiet"  # when transformers is set up (`aayn.cli.COMMANDS`)
+
+
+run, arguments = clean, clean_arguments
