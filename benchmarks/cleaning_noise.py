@@ -2,11 +2,15 @@
 are 30% of the corpus, five kinds in equal parts (misaligned pairs: another verse's target; untranslated copies:
 the source as target; wrong-language targets: a verse of the Bible's German, Spanish or Italian; duplicates of
 clean pairs; over-long pairs: 40 consecutive verses joined on each side), shuffled by a seed; then `aayn clean`
-(with `--language`, and the dual cross-entropy filter where `--forward` / `--backward` are given). Printed: the
+(with `--language`). Printed: the
 share of each kind of noise removed, the share of clean pairs removed, and the counts by rule.
 
     python benchmarks/cleaning_noise.py [--out runs/bench-cleaning] [--seed 0] [--no_language]
-        [--forward FOLDER --backward FOLDER --max_dual_cross_entropy X]
+        [--filter_steps 1500 [--quantile 0.98]]
+
+With `--filter_steps`, a forward and a backward model of the demo recipe's shape are trained that many steps on
+what the rules kept (no clean data is given to them), the limit of the dual cross-entropy filter is the score that
+`--quantile` of the held-out validation pairs stay under, and the noisy corpus is cleaned again with the filter.
 
 It writes the noisy corpus as `noisy/train.en`, `noisy/train.fr` (with the Bible's validation and test splits
 beside it, so `dataset_name: OUT/noisy` trains on it) and the cleaned one as `clean/`.
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -25,6 +30,7 @@ from pathlib import Path
 KINDS = ("misaligned", "untranslated", "wrong_language", "duplicate", "over_long")
 NOISE_SHARE = 0.3
 REMOVED = "removed.jsonl"
+RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "demo.yaml"
 
 
 def bible(source: str, target: str):
@@ -62,14 +68,57 @@ def write_split(folder: Path, split: str, pairs) -> None:
     (folder / f"{split}.fr").write_text("".join(t + "\n" for _, t, *_ in pairs), encoding="utf-8")
 
 
+def clean(noisy: Path, output: Path, language: bool, models: tuple[str, str] | None = None, limit=None) -> None:
+    command = [sys.executable, "-m", "aayn.cli", "clean", "--source_lang", "en", "--target_lang", "fr", "--source",
+               str(noisy / "train.en"), "--target", str(noisy / "train.fr"), "--output", str(output),
+               "--overwrite"]  # fmt: skip
+    command += ["--language"] * language
+    if models:
+        command += ["--forward", models[0], "--backward", models[1], "--max_dual_cross_entropy", str(limit)]
+    subprocess.run(command, check=True)
+
+
+def filter_models(out: Path, kept: Path, noisy: Path, steps: int) -> tuple[str, str]:
+    """A forward and a backward model of the demo recipe's shape trained `steps` steps on what the rules kept."""
+    corpus = out / "rules-kept"
+    corpus.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "validation", "test"):
+        for lang in ("en", "fr"):
+            shutil.copy((kept if split == "train" else noisy) / f"{split}.{lang}", corpus / f"{split}.{lang}")
+    folders = []
+    for source, target in (("en", "fr"), ("fr", "en")):
+        folder = out / f"filter-{source}-{target}"
+        subprocess.run([sys.executable, "-m", "aayn.train", str(RECIPE), "--dataset_name", str(corpus), "--source_lang",
+                        source, "--target_lang", target, "--output_dir", str(folder), "--max_steps", str(steps),
+                        "--eval_strategy", "no", "--save_strategy", "no", "--do_predict", "false",
+                        "--average_last_checkpoints", "0", "--overwrite_output_dir", "true", "--report_to", "none"],
+                       check=True)  # fmt: skip
+        folders.append(str(folder))
+    return folders[0], folders[1]
+
+
+def validation_limit(models: tuple[str, str], noisy: Path, quantile: float) -> float:
+    """The dual cross-entropy that `quantile` of the (clean, held-out) validation pairs stay under."""
+
+    def entropies(model, source, target):
+        printed = subprocess.run([sys.executable, "-m", "aayn.cli", "score", "--model", model, "--source", str(source),
+                                  "--target", str(target), "--per_token"], check=True, capture_output=True,
+                                 text=True).stdout  # fmt: skip
+        return [-float(line.split("\t")[0]) / len(line.split("\t")[2].split()) for line in printed.splitlines()]
+
+    en, fr = noisy / "validation.en", noisy / "validation.fr"
+    forward, backward = entropies(models[0], en, fr), entropies(models[1], fr, en)
+    scores = sorted(abs(a - b) + (a + b) / 2 for a, b in zip(forward, backward))
+    return scores[min(len(scores) - 1, int(quantile * len(scores)))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("runs/bench-cleaning"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no_language", action="store_true")
-    parser.add_argument("--forward")
-    parser.add_argument("--backward")
-    parser.add_argument("--max_dual_cross_entropy", type=float)
+    parser.add_argument("--filter_steps", type=int, default=0, help="train the cross-entropy filter's two models")
+    parser.add_argument("--quantile", type=float, default=0.98, help="of validation scores: the filter's limit")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     en_fr = bible("en", "fr")
@@ -79,35 +128,36 @@ def main() -> None:
     write_split(noisy, "train", rows)
     for split in ("validation", "test"):
         write_split(noisy, split, en_fr[split])
-    command = [sys.executable, "-m", "aayn.cli", "clean", "--source_lang", "en", "--target_lang", "fr", "--source",
-               str(noisy / "train.en"), "--target", str(noisy / "train.fr"), "--output", str(args.out / "clean"),
-               "--overwrite"]  # fmt: skip
-    command += [] if args.no_language else ["--language"]
-    if args.forward:
-        command += ["--forward", args.forward, "--backward", args.backward]
-        command += ["--max_dual_cross_entropy", str(args.max_dual_cross_entropy)]
-    subprocess.run(command, check=True)
-    removed = {json.loads(line)["line"] for line in (args.out / "clean" / REMOVED).open(encoding="utf-8")}
+    clean(noisy, args.out / "clean", not args.no_language)
+    summary(rows, args.out / "clean")
+    if args.filter_steps:
+        models = filter_models(args.out, args.out / "clean", noisy, args.filter_steps)
+        limit = validation_limit(models, noisy, args.quantile)
+        print(f"dual cross-entropy limit {limit:.3f} (the validation pairs' {args.quantile:.0%} quantile)")
+        clean(noisy, args.out / "clean-filtered", not args.no_language, models, limit)
+        summary(rows, args.out / "clean-filtered")
+
+
+def summary(rows, folder: Path) -> None:
+    removed = {json.loads(line)["line"]: json.loads(line)["rule"] for line in (folder / REMOVED).open(encoding="utf-8")}
     kinds = Counter(kind for *_, kind in rows)
     caught = Counter(kind for line, (*_, kind) in enumerate(rows, start=1) if line in removed)
-    report = json.loads((args.out / "clean" / "report.json").read_text())
-    print(f"{len(rows):,} pairs, {sum(kinds[k] for k in KINDS):,} of them noise; cleaning took {report['seconds']} s")
+    report = json.loads((folder / "report.json").read_text())
+    noise = sum(kinds[k] for k in KINDS)
+    print(f"{folder.name}: {len(rows):,} pairs, {noise:,} of them noise; cleaning took {report['seconds']} s")
     print("| kind | pairs | removed | share removed |")
     print("|---|---:|---:|---:|")
     for kind in ("clean", *KINDS):
         print(f"| {kind} | {kinds[kind]:,} | {caught[kind]:,} | {100 * caught[kind] / kinds[kind]:.1f}% |")
-    noise = sum(kinds[k] for k in KINDS)
     print(f"| all noise | {noise:,} | {sum(caught[k] for k in KINDS):,} | "
           f"{100 * sum(caught[k] for k in KINDS) / noise:.1f}% |")  # fmt: skip
     print("by rule:", json.dumps(report["removed"]))
-    rules = {row["line"]: row["rule"] for row in map(json.loads, (args.out / "clean" / REMOVED).open(encoding="utf-8"))}
-    print(
-        "clean pairs removed by rule:",
-        json.dumps(
-            Counter(rules[line] for line, (*_, kind) in enumerate(rows, start=1) if kind == "clean" and line in rules)
-        ),
+    clean_rules = Counter(removed[line] for line, (*_, kind) in enumerate(rows, start=1)
+                          if kind == "clean" and line in removed)  # fmt: skip
+    print("clean pairs removed by rule:", json.dumps(clean_rules))
+    (folder.parent / f"results-{folder.name}.json").write_text(
+        json.dumps({"kinds": kinds, "removed": caught, "clean_removed_by_rule": clean_rules, "report": report}) + "\n"
     )
-    (args.out / "results.json").write_text(json.dumps({"kinds": kinds, "removed": caught, "report": report}) + "\n")
 
 
 if __name__ == "__main__":

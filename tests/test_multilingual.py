@@ -168,6 +168,8 @@ def test_a_run_over_two_pairs_states_them_scores_each_and_serves_exactly_them(tw
     assert results["test_bleu"] == pytest.approx((results["test_bleu_es-en"] + results["test_bleu_en-fr"]) / 2)
     card = (out / "README.md").read_text()
     assert 'language: ["es", "en", "fr"]' in card and "- en-fr: BLEU" in card and "`>>fr<<`" in card
+    off = [results[f"test_off_target_{pair}"] for pair in ("es-en", "en-fr")]  # each pair's, in the card too
+    assert all(0 <= value <= 1 for value in off) and f"off target {off[1]:.1%}" in card
     assert "(the pairs es-en, en-fr, mixed at temperature 1)" in card
     from argparse import Namespace
 
@@ -275,3 +277,18 @@ def test_a_direction_not_trained_is_said_zero_shot_and_pivot_translates_through_
     assert aayn(["translate", "--model", str(out), "--source_lang", "es", "--target_lang", "fr", "--pivot", "fr",
                  "x"]) == 2  # fmt: skip
     assert "--pivot fr: " in capsys.readouterr().err
+
+
+def test_the_off_target_rate_on_texts_of_known_language():
+    """Four French sentences, one Spanish, one English and a blank one, told en, es, fr: 2 of the 6 texts are not
+    French (the blank one is not counted); one language is nothing to tell apart."""
+    pytest.importorskip("lingua")
+    from aayn.translation.targets import off_target_rate
+
+    texts = ["Les enfants jouent dans le jardin derrière la maison.", "Nous avons mangé du pain et du fromage hier.",
+             "Le train part à huit heures du matin.", "Elle lit un livre très intéressant ce soir.",
+             "Los niños juegan en el jardín detrás de la casa.", "The children are playing in the garden.",
+             "  "]  # fmt: skip
+    assert off_target_rate(texts, "fr", ["en", "es", "fr"]) == pytest.approx(2 / 6)
+    assert off_target_rate(texts[:4], "fr", ["en", "es"]) == 0.0
+    assert off_target_rate(texts, "fr", ["fr"]) is None

@@ -4,6 +4,7 @@ name and renamed over it. The standard library only."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -17,6 +18,36 @@ def check_new_folder(output_dir: Path, option: str = "--output_dir") -> None:
     """A folder aayn may write: absent, or empty (nothing of the user's is ever replaced)."""
     if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
         raise FileExistsError(f"{option} {output_dir} exists and is not empty; give a new folder")
+
+
+REPORT = "report.json"  # what `aayn clean` and `aayn mix` write last: {"written_by": "aayn clean", ...}
+
+
+def replaceable(output: Path, overwrite: bool, command: str, option: str = "--output") -> bool:
+    """Whether `output` is a folder `command` wrote earlier that `overwrite` asks to replace (its `REPORT` says
+    so); a new or empty folder: False; anything else there is refused."""
+    if overwrite and output.is_dir() and (output / REPORT).is_file():
+        try:
+            if json.loads((output / REPORT).read_text(encoding="utf-8")).get("written_by") == command:
+                return True
+        except (ValueError, AttributeError):
+            pass
+        raise FileExistsError(f"{option} {output} holds a {REPORT} {command} did not write; give a new folder")
+    check_new_folder(output, option)
+    return False
+
+
+@contextmanager
+def replaced_folder(output: Path, replace: bool) -> Iterator[Path]:
+    """`staged_folder(output)`, where `replace` (`replaceable`'s answer) lets the earlier folder at `output` be
+    removed once the new one is whole: until then it stays as it was."""
+    old = output.with_name(f".replaced-{output.name}")
+    shutil.rmtree(old, ignore_errors=True)
+    with staged_folder(output) as staging:
+        yield staging
+        if replace:
+            output.rename(old)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 @contextmanager

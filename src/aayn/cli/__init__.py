@@ -19,6 +19,7 @@ COMMANDS = {
     "train": "train",
     "preprocess": "preprocess",
     "clean": "clean",
+    "mix": "mix",
     "average": "average",
     "evaluate": "evaluate",
     "translate": "translate",

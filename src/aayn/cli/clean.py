@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+from ..folders import REPORT
 from .arguments import batch_tokens_argument, device_argument, positive_int
 
-REPORT = "report.json"
 REMOVED = "removed.jsonl"  # one JSON object per removed pair: line, rule, source, target
 
 
@@ -34,27 +33,14 @@ def clean(args: argparse.Namespace) -> None:
         args.max_dual_cross_entropy is None
     ):
         raise ValueError("the cross-entropy filter takes --forward, --backward and --max_dual_cross_entropy together")
+    from ..folders import replaceable
+
     output = Path(args.output)
-    replaced = replaceable(output, args.overwrite)
+    replaced = replaceable(output, args.overwrite, "aayn clean")
     pairs = input_pairs(args)
     detector = language_detector(rules) if rules.language else None
     scorer = dual_cross_entropy(args) if args.forward else None
     write_cleaned(output, replaced, pairs, rules, detector, scorer, args)
-
-
-def replaceable(output: Path, overwrite: bool) -> bool:
-    """Whether `output` is an earlier `aayn clean` folder to replace; anything else there is refused."""
-    from ..folders import check_new_folder
-
-    if overwrite and output.is_dir() and (output / REPORT).is_file():
-        try:
-            if json.loads((output / REPORT).read_text(encoding="utf-8")).get("written_by") == "aayn clean":
-                return True
-        except ValueError:
-            pass
-        raise FileExistsError(f"--output {output} holds a {REPORT} aayn clean did not write; give a new folder")
-    check_new_folder(output, "--output")
-    return False
 
 
 def input_pairs(args: argparse.Namespace):
@@ -133,13 +119,11 @@ def write_cleaned(output: Path, replaced: bool, pairs, rules, detector, scorer, 
     (a failure or a kill leaves `output` as it was)."""
     from ..checks import available_cores
     from ..data.cleaning import RULES, clean_pairs
-    from ..folders import staged_folder
+    from ..folders import replaced_folder
 
     counts, started = Counter(), time.perf_counter()
     processes = args.processes or available_cores()
-    old = output.with_name(f".replaced-{output.name}")  # an earlier clean's, while this one is renamed in
-    shutil.rmtree(old, ignore_errors=True)
-    with staged_folder(output) as staging:
+    with replaced_folder(output, replaced) as staging:
         names = [staging / f"{args.split_name}.{lang}" for lang in (args.source_lang, args.target_lang)]
         with (
             names[0].open("w", encoding="utf-8") as source,
@@ -166,9 +150,6 @@ def write_cleaned(output: Path, replaced: bool, pairs, rules, detector, scorer, 
         }  # fmt: skip
         (staging / REPORT).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         (staging / "report.md").write_text(report_markdown(report), encoding="utf-8")
-        if replaced:  # the earlier clean's folder out of the way only once this one is whole
-            output.rename(old)
-    shutil.rmtree(old, ignore_errors=True)
     print(json.dumps({key: report[key] for key in ("pairs", "kept", "removed")}))
 
 

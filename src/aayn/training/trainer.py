@@ -287,10 +287,14 @@ def translation_metrics(tokenizer: PreTrainedTokenizerBase, target_lang: str | N
     """`compute_metrics` for `predict_with_generate`: sacreBLEU BLEU and chrF on detokenized text; into German
     also `paper_bleu`, BLEU as the paper computed its EN-DE numbers (`aayn.metrics.paper_bleu`). With `rows`
     (each row's pair, `aayn.data.multilingual`): `bleu_PAIR` and `chrf_PAIR` for each pair, each scored on its
-    rows alone, and `bleu` / `chrf` their means, what the best checkpoint and early stopping read."""
+    rows alone, and `bleu` / `chrf` their means, what the best checkpoint and early stopping read; `off_target_PAIR`,
+    the share of its outputs not in its target language (`aayn serve`'s detector, where `aayn[detect]` is there)."""
     from ..metrics.paper_bleu import paper_bleu_scores
 
+    from ..translation.targets import off_target_rate
+
     metric = evaluate.load(METRICS_MODULE)
+    languages = sorted({lang for pair in rows or () for lang in pair.split("-")})
 
     def compute(prediction):
         predictions, labels = prediction.predictions, prediction.label_ids
@@ -308,6 +312,8 @@ def translation_metrics(tokenizer: PreTrainedTokenizerBase, target_lang: str | N
                 scores = metric.compute(predictions=[hypotheses[i] for i in chosen],
                                         references=[references[i] for i in chosen])  # fmt: skip
                 result[f"bleu_{pair}"], result[f"chrf_{pair}"] = scores["bleu"], scores["chrf"]
+                off = off_target_rate([hypotheses[i] for i in chosen], pair.split("-")[1], languages)
+                result |= {f"off_target_{pair}": off} if off is not None else {}
             pairs = list(dict.fromkeys(rows))
             for name in ("bleu", "chrf"):
                 result[name] = float(np.mean([result[f"{name}_{pair}"] for pair in pairs]))
