@@ -290,7 +290,6 @@ def translation_metrics(tokenizer: PreTrainedTokenizerBase, target_lang: str | N
     rows alone, and `bleu` / `chrf` their means, what the best checkpoint and early stopping read; `off_target_PAIR`,
     the share of its outputs not in its target language (`aayn serve`'s detector, where `aayn[detect]` is there)."""
     from ..metrics.paper_bleu import paper_bleu_scores
-
     from ..translation.targets import off_target_rate
 
     metric = evaluate.load(METRICS_MODULE)
