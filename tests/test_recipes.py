@@ -137,7 +137,8 @@ def test_yaml_no_is_the_word_no(corpus, tmp_path):
     [
         (["--max_steps", "5x"], "--max_steps: invalid int value: '5x'"),
         (["--learning_rate=fast"], "--learning_rate: invalid float value: 'fast'"),
-        (["--fp16", "maybe"], "--fp16: invalid bool value: 'maybe'"),
+        (["--fp16", "maybe"], "--fp16: Truthy value expected: got maybe"),
+        (["--do_eval", "maybe"], "--do_eval: Truthy value expected: got maybe"),
         (["--max_tokens", "2.5"], "--max_tokens: invalid int value: '2.5'"),
     ],
 )
@@ -145,5 +146,5 @@ def test_values_of_the_wrong_type_name_the_key(corpus, tmp_path, flags, message)
     recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "out"))
     with pytest.raises(ValueError) as error:
         parse_arguments([str(recipe), *flags])
-    assert str(error.value) == message
+    assert str(error.value).startswith(message) and len(str(error.value).splitlines()) == 1
     parse_arguments([str(recipe), "--max_steps", "5", "--learning_rate=1e-3", "--fp16", "no", "--max_tokens", "256"])

@@ -1,11 +1,12 @@
 """Recipe arguments: transformers dataclasses parsed by `HfArgumentParser`, names from `run_translation.py`.
 
 A recipe is a YAML file of `key: value` pairs for any of the three dataclasses; flags after it override it
-(`aayn train recipes/demo.yaml --max_steps 100`). Both go through argparse, so an unknown key or a value of the
-wrong type is an error that names the key.
+(`aayn train recipes/demo.yaml --max_steps 100`). Both go through transformers' `HfArgumentParser`, so a value of
+the wrong type is argparse's error naming the key. Written here, each saying why: the YAML 1.2 booleans, a recipe
+under flags, exact keys with the nearest one named, one-line errors, aayn's `auto` values and the stages.
 
-`--help` and the key check answer before transformers' `Seq2SeqTrainingArguments` is imported (its module imports
-torch, which takes seconds): `recipe_keys` reads its fields from transformers' source.
+Only `--help` has a path of its own: it reads the Trainer's fields from transformers' source (`recipe_keys`), so it
+answers without importing `Seq2SeqTrainingArguments`, whose module imports torch.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..model.policy_aayn import (
     MAX_POSITIONS,
     TOKENIZER_TYPE,
 )
-from .recipe_keys import SourceField, aayn_fields, enum_choices, imported_trainer_fields, trainer_fields
+from .recipe_keys import SourceField, aayn_fields, imported_trainer_fields, trainer_fields
 
 
 @dataclass
@@ -246,7 +247,8 @@ class RecipeError(ValueError):
 
 
 class _Yaml12Loader(yaml.SafeLoader):
-    """YAML with the booleans of YAML 1.2 (true/false only): `eval_strategy: no` is the string "no", not False."""
+    """YAML with the booleans of YAML 1.2 (true/false only): `eval_strategy: no` is the string "no", not False.
+    Written here: `HfArgumentParser.parse_yaml_file` reads YAML 1.1 (`yaml.safe_load`), where `no` is False."""
 
 
 _Yaml12Loader.yaml_implicit_resolvers = {
@@ -259,6 +261,8 @@ _Yaml12Loader.add_implicit_resolver(
 
 
 def _as_flags(recipe: dict) -> list[str]:
+    """The recipe as the flags that say it. Written here: `HfArgumentParser` parses a file or a command line, not a
+    file with flags after it that override its values."""
     flags = []
     for key, value in recipe.items():
         if value is None:
@@ -288,66 +292,30 @@ def read_recipe(path: str) -> dict:
     return recipe
 
 
-def _known_keys() -> list[str]:
-    fields = [f for cls in AAYN_ARGUMENT_CLASSES for f in aayn_fields(cls)]
-    fields += trainer_fields() or imported_trainer_fields()
-    negations = [f"no_{f.name}" for f in fields if f.annotation == "bool" and f.default == "True"]  # HfArgumentParser's
-    return [f.name for f in fields] + negations
+def _bool(text: str, key: str) -> bool:
+    """The bool HfArgumentParser would make of `text` (transformers' `string_to_bool`), for the keys aayn reads
+    before parsing (the stages, `use_cpu` and `bf16` for the autos); a RecipeError naming `key` otherwise."""
+    from transformers.hf_argparser import string_to_bool  # no torch
+
+    try:
+        return string_to_bool(text)
+    except argparse.ArgumentTypeError as error:
+        raise RecipeError(f"--{key}: {error}") from None
 
 
-def _check_keys(keys: list[str], where: str, prefix: str = "") -> None:
-    """An exact key or an error naming it and the nearest valid one: argparse alone would take `max_step` for
-    `max_steps` (an abbreviation)."""
-    known = _known_keys()
+def _nearest(word: str, known) -> str:
+    near = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {near[0]}?" if near else ""
+
+
+def _check_keys(keys: list[str], known: set[str], where: str, prefix: str = "") -> None:
+    """An exact key or an error naming it and the nearest valid one. Written by hand: HfArgumentParser, as
+    argparse, says only "unrecognized arguments" (or, with abbreviations allowed, takes `max_step` for
+    `max_steps`)."""
     for key in keys:
         if key.replace("-", "_") not in known:
-            near = difflib.get_close_matches(key.replace("-", "_"), known, n=1, cutoff=0.6)
-            hint = f"; did you mean {prefix}{near[0]}?" if near else "; `aayn train --help` lists them"
-            raise RecipeError(f"unknown {where} {prefix}{key}{hint}")
-
-
-_NONE = re.compile(r"^Optional\[(.*)\]$|^(.*?) \| None$|^None \| (.*)$")
-
-
-def _bool(text: str) -> bool:
-    """transformers' string_to_bool: the words HfArgumentParser takes for a bool."""
-    if text.lower() not in {"true", "false", "yes", "no", "t", "f", "y", "n", "1", "0"}:
-        raise ValueError(text)
-    return text.lower() in {"true", "yes", "t", "y", "1"}
-
-
-_VALUE_CHECKS = {"int": int, "float": float, "bool": _bool}
-
-
-def _check_values(flags: list[str]) -> None:
-    """A value that cannot be the key's int, float, bool or enum value is an error here, before transformers is
-    imported (the same error argparse would give seconds later). `bf16`, `tf32` and `dataloader_num_workers: auto` are
-    aayn's."""
-    fields = [f for cls in AAYN_ARGUMENT_CLASSES for f in aayn_fields(cls)] + list(trainer_fields() or ())
-    annotations = {f.name: f.annotation for f in fields}
-    for index, flag in enumerate(flags):
-        if not flag.startswith("--"):
-            continue
-        key, inline, value = flag[2:].partition("=")
-        if not inline:
-            if index + 1 == len(flags) or flags[index + 1].startswith("--"):
-                continue  # `--flag` alone: argparse decides (a bool's const, or its own error)
-            value = flags[index + 1]
-        annotation = annotations.get(key.replace("-", "_"), "")
-        if key in AUTO_KEYS and value == "auto":
-            continue
-        choices = enum_choices(annotation)
-        if choices is not None and value not in choices:
-            close = difflib.get_close_matches(value, choices, n=1)
-            hint = f"; did you mean {close[0]}?" if close else f" (choose from {', '.join(choices)})"
-            raise RecipeError(f"--{key}: invalid choice: {value!r}{hint}")
-        optional = _NONE.match(annotation)
-        kind = next((group for group in optional.groups() if group), "") if optional else annotation
-        if kind in _VALUE_CHECKS:
-            try:
-                _VALUE_CHECKS[kind](value)
-            except ValueError:
-                raise RecipeError(f"--{key}: invalid {kind} value: {value!r}") from None
+            hint = _nearest(key.replace("-", "_"), known) or "; `aayn train --help` lists them"
+            raise RecipeError(f"unknown {where} {prefix}{key}{hint}".replace("mean ", f"mean {prefix}"))
 
 
 def bf16_matmuls(use_cpu: bool) -> tuple[bool, str]:
@@ -380,6 +348,10 @@ def _flag_value(flags: list[str], key: str) -> str | None:
     return value
 
 
+def _flag_bool(flags: list[str], key: str) -> bool:
+    return _bool(_flag_value(flags, key) or "false", key)
+
+
 # the stages of a run, as run_translation.py names them; aayn train runs all three unless told otherwise
 STAGES = ("do_train", "do_eval", "do_predict")
 
@@ -396,7 +368,7 @@ def tf32_matmuls(use_cpu: bool) -> tuple[bool, str]:
 
 
 def _auto_bf16(flags: list[str]) -> str:
-    native, unit = bf16_matmuls(_bool(_flag_value(flags, "use_cpu") or "false"))
+    native, unit = bf16_matmuls(_flag_bool(flags, "use_cpu"))
     choice, has = ("bf16 autocast", "has") if native else ("float32", "has no")
     print(f"bf16: auto -> {choice}: {unit} {has} native bf16 matmuls")
     return "true" if native else "false"
@@ -405,7 +377,7 @@ def _auto_bf16(flags: list[str]) -> str:
 def _auto_tf32(flags: list[str]) -> str | None:
     """ "true" on a GPU with TF32; else the key left unset (the Trainer's default, which touches nothing), said in
     one line where training runs on a GPU."""
-    able, unit = tf32_matmuls(_bool(_flag_value(flags, "use_cpu") or "false"))
+    able, unit = tf32_matmuls(_flag_bool(flags, "use_cpu"))
     if unit != "no GPU":
         print(f"tf32: auto -> {'on' if able else 'unset'}: {unit} {'has' if able else 'has no'} TF32 matmuls")
     return "true" if able else None
@@ -422,7 +394,7 @@ def _auto_workers(flags: list[str]) -> str | None:
     on a GPU."""
     import torch
 
-    if _bool(_flag_value(flags, "use_cpu") or "false") or not torch.cuda.is_available():
+    if _flag_bool(flags, "use_cpu") or not torch.cuda.is_available():
         return None
     print(f"dataloader_num_workers: auto -> {GPU_DATALOADER_WORKERS}: batches collated beside the GPU's steps")
     return str(GPU_DATALOADER_WORKERS)
@@ -433,7 +405,7 @@ def _auto_attention(flags: list[str]) -> str:
     softmax: the demo recipe's measurement), sdpa on a GPU (its fused kernels). Said in one line."""
     import torch
 
-    on_cpu = _bool(_flag_value(flags, "use_cpu") or "false") or not torch.cuda.is_available()
+    on_cpu = _flag_bool(flags, "use_cpu") or not torch.cuda.is_available()
     choice = "eager" if on_cpu else "sdpa"
     print(f"attn_implementation: auto -> {choice}: training runs on {'the CPU' if on_cpu else 'a GPU'}")
     return choice
@@ -486,9 +458,9 @@ def _bf16_weights(flags: list[str]) -> list[str]:
     """`bf16_weights: true` says how bf16 training runs: the Trainer's `bf16` (autocast) is then turned off before
     its arguments are built, and aayn casts the weights (`training.master_weights`); with bf16 false (given, or
     `auto` on a machine without native bf16 matmuls) it is not used. Said in one line either way."""
-    if not _bool(_flag_value(flags, "bf16_weights") or "false"):
+    if not _flag_bool(flags, "bf16_weights"):
         return flags
-    if not _bool(_flag_value(flags, "bf16") or "false"):
+    if not _flag_bool(flags, "bf16"):
         print("bf16_weights is not used: bf16 is false, training runs in float32")
         return [*flags, "--bf16_weights", "false"]
     print("bf16_weights: the weights in bfloat16, Adam on float32 master weights, no autocast")
@@ -523,18 +495,28 @@ def _add_help(group, source_field: SourceField) -> None:
     )
 
 
-def _required(source_field) -> bool:
-    return source_field.default is dataclasses.MISSING and source_field.default_factory is dataclasses.MISSING
+_CHOICE = re.compile(r"invalid choice: '(.*?)' \(choose from (.*)\)$")
 
 
 def _one_line_error(message: str):
+    """argparse's error in one line (it would print the whole usage, every Trainer option, first), with what it lacks
+    written here: the key as a recipe names it (not `argument --max_steps/--max-steps`), the nearest choice instead
+    of all of them (the optimizers are 40)."""
+    message = re.sub(r"(--\w+)(/--[\w-]+)+", r"\1", message).removeprefix("argument ")
+    if choice := _CHOICE.search(message):
+        choices = [word.strip("'") for word in choice.group(2).split(", ")]
+        hint = _nearest(choice.group(1), choices) or f" (choose from {', '.join(choices)})"
+        message = f"{message[: choice.start()]}invalid choice: {choice.group(1)!r}{hint}"
     raise RecipeError(f"{message}; usage: {USAGE} (aayn train --help lists every key)")
 
 
 def argument_parser():
+    """transformers' own parser of the dataclasses (types, booleans, optionals, enums), errors in one line."""
     from transformers import HfArgumentParser
 
-    return HfArgumentParser(_argument_classes(), prog=PROG, description=DESCRIPTION, allow_abbrev=False)
+    parser = HfArgumentParser(_argument_classes(), prog=PROG, description=DESCRIPTION, allow_abbrev=False)
+    parser.error = _one_line_error
+    return parser
 
 
 MIXED_PRECISION = "ACCELERATE_MIXED_PRECISION"
@@ -557,19 +539,21 @@ def environment_unchanged(name: str = MIXED_PRECISION):
 
 
 def parse_arguments(argv: list[str]) -> tuple:
-    """`[RECIPE.yaml] [--key value ...]`: the recipe's values first, the flags after it win. `--help`, a missing
-    recipe and unknown keys answer before transformers is imported; returns (ModelArguments,
-    DataTrainingArguments, Seq2SeqTrainingArguments)."""
+    """`[RECIPE.yaml] [--key value ...]`: the recipe's values first, the flags after it win, all parsed by
+    transformers' `HfArgumentParser`; returns (ModelArguments, DataTrainingArguments, Seq2SeqTrainingArguments)."""
     flags = list(argv)
     if {"-h", "--help"} & set(flags):
+        # the one path of its own: the help read from transformers' source answers in ~0.1 s, where the parser
+        # imports Seq2SeqTrainingArguments and torch with it (~4 s here, ~10 s with no bytecode written yet)
         help_parser().print_help()
         raise SystemExit(0)
-    if flags and not flags[0].startswith("-"):
-        recipe = read_recipe(flags[0])
-        _check_keys(list(recipe), f"key in recipe {flags[0]}:")
-        flags = _as_flags(recipe) + flags[1:]
-    _check_keys([flag[2:].split("=")[0] for flag in flags if flag.startswith("--")], "flag", "--")
-    _check_values(flags)
+    recipe = read_recipe(flags.pop(0)) if flags and not flags[0].startswith("-") else {}
+    parser = argument_parser()
+    known = {option[2:] for action in parser._actions for option in action.option_strings if option[:2] == "--"}
+    if recipe:
+        _check_keys(list(recipe), known, f"key in recipe {argv[0]}:")
+    flags = _as_flags(recipe) + flags
+    _check_keys([flag[2:].split("=")[0] for flag in flags if flag.startswith("--")], known, "flag", "--")
     given = {flag[2:].split("=")[0].replace("-", "_") for flag in flags if flag.startswith("--")}
     if (pairs := _flag_value(flags, "lang_pairs")) is not None:  # the first pair's languages, unless given
         from ..languages import parse_lang_pairs
@@ -581,20 +565,12 @@ def parse_arguments(argv: list[str]) -> tuple:
         for name, lang in zip(("source_lang", "target_lang"), first):
             if name not in given:
                 flags, given = [*flags, f"--{name}", lang], given | {name}
-    required = [f.name for cls in AAYN_ARGUMENT_CLASSES for f in dataclasses.fields(cls) if _required(f)]
-    missing = [name for name in required if name not in given]
-    if missing:
-        raise RecipeError(
-            f"missing {', '.join('--' + name for name in missing)}; usage: {USAGE} (aayn train --help lists every key)"
-        )
-    stages = {stage: _bool(value) for stage in STAGES if (value := _flag_value(flags, stage)) is not None}
+    stages = {stage: _bool(value, stage) for stage in STAGES if (value := _flag_value(flags, stage)) is not None}
     if stages.get("do_eval") is False:  # no evaluation during training either (the Trainer would set do_eval again)
         flags = [*flags, "--eval_strategy", "no"]
     if _flag_value(flags, "batch_tokens") is not None and _flag_value(flags, "gradient_accumulation_steps") != "auto":
         print("batch_tokens is not used: gradient_accumulation_steps is not auto")
-    flags = _bf16_weights(_resolve_autos(flags))  # imports torch: after every check that does not need it
-    parser = argument_parser()
-    parser.error = _one_line_error  # argparse would print the whole usage (every Trainer option) first
+    flags = _bf16_weights(_resolve_autos(flags))
     with environment_unchanged():  # 4.57's arguments write the precision into it (`environment_unchanged`)
         parsed = parser.parse_args_into_dataclasses(args=flags)
     model_args, data_args, args = parsed[:3]

@@ -1,10 +1,9 @@
 """The recipe keys of transformers' `Seq2SeqTrainingArguments`, read from its installed source with `ast`.
 
-`aayn train --help` and the recipe's key and value checks answer before `Seq2SeqTrainingArguments` is imported (its
-module imports torch, which takes seconds): they read its fields (`trainer_fields`) and the values of the enums
-its fields are typed with (`trainer_enums`) from transformers' source, and import the class only where that source
-cannot be read. tests/test_recipe_keys.py checks, on each transformers line, that what is read equals the class
-and its parser.
+`aayn train --help` answers before `Seq2SeqTrainingArguments` is imported (its module imports torch, which takes
+seconds): it reads the class's fields from transformers' source (`trainer_fields`), and imports the class only where
+that source cannot be read. Parsing is transformers' `HfArgumentParser`'s. tests/test_recipe_keys.py checks, on each
+transformers line, that what is read equals the class.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ TRAINER_ARGUMENT_SOURCES = (
 
 @dataclass(frozen=True)
 class SourceField:
-    """A dataclass field as its source writes it: what `--help` shows and the key check needs."""
+    """A dataclass field as its source writes it: what `--help` shows."""
 
     name: str
     annotation: str
@@ -61,7 +60,7 @@ def _source_field(statement: ast.AnnAssign) -> SourceField | None:
     return SourceField(name, annotation, default, str(help_text))
 
 
-@functools.cache  # read once per process: the key check, the value check and --help all ask
+@functools.cache
 def trainer_fields() -> tuple[SourceField, ...] | None:
     """`Seq2SeqTrainingArguments`' init fields read from transformers' installed source, without importing it;
     None where the source is not there or not laid out as expected (then callers import the class)."""
@@ -101,41 +100,3 @@ def imported_trainer_fields() -> list[SourceField]:
     from transformers import Seq2SeqTrainingArguments
 
     return [_imported_field(f, str(f.type)) for f in dataclasses.fields(Seq2SeqTrainingArguments) if f.init]
-
-
-@functools.cache
-def trainer_enums() -> dict[str, tuple[str, ...]]:
-    """The values of the enums the Trainer's fields are typed with (`SchedulerType`, `OptimizerNames`,
-    `IntervalStrategy`, ...), read from transformers' source as `trainer_fields` reads the fields; {} where the
-    source is not there."""
-    spec = importlib.util.find_spec("transformers")
-    if spec is None or not spec.submodule_search_locations:
-        return {}
-    root, enums = Path(next(iter(spec.submodule_search_locations))), {}
-    for file_name in ("trainer_utils.py", "training_args.py"):
-        try:
-            tree = ast.parse((root / file_name).read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, UnicodeDecodeError):
-            return {}
-        for node in tree.body:
-            if not isinstance(node, ast.ClassDef) or not any("Enum" in ast.unparse(base) for base in node.bases):
-                continue
-            values = [
-                statement.value.value
-                for statement in node.body
-                if isinstance(statement, ast.Assign)
-                and isinstance(statement.value, ast.Constant)
-                and isinstance(statement.value.value, str)
-            ]
-            if values:
-                enums[node.name] = tuple(values)
-    return enums
-
-
-def enum_choices(annotation: str) -> tuple[str, ...] | None:
-    """The values an `Enum | str` field takes (argparse gives it these choices), or None."""
-    compact = annotation.replace(" ", "").replace("typing.", "")
-    for name, values in trainer_enums().items():
-        if compact in (f"{name}|str", f"Union[{name},str]", f"{name}|str|None", f"Optional[Union[{name},str]]"):
-            return values
-    return None
