@@ -242,6 +242,9 @@ def test_bad_files_are_refused_in_one_line():
         read_document("broken.docx", b"PK\x03\x04 not really", aligned=False)
     with pytest.raises(DocumentError, match="the format .pdf is not supported"):
         read_document("paper.pdf", b"%PDF", aligned=False)
+    with pytest.raises(DocumentError, match=r"blob: the format \(none\) sent as application/pdf is not supported"):
+        read_document("blob", b"%PDF", aligned=False, media_type="application/pdf")
+    assert read_document("blob", b"Two.", aligned=False, media_type="text/plain").texts == ["Two."]
     with pytest.raises(DocumentError, match="not UTF-8"):
         read_document("latin.txt", "café".encode("latin-1"), aligned=False)
     bomb = io.BytesIO()

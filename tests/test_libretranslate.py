@@ -105,9 +105,10 @@ def multipart(fields: dict, boundary: str = "----WebKitFormBoundary7MA4YWxkTrZu0
     `multipart` option (Nextcloud's LibreTranslate client) send them: one part per field, CRLF line ends."""
     parts = []
     for name, value in fields.items():
-        if isinstance(value, tuple):  # a file: (its name, its bytes)
+        if isinstance(value, tuple):  # a file: (its name, its bytes[, its media type])
+            media_type = value[2] if len(value) > 2 else "application/octet-stream"
             head = (f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{value[0]}"\r\n'
-                    "Content-Type: application/octet-stream\r\n\r\n")  # fmt: skip
+                    f"Content-Type: {media_type}\r\n\r\n")  # fmt: skip
             parts.append(head.encode() + value[1] + b"\r\n")
         else:
             parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
@@ -573,6 +574,15 @@ def test_translate_file_and_download_file_as_libretranslate_answers_them(server,
     one, two = best["Six one eight."], best["Two."]
     assert status == 200 and data.decode() == f"{one} {two}\n\n{two}"
     assert headers["content-disposition"] == "attachment; filename*=UTF-8''notes.txt"
+    for media_type, translated in (("text/plain", f"<b>{two}</b>"), ("text/html", f"<b>{two}</b>")):
+        # a name without a format's extension (a browser's Blob is "blob"): the part's media type says the format
+        body, content_type = multipart({"file": ("blob", b"<b>Two.</b>", media_type), "source": "en", "target": "fr"})
+        status, answer, _ = server.post(body, raw=True, path="/translate_file", content_type=content_type)
+        assert status == 200, answer
+        data = download(answer["translatedFileUrl"])[1].decode()
+        assert (data == translated) == (media_type == "text/html") and answer["translatedFileUrl"].endswith(
+            ".txt" if media_type == "text/plain" else ".html"
+        )
     document = docx.Document()
     paragraph = document.add_paragraph("Six one eight. ")
     paragraph.add_run("Two.").bold = True
@@ -595,6 +605,7 @@ def test_translate_file_and_download_file_as_libretranslate_answers_them(server,
         ({"source": "en", "target": "fr"}, "Invalid request: missing file parameter"),
         ({"file": ("a.txt", b"Two."), "target": "fr"}, "Invalid request: missing source parameter"),
         ({"file": ("a.pdf", b"%PDF"), "source": "en", "target": "fr"}, "Invalid request: file format not supported"),
+        ({"file": ("blob", b"Two."), "source": "en", "target": "fr"}, "Invalid request: file format not supported"),
         ({"file": ("a.txt", b""), "source": "en", "target": "fr"}, "Invalid request: empty file"),
         ({"file": ("a.txt", b"Two."), "source": "xx", "target": "fr"}, "xx is not supported"),
         ({"file": ("bomb.docx", bomb.getvalue()), "source": "en", "target": "fr"}, "a zip bomb"),
@@ -620,7 +631,7 @@ def test_translated_files_expire_and_are_deleted(tmp_path):
     from aayn.serve.settings import RequestError
 
     files = Files(expire_s=0.3)
-    name = files.store(b"done", "../../etc/out.txt")  # the client's name is only the download name, made safe
+    name = files.store(b"done", "../../etc/out.txt", ".txt")  # the client's name is only the download name, made safe
     assert files.fetch(name) == (b"done", "out.txt") and (files.folder / name).is_file()
     time.sleep(0.4)
     with pytest.raises(RequestError, match="Invalid filename"):

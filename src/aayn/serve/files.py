@@ -37,9 +37,9 @@ class Files:
         self.issued: dict[str, tuple[Path, str, float]] = {}
         self.lock = threading.Lock()
 
-    def store(self, data: bytes, original: str) -> str:
+    def store(self, data: bytes, original: str, extension: str) -> str:
+        """The name `data` is issued under: a random hex and `extension` (the format it was read in)."""
         self.purge()
-        extension = Path(original).suffix.lower()
         name = f"{uuid.uuid4().hex}{extension}"
         path = self.folder / name
         path.write_bytes(data)
@@ -71,7 +71,7 @@ class Files:
 
 async def translate_file(service, fields: dict, request) -> tuple[dict, int]:
     """`POST /translate_file`: (answer, status), or RequestError in LibreTranslate's words."""
-    from ..translation.documents import FORMATS, DocumentError, read_document
+    from ..translation.documents import DocumentError, format_of, read_document
 
     settings = service.settings
     if settings.disable_files_translation:
@@ -82,24 +82,28 @@ async def translate_file(service, fields: dict, request) -> tuple[dict, int]:
             raise RequestError(f"Invalid request: missing {name} parameter")
     if not isinstance(fields["file"], tuple):
         raise RequestError("Invalid request: missing file parameter")
-    filename, data = fields["file"]
+    filename, data, media_type = fields["file"]
     if not filename or not data:
         raise RequestError("Invalid request: empty file")
-    if Path(filename).suffix.lower() not in FORMATS:
-        raise RequestError("Invalid request: file format not supported")
+    try:
+        extension = format_of(filename, media_type)
+    except DocumentError:
+        raise RequestError("Invalid request: file format not supported") from None
     if len(data) > settings.max_file_bytes:
         raise RequestError(f"Invalid request: the file has {len(data)} bytes, at most {settings.max_file_bytes}")
     source, target = str(fields["source"]), str(fields["target"])
     loop = asyncio.get_running_loop()
     try:
         if source == "auto":
-            found = await loop.run_in_executor(None, lambda: read_document(filename, data, aligned=False))
+            found = await loop.run_in_executor(
+                None, lambda: read_document(filename, data, aligned=False, media_type=media_type)
+            )
             source = service.detect(" ".join(found.texts)[:4096])[0]["language"]
         pair = service.pair_for(source, target)
         from ..translation.sentences import splitter
 
         aligned = pair.can("alignment")
-        read = lambda: read_document(filename, data, aligned=aligned, split=splitter(source))
+        read = lambda: read_document(filename, data, aligned=aligned, split=splitter(source), media_type=media_type)
         document = await loop.run_in_executor(None, read)
     except DocumentError as error:
         raise RequestError(f"Invalid request: {error}") from None
@@ -108,7 +112,7 @@ async def translate_file(service, fields: dict, request) -> tuple[dict, int]:
         return {"error": "the client went away"}, 499
     alignments = [hypotheses[0][2] for hypotheses in best] if aligned else None
     out = await loop.run_in_executor(None, document.translated, [h[0][1] for h in best], alignments)
-    name = service.files.store(out, filename)
+    name = service.files.store(out, filename, extension)
     return {"translatedFileUrl": f"{request.base_url}download_file/{name}"}, 200
 
 
@@ -146,13 +150,14 @@ def issued_name_pattern() -> str:
 def openapi_paths(limits: Limits) -> dict:
     """The two endpoints of document translation, within `limits` (the served languages), linked: the name in a
     translate_file answer's URL is the one download_file takes."""
-    from ..translation.documents import FORMATS
+    from ..translation.documents import FORMATS, MEDIA_TYPES
 
     accepted = " ".join(FORMATS)
     file = {
         "type": "string",
         "format": "binary",
-        "description": f"the document; its name's extension says its format, one of {accepted} (others: 400)",
+        "description": f"the document; its name's extension says its format, one of {accepted}, else the part's "
+        "media type, one of those in this body's encoding (others: 400); text is UTF-8",
     }
     body = {"type": "object", "required": ["file", "source", "target"],
             "properties": {"file": file,
@@ -162,11 +167,12 @@ def openapi_paths(limits: Limits) -> dict:
     link = {"operationId": "download_file",
             "parameters": {"filename": "$response.body#/translatedFileUrl#regex:/download_file/([^/]+)$"}}  # fmt: skip
     name = {"type": "string", "pattern": issued_name_pattern()}
+    form = {"schema": body, "encoding": {"file": {"contentType": ", ".join(dict.fromkeys(MEDIA_TYPES.values()))}}}
     return {
         "/translate_file": {"post": {
             "operationId": "translate_file",
             "summary": f"Translate a file ({accepted}), as LibreTranslate 1.9",
-            "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": body}}},
+            "requestBody": {"required": True, "content": {"multipart/form-data": form}},
             "responses": {"200": {"description": '{"translatedFileUrl": "..."}', "links": {"download": link}},
                           "400": {"description": "a missing field, an unsupported format or language, a bad file"},
                           "403": {"description": "files translation disabled, or an unknown API key"}}}},

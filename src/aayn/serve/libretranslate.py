@@ -102,7 +102,7 @@ def read_fields(body: bytes, content_type: str, query: str = "") -> dict:
     """The request's fields as LibreTranslate reads them: a JSON object, else its `request.values`, the query
     string's fields before the form's (urlencoded, or multipart: Nextcloud's client and LibreTranslate's own page
     post `FormData`), a form's `q` with its line ends made `\\n` (LibreTranslate's rule, for its character
-    limits). A file part is kept as (filename, bytes)."""
+    limits). A file part is kept as (filename, bytes, its media type or None)."""
     if "json" in content_type:
         try:
             fields = json.loads(body or b"null")
@@ -128,7 +128,7 @@ def urlencoded(data: bytes) -> dict:
 
 def multipart_fields(body: bytes, content_type: str) -> dict:
     """The fields of a multipart/form-data body (the standard library's MIME parser: no extra package): text
-    fields as str, file parts as (filename, bytes); the first part of each name."""
+    fields as str, file parts as (filename, bytes, the part's media type or None); the first part of each name."""
     from email.parser import BytesParser
     from email.policy import HTTP
 
@@ -145,7 +145,7 @@ def multipart_fields(body: bytes, content_type: str) -> dict:
         data = part.get_payload(decode=True) or b""
         filename = part.get_filename()
         if filename is not None:
-            fields[name] = (filename, data)
+            fields[name] = (filename, data, part.get_content_type() if "content-type" in part else None)
             continue
         try:
             fields[name] = data.decode(part.get_content_charset() or "utf-8")

@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from ..formats.translator import DECODING_BATCH_TOKENS, unreadable
 
 GLOSSARY = "an object {source term: target term} or a list of [source term, target term] pairs"
-TERM = {"type": "string", "pattern": r"\S"}  # a term holds a word or a mark
+# a character that is not a space in JSON Schema's regular expressions (ECMA-262's \s) nor in Python's (`str.strip`
+# also takes the separators \x1c-\x1f and \x85 away): a term holds one, a word or a mark
+NOT_A_SPACE = r"[^\s\x1c-\x1f\x85]"
+TERM = {"type": "string", "pattern": NOT_A_SPACE}
 NOT_A_LINE_END = "[^\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"  # what `str.splitlines` does not split at
-TSV_LINE = f"{NOT_A_LINE_END}*\\S{NOT_A_LINE_END}*\t{NOT_A_LINE_END}*\\S{NOT_A_LINE_END}*"
+TSV_LINE = f"{NOT_A_LINE_END}*{NOT_A_SPACE}{NOT_A_LINE_END}*\t{NOT_A_LINE_END}*{NOT_A_SPACE}{NOT_A_LINE_END}*"
 GLOSSARY_SCHEMA = {
     "description": f"aayn's own: {GLOSSARY}, or TSV lines `source<TAB>target` (each source term once)",
     "oneOf": [
