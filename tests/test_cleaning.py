@@ -54,7 +54,8 @@ def test_duplicates_exact_then_near_the_first_kept_and_streamed_in_order():
 
 def test_language_identification_on_texts_of_known_language():
     """Lingua among the pair's languages and the candidates: a German or an English target of an en-fr pair is
-    removed, a French one kept (sentences long enough to be known)."""
+    removed, a French one kept (sentences long enough to be known), and so is a pair of numbers, which no detector
+    can place."""
     pytest.importorskip("lingua")
     from aayn.cli.clean import language_detector
 
@@ -63,10 +64,11 @@ def test_language_identification_on_texts_of_known_language():
     pairs = [(english, "Les enfants jouent dans le jardin derrière la vieille maison."),
              (english, "Die Kinder spielen im Garten hinter dem alten Haus."),
              (english, "The children are playing in the big garden behind the house."),
-             ("Les enfants jouent dans le jardin derrière la maison.", "Les enfants jouent dehors.")]  # fmt: skip
+             ("Les enfants jouent dans le jardin derrière la maison.", "Les enfants jouent dehors."),
+             ("3:16 (1)", "3:16 (1)!")]  # fmt: skip
     rules_only = [rule for *_, rule in clean_pairs(pairs, CleaningRules("en", "fr"))]
     judged = [rule for *_, rule in clean_pairs(pairs, rules, detector=language_detector(rules))]
-    assert rules_only == [None] * 4 and judged == [None, "language", "language", "language"]
+    assert rules_only == [None] * 5 and judged == [None, "language", "language", "language", None]
 
 
 def write_corpus(folder, pairs):

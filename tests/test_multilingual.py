@@ -2,6 +2,7 @@
 the target token first in every source, each pair prepared once, per-pair scores against each pair scored alone,
 and a tiny run on the embedded Bible whose folder states its pairs to `aayn serve`."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -134,6 +135,12 @@ def test_per_pair_scores_are_each_pair_scored_alone_and_the_mean_is_theirs():
         chrf = sacrebleu.corpus_chrf([hypotheses[i] for i in chosen], [[references[i] for i in chosen]]).score
         assert scores[f"bleu_{pair}"] == pytest.approx(bleu) and scores[f"chrf_{pair}"] == pytest.approx(chrf)
     assert scores["bleu"] == pytest.approx((scores["bleu_en-en"] + scores["bleu_fr-fr"]) / 2)
+    if importlib.util.find_spec("lingua") is not None:  # each pair's off-target rate, on its own rows
+        from aayn.translation.targets import off_target_rate
+
+        for pair, chosen in (("en-en", [0, 1]), ("fr-fr", [2, 3])):
+            alone = off_target_rate([hypotheses[i] for i in chosen], pair[-2:], ["en", "fr"])
+            assert alone is not None and scores[f"off_target_{pair}"] == alone
     with pytest.raises(ValueError, match="4 translations scored against 3 rows"):
         translation_metrics(tokenizer, None, rows[:3])(EvalPrediction(padded[:4], padded[4:]))
 
@@ -168,8 +175,9 @@ def test_a_run_over_two_pairs_states_them_scores_each_and_serves_exactly_them(tw
     assert results["test_bleu"] == pytest.approx((results["test_bleu_es-en"] + results["test_bleu_en-fr"]) / 2)
     card = (out / "README.md").read_text()
     assert 'language: ["es", "en", "fr"]' in card and "- en-fr: BLEU" in card and "`>>fr<<`" in card
-    off = [results[f"test_off_target_{pair}"] for pair in ("es-en", "en-fr")]  # each pair's, in the card too
-    assert all(0 <= value <= 1 for value in off) and f"off target {off[1]:.1%}" in card
+    for pair in ("es-en", "en-fr"):  # each pair's off-target rate in the card, where its outputs hold letters
+        off = results.get(f"test_off_target_{pair}")
+        assert off is None or (0 <= off <= 1 and f"- {pair}: BLEU" in card and f"off target {off:.1%}" in card)
     assert "(the pairs es-en, en-fr, mixed at temperature 1)" in card
     from argparse import Namespace
 
@@ -236,7 +244,8 @@ ENGLISH = ["In the beginning God created the heavens and the earth.", "The earth
 def test_target_lang_puts_the_targets_token_first_in_text_bulk_and_evaluate(two_pair_run, saved, tmp_path, capsys):
     """`--target_lang fr` translates as the token written by hand does (`>>fr<< TEXT`, no flag), in text, in shards
     (`--input`) and through the CTranslate2 and ONNX exports; an unknown target and a one-direction folder are
-    refused in one line; `aayn evaluate` of the pair scores it with its off-target rate."""
+    refused in one line; `aayn evaluate` of a pair scores it with its off-target rate, and of the folder each of its
+    pairs as scored alone, with their mean."""
     out = two_pair_run
     by_hand, _ = translated(capsys, "--model", out, *[f">>fr<< {text}" for text in ENGLISH])
     asked, said = translated(capsys, "--model", out, "--target_lang", "fr", *ENGLISH)
@@ -257,10 +266,17 @@ def test_target_lang_puts_the_targets_token_first_in_text_bulk_and_evaluate(two_
         assert aayn(["translate", "--model", str(model), "--target_lang", target, "x"]) == 2
         assert said in capsys.readouterr().err
     pytest.importorskip("lingua")
-    assert aayn(["evaluate", "--model", str(out), "--dataset_name", "bible", "--source_lang", "en", "--target_lang",
-                 "fr", "--max_samples", "4", "--max_new_tokens", "6"]) == 0  # fmt: skip
-    scores = json.loads(capsys.readouterr().out)
-    assert 0.0 <= scores["off_target"] <= 1.0 and "bleu" in scores
+    common = ["evaluate", "--model", str(out), "--dataset_name", "bible", "--max_samples", "4", "--max_new_tokens", "6"]
+    alone = {}
+    for source, target in (("es", "en"), ("en", "fr")):
+        assert aayn([*common, "--source_lang", source, "--target_lang", target]) == 0
+        alone[f"{source}-{target}"] = json.loads(capsys.readouterr().out)
+    assert 0.0 <= alone["en-fr"].get("off_target", 0.0) <= 1.0 and "bleu" in alone["en-fr"]  # (outputs with letters)
+    assert aayn(common) == 0  # no direction: every pair the folder states, each as scored alone, and their mean
+    every = json.loads(capsys.readouterr().out)
+    assert {pair: every[pair] for pair in alone} == alone and every.keys() == {*alone, "mean"}
+    assert every["mean"]["bleu"] == pytest.approx((alone["es-en"]["bleu"] + alone["en-fr"]["bleu"]) / 2)
+    assert aayn([*common, "--source_lang", "en"]) == 2 and "give both --source_lang" in capsys.readouterr().err
 
 
 def test_a_direction_not_trained_is_said_zero_shot_and_pivot_translates_through_a_trained_one(two_pair_run, capsys):
@@ -280,15 +296,17 @@ def test_a_direction_not_trained_is_said_zero_shot_and_pivot_translates_through_
 
 
 def test_the_off_target_rate_on_texts_of_known_language():
-    """Four French sentences, one Spanish, one English and a blank one, told en, es, fr: 2 of the 6 texts are not
-    French (the blank one is not counted); one language is nothing to tell apart."""
+    """Four French sentences, one Spanish, one English, a blank one and one of digits, told en, es, fr: 2 of the 6
+    texts it can place are not French (the blank one and the digits, which Lingua gives every language a confidence
+    0 for, in no set order, are not counted); one language is nothing to tell apart, digits alone nothing to count."""
     pytest.importorskip("lingua")
     from aayn.translation.targets import off_target_rate
 
     texts = ["Les enfants jouent dans le jardin derrière la maison.", "Nous avons mangé du pain et du fromage hier.",
              "Le train part à huit heures du matin.", "Elle lit un livre très intéressant ce soir.",
              "Los niños juegan en el jardín detrás de la casa.", "The children are playing in the garden.",
-             "  "]  # fmt: skip
+             "  ", "77777"]  # fmt: skip
     assert off_target_rate(texts, "fr", ["en", "es", "fr"]) == pytest.approx(2 / 6)
+    assert off_target_rate(["77777", "3:16"], "fr", ["en", "fr"]) is None
     assert off_target_rate(texts[:4], "fr", ["en", "es"]) == 0.0
     assert off_target_rate(texts, "fr", ["fr"]) is None

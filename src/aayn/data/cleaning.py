@@ -149,7 +149,7 @@ def _judge(chunk: list[tuple[str, str]]) -> list[str | None]:
     verdicts = [pair_rule(source, target, rules) for source, target in chunk]
     if detect is not None:
         for i, (source, target) in enumerate(chunk):
-            if verdicts[i] is None and any(detect(text)[0]["language"] != lang for text, lang in
+            if verdicts[i] is None and any(detect.language(text) not in (lang, None) for text, lang in
                                            ((source, rules.source_lang), (target, rules.target_lang))):  # fmt: skip
                 verdicts[i] = "language"
     return verdicts
@@ -188,15 +188,15 @@ def clean_pairs(
     pairs: Iterable[tuple[str, str]],
     rules: CleaningRules,
     *,
-    detector: Callable[[], Callable[[str], list[dict]]] | None = None,
+    detector: Callable[[], Callable] | None = None,
     dual_cross_entropy: Callable[[list[str], list[str]], list[float]] | None = None,
     processes: int = 1,
     chunk_size: int | None = None,
 ) -> Iterator[tuple[int, str, str, str | None]]:
     """`(line, source, target, rule)` for each pair in input order, `rule` None for a kept pair.
 
-    `detector` (with `rules.language`) makes, in each worker, a callable giving a text's languages best first
-    (`translation.detect.Detector`'s answer); `dual_cross_entropy` gives each pair's |H_fwd - H_bwd| +
+    `detector` (with `rules.language`) makes, in each worker, a `translation.detect.Detector` (a side it cannot place,
+    one without letters, is kept by that rule); `dual_cross_entropy` gives each pair's |H_fwd - H_bwd| +
     (H_fwd + H_bwd) / 2 (per-token cross-entropies of a forward and a backward model), a pair over
     `rules.max_dual_cross_entropy` removed as `cross_entropy`."""
     if rules.language and detector is None:

@@ -36,3 +36,9 @@ class Detector:
             {"confidence": round(100 * value.value, 2), "language": value.language.iso_code_639_1.name.lower()}
             for value in values
         ]
+
+    def language(self, text: str) -> str | None:
+        """The code of the language `text` is most likely in; None where Lingua cannot tell (a text without letters:
+        every confidence 0, the order of its answer arbitrary)."""
+        best = self(text)[0]
+        return best["language"] if best["confidence"] > 0 else None

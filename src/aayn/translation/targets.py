@@ -85,17 +85,17 @@ def aimed(translator: Translator, names: list[str], source_lang, target_lang, pi
 
 
 def off_target_rate(hypotheses: list[str], target_lang: str, languages: list[str]) -> float | None:
-    """The share of the non-blank `hypotheses` not in `target_lang`, by `aayn serve`'s detector (Lingua) told
-    `languages` (the folder's and the target); None where there is nothing to tell apart (one language) or no
-    detector installed."""
+    """The share of the `hypotheses` not in `target_lang` among those `aayn serve`'s detector (Lingua), told
+    `languages` (the folder's and the target), can place (not a blank one, nor one without letters); None where
+    there is nothing to tell apart (one language), nothing it can place, or no detector installed."""
     from .detect import Detector
 
     codes = sorted({*languages, target_lang})
-    texts = [text for text in hypotheses if text.strip()]
-    if len(codes) < 2 or not texts:
+    if len(codes) < 2:
         return None
     try:
         detector = Detector(codes)
     except ImportError:
         return None
-    return sum(detector(text)[0]["language"] != target_lang for text in texts) / len(texts)
+    found = [found for text in hypotheses if text.strip() and (found := detector.language(text)) is not None]
+    return sum(language != target_lang for language in found) / len(found) if found else None
