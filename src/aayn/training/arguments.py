@@ -125,6 +125,17 @@ class DataTrainingArguments:
             "of every training sentence each epoch (0.1 in the paper; byte-level BPE; 0: off)"
         },
     )
+    sentencepiece_alpha: float = field(
+        default=0.0,
+        metadata={
+            "help": "SentencePiece sampling (Kudo 2018): a new segmentation of every training sentence each epoch, "
+            "drawn with probability P(x)^alpha (0.1-0.2 in the paper; a unigram model; 0: off)"
+        },
+    )
+    sentencepiece_nbest: int = field(
+        default=-1,
+        metadata={"help": "with sentencepiece_alpha: draw among every segmentation (-1) or the n best (n > 1)"},
+    )
     train_split: str = field(
         default="train", metadata={"help": "split expression for training, slicing allowed: train[:10%%]"}
     )

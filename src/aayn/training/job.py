@@ -152,21 +152,25 @@ def build_trainer(plan: RunPlan, model, prepared: PreparedData, callbacks=None) 
 
 
 def training_split(plan: RunPlan, prepared: PreparedData):
-    """The prepared training split, its segmentations drawn anew each epoch with BPE-dropout."""
+    """The prepared training split, its segmentations drawn anew each epoch with BPE-dropout or SentencePiece
+    sampling."""
     train = prepared.splits.get("train")
-    if train is None or not plan.bpe_dropout:
+    if train is None or not (plan.bpe_dropout or plan.sentencepiece_sampling):
         return train
     from datasets import IterableDataset
 
-    from ..data.subwords import BpeDropout, Resegmented
+    from ..data.subwords import BpeDropout, Resegmented, UnigramSampling
 
     if isinstance(train, IterableDataset):
         raise ValueError(  # noqa: TRY004  a setting that cannot be, answered as every other one is
-            "bpe_dropout redraws prepared examples by their index; a streamed training split has none"
+            "subword regularization redraws prepared examples by their index; a streamed training split has none"
         )
-
+    if plan.bpe_dropout:
+        segmenter = BpeDropout(prepared.tokenizer, plan.bpe_dropout)
+    else:
+        segmenter = UnigramSampling(prepared.tokenizer, *plan.sentencepiece_sampling)
     limits = (plan.data.max_source_length, plan.data.max_target_length)
-    return Resegmented(train, BpeDropout(prepared.tokenizer, plan.bpe_dropout), seed=plan.args.seed, limits=limits)
+    return Resegmented(train, segmenter, seed=plan.args.seed, limits=limits)
 
 
 def train_or_resume(trainer: AaynTrainer, plan: RunPlan) -> None:

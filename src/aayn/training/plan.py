@@ -48,6 +48,7 @@ class RunPlan:
     pair_limits: dict | None = None  # {pair: its training pairs at most} where `lang_pairs` cuts one (`en-pt:2000`)
     sampling_temperature: float = 1.5  # their mixture in training
     bpe_dropout: float = 0.0  # the training split's segmentations drawn anew each epoch (`aayn.data.subwords`)
+    sentencepiece_sampling: tuple[float, int] | None = None  # (alpha, nbest), the same for a SentencePiece unigram
 
 
 def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args) -> RunPlan:
@@ -113,6 +114,7 @@ def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args)
         pair_limits=pair_limits(data_args.lang_pairs) if lang_pairs else None,
         sampling_temperature=data_args.sampling_temperature,
         bpe_dropout=bpe_dropout(model_args, data_args),
+        sentencepiece_sampling=sentencepiece_sampling(model_args, data_args),
     )
 
 
@@ -124,9 +126,30 @@ def bpe_dropout(model_args: ModelArguments, data_args: DataTrainingArguments) ->
     if p and model_args.tokenizer_type != TOKENIZER_TYPE and not model_args.tokenizer_name:
         raise ValueError(
             f"bpe_dropout redraws a byte-level BPE's segmentation; tokenizer_type {model_args.tokenizer_type} has "
-            "none (SentencePiece's own sampling is not offered)"
+            "none (sentencepiece_alpha samples a SentencePiece model's)"
         )
     return p
+
+
+def sentencepiece_sampling(model_args: ModelArguments, data_args: DataTrainingArguments) -> tuple[float, int] | None:
+    """The run's SentencePiece sampling (alpha, nbest), checked; None where it is off."""
+    alpha, nbest = data_args.sentencepiece_alpha, data_args.sentencepiece_nbest
+    if alpha == 0:
+        return None
+    if not (alpha > 0 and (nbest == -1 or nbest > 1)):
+        raise ValueError(f"sentencepiece_alpha must be > 0 and sentencepiece_nbest -1 (every segmentation) or > 1; "
+                         f"got {alpha} and {nbest}")  # fmt: skip
+    if data_args.bpe_dropout:
+        raise ValueError("bpe_dropout and sentencepiece_alpha each redraw the segmentation: give one")
+    if model_args.tokenizer_type == TOKENIZER_TYPE and not model_args.tokenizer_name:
+        raise ValueError("sentencepiece_alpha samples a SentencePiece unigram model's segmentations; this run trains "
+                         "a byte-level BPE (tokenizer_type: sentencepiece)")  # fmt: skip
+    if model_args.sentencepiece_model_type != "unigram" and not model_args.tokenizer_name:
+        raise ValueError(
+            "sentencepiece_alpha samples a unigram model's segmentations; sentencepiece_model_type is "
+            f"{model_args.sentencepiece_model_type} (BPE-dropout is offered for the byte-level BPE)"
+        )
+    return alpha, nbest
 
 
 def data_plan(model_args: ModelArguments, data_args: DataTrainingArguments, args) -> DataPlan:
@@ -253,6 +276,11 @@ def training_summary(plan: RunPlan, seconds: float | None = None) -> str:
     ]
     if plan.bpe_dropout:
         lines.append(f"BPE-dropout {plan.bpe_dropout:g}: a new segmentation of each training sentence each epoch.")
+    if plan.sentencepiece_sampling:
+        alpha, nbest = plan.sentencepiece_sampling
+        among = "every segmentation" if nbest == -1 else f"the {nbest} best"
+        lines.append(f"SentencePiece sampling (alpha {alpha:g}, among {among}): a new segmentation of each training "
+                     "sentence each epoch.")  # fmt: skip
     if plan.average_last:
         lines.append(f"The weights are the average of the last {plan.average_last} checkpoints.")
     if seconds is not None:
