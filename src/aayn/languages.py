@@ -79,11 +79,27 @@ def pair_name(pair: tuple[str, str]) -> str:
     return f"{pair[0]}-{pair[1]}"
 
 
-def folder_lang_pairs(folder: str | Path) -> list[tuple[str, str]]:
-    """The pairs a multilingual aayn folder was trained on (its config's `lang_pairs`); [] for any other."""
+def _config(folder: str | Path) -> dict:
     path = Path(folder) / "config.json"
     try:
-        pairs = json.loads(path.read_text(encoding="utf-8")).get("lang_pairs") if path.is_file() else None
-    except (ValueError, AttributeError):
-        return []
+        config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except ValueError:
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def folder_lang_pairs(folder: str | Path) -> list[tuple[str, str]]:
+    """The pairs a multilingual aayn folder was trained on (its config's `lang_pairs`); [] for any other."""
+    pairs = _config(folder).get("lang_pairs")
     return parse_lang_pairs(",".join(pairs)) if isinstance(pairs, list) and pairs else []
+
+
+def folder_source_tokens(folder: str | Path) -> bool:
+    """Whether a multilingual aayn folder's sources carry their language's token after the target's (its config's
+    `source_lang_token`, fairseq's `--encoder-langtok src`)."""
+    return _config(folder).get("source_lang_token") is True
+
+
+def source_language_token(lang: str) -> str:
+    """The source-language token of `lang` (fairseq's `__en__`), after the target's before a source text."""
+    return f"__{lang}__"

@@ -78,6 +78,7 @@ def served_pairs(args: argparse.Namespace, served: list) -> list:
     is opened once (its pairs share its batcher)."""
     from ..languages import folder_lang_pairs, folder_language_tokens
     from ..serve import Pair
+    from ..translation.targets import language_prefix
 
     pairs, opened = [], {}
     for source, target, names in served:
@@ -89,7 +90,7 @@ def served_pairs(args: argparse.Namespace, served: list) -> list:
             if target not in tokens:
                 raise ValueError(f"--pair {source}:{target}: {names[0]} has no token for {target} (its targets: "
                                  f"{', '.join(sorted(tokens))})")  # fmt: skip
-            pairs.append(Pair(source, target, names, translators, target_token=tokens[target]))
+            pairs.append(Pair(source, target, names, translators, target_token=language_prefix(names, source, target)))
         else:
             for code, token in sorted(tokens.items()):
                 if source and code != source:

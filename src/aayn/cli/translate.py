@@ -239,11 +239,11 @@ def translate_corpus(translator, args: argparse.Namespace, generate: dict) -> No
     """--input GLOB_OR_FOLDER --output_dir OUT: each shard without an output translated into one of the same name
     and format (`aayn.translation.bulk`), whole or not at all; a summary line on standard error."""
     from ..translation.bulk import BulkSettings, shards_of, translate_shards
-    from ..translation.targets import target_token
+    from ..translation.targets import language_prefix
 
     shards = shards_of(args.input)
     settings = BulkSettings(Path(args.output_dir), args.text_field, args.batch_tokens, generate,
-                            target_token(args.model, args.target_lang))  # fmt: skip
+                            language_prefix(args.model, args.source_lang, args.target_lang))  # fmt: skip
     if args.ray or args.ray_address:
         from ..translation.bulk_ray import translate_shards_on_ray
 

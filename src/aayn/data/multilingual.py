@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from datasets import Dataset, DatasetDict, concatenate_datasets
 
-from ..languages import language_token, pair_name
+from ..languages import language_token, pair_name, source_language_token
 
 
 def temperature_probabilities(sizes, temperature: float) -> np.ndarray:
@@ -107,10 +107,18 @@ def tokenizer_sample(pairs, trains: list[Dataset], temperature: float, input_sen
     return Dataset.from_dict({"translation": rows})
 
 
-def with_prefix(plan, pair, limit: int | None = None):
-    """The pair's `DataPlan` (from the run's), its sources prefixed by the target's token; `limit`: its first
-    `limit` training pairs only (`en-pt:2000` in `lang_pairs`)."""
-    prefix = f"{language_token(pair[1])} "
+def language_tokens_of(pairs, source_tokens: bool = False) -> tuple[str, ...]:
+    """The tokens a shared vocabulary holds for `pairs`: each target's `>>xx<<`, and each source's `__xx__`."""
+    tokens = [language_token(target) for _, target in pairs]
+    tokens += [source_language_token(source) for source, _ in pairs] if source_tokens else []
+    return tuple(dict.fromkeys(tokens))
+
+
+def with_prefix(plan, pair, limit: int | None = None, source_token: bool = False):
+    """The pair's `DataPlan` (from the run's), its sources prefixed by the target's token (and the source's, after
+    it, with `source_token`: fairseq's `--encoder-langtok src`); `limit`: its first `limit` training pairs only
+    (`en-pt:2000` in `lang_pairs`)."""
+    prefix = f"{language_token(pair[1])} " + f"{source_language_token(pair[0])} " * source_token
     samples = plan.max_samples if limit is None else {**plan.max_samples, "train": limit}
     return dataclasses.replace(plan, source_lang=pair[0], target_lang=pair[1], source_prefix=prefix,
                                max_samples=samples)  # fmt: skip
@@ -127,21 +135,23 @@ def prepare_multilingual(
     tokenizer=None,
     num_proc: int | None = None,
     root=None,
+    source_tokens: bool = False,
 ):
     """(PreparedData of the run, MultilingualData): each pair prepared once (`aayn.data.prepare`) with one
-    tokenizer, `tokenizer` or a new one shared by every language (`shared_tokenizer`), then side by side."""
+    tokenizer, `tokenizer` or a new one shared by every language (`shared_tokenizer`), then side by side;
+    `source_tokens`: each source led by its language's token too."""
     from .prepare import PreparedData, cache_root, prepare_data
 
     root = root or cache_root()
-    plans = [with_prefix(plan, pair, (limits or {}).get(pair)) for pair in pairs]
+    plans = [with_prefix(plan, pair, (limits or {}).get(pair), source_tokens) for pair in pairs]
     new_tokenizer = tokenizer is None
     if tokenizer is None and plan.tokenizer_name:
         from transformers import AutoTokenizer
 
         tokenizer, new_tokenizer = AutoTokenizer.from_pretrained(plan.tokenizer_name), False
     if tokenizer is None:
-        tokenizer = shared_tokenizer(plans, pairs, splits, temperature, seed, root)
-    missing = [language_token(target) for _, target in pairs if language_token(target) not in tokenizer.get_vocab()]
+        tokenizer = shared_tokenizer(plans, pairs, splits, temperature, seed, root, source_tokens)
+    missing = [token for token in language_tokens_of(pairs, source_tokens) if token not in tokenizer.get_vocab()]
     if missing:
         raise ValueError(f"lang_pairs: the tokenizer has no token {missing[0]} (a multilingual model's vocabulary "
                          "holds each target's; leave tokenizer_name out to train one)")  # fmt: skip
@@ -150,9 +160,9 @@ def prepare_multilingual(
     return PreparedData(prepared[0].folder, tokenizer, data.splits, new_tokenizer), data
 
 
-def shared_tokenizer(plans, pairs, splits, temperature: float, seed: int, root):
-    """One byte-level BPE for every language of `pairs`, with each target's token, trained once per data and
-    settings on `tokenizer_sample` (a folder under the cache, as a one-pair BPE)."""
+def shared_tokenizer(plans, pairs, splits, temperature: float, seed: int, root, source_tokens: bool = False):
+    """One byte-level BPE for every language of `pairs`, with each target's token (and each source's), trained once
+    per data and settings on `tokenizer_sample` (a folder under the cache, as a one-pair BPE)."""
     from transformers import AutoTokenizer
 
     from ..folders import staged_folder
@@ -184,16 +194,15 @@ def shared_tokenizer(plans, pairs, splits, temperature: float, seed: int, root):
         "input_sentence_size": first.input_sentence_size,
         "sampling_temperature": temperature,
         "seed": seed,
-    }
+    } | ({"source_tokens": True} if source_tokens else {})  # (a folder without them predates the choice)
     name = "multi-" + "_".join(pair_name(pair) for pair in pairs)[:60]
     folder = root / f"bpe-{name}-{text_digest(parts)[:16]}"
     if not (folder / RECORD).is_file():
         _say_what_changed(root, f"bpe-{name}-", parts)
         trains = [raw(i)["train"] for i in range(len(plans))]
         sample = tokenizer_sample(pairs, trains, temperature, first.input_sentence_size, seed)
-        targets = tuple(dict.fromkeys(language_token(target) for _, target in pairs))
         tokenizer = train_tokenizer(sample, source_lang="source", target_lang="target", vocab_size=first.vocab_size,
-                                    language_tokens=targets, seed=seed)  # fmt: skip
+                                    language_tokens=language_tokens_of(pairs, source_tokens), seed=seed)  # fmt: skip
         with staged_folder(folder, finished_by_another=_recorded) as staging:
             save_tokenizer(tokenizer, staging)
             _record(staging, parts, first)

@@ -194,16 +194,17 @@ def with_token(token: str, texts: list[str]) -> list[str]:
 
 
 def without_token(token: str, best: list) -> list:
-    """The hypotheses of texts led by `token`, their alignments (a third element) read on the text alone: the
-    token's links dropped, the other source positions one less."""
+    """The hypotheses of texts led by `token` (one or several language tokens), their alignments (a third element)
+    read on the text alone: the tokens' links dropped, the other source positions as many less."""
     if not token:
         return best
+    led = token.split()
     for hypotheses in best:
         for k, hypothesis in enumerate(hypotheses):
-            if len(hypothesis) > 2 and hypothesis[2].source_tokens[:1] == [token]:
-                alignment = hypothesis[2]
-                links = [(source - 1, target, weight) for source, target, weight in alignment.links if source > 0]
-                alignment = type(alignment)(links, alignment.source_tokens[1:], alignment.target_tokens)
+            if len(hypothesis) > 2 and hypothesis[2].source_tokens[: len(led)] == led:
+                alignment, n = hypothesis[2], len(led)
+                links = [(source - n, target, weight) for source, target, weight in alignment.links if source >= n]
+                alignment = type(alignment)(links, alignment.source_tokens[n:], alignment.target_tokens)
                 hypotheses[k] = (*hypothesis[:2], alignment, *hypothesis[3:])
     return best
 

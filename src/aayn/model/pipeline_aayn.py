@@ -37,11 +37,17 @@ class AaynTranslationPipeline(Pipeline):
         preprocess = {} if max_source_length is None else {"max_source_length": max_source_length}
         if glossary is not None:
             preprocess["glossary"] = Glossary.parse(glossary)
-        if tgt_lang is not None:  # (src_lang, as TranslationPipeline takes it, chooses nothing here)
+        if tgt_lang is not None:  # src_lang, as TranslationPipeline takes it, counts where the sources carry theirs
             token = f">>{tgt_lang}<<"
             if token not in self.tokenizer.get_vocab():
                 raise ValueError(f"tgt_lang={tgt_lang!r}: the model's vocabulary has no {token} (a multi-target "
                                  "model's targets each have one)")  # fmt: skip
+            if getattr(self.model.config, "source_lang_token", False):  # fairseq's --encoder-langtok src
+                source = f"__{src_lang}__"
+                if src_lang is None or source not in self.tokenizer.get_vocab():
+                    raise ValueError(f"src_lang={src_lang!r}: the model puts the source language's token before "
+                                     "each text; give a source language it was trained on")  # fmt: skip
+                token = f"{token} {source}"
             preprocess["target_token"] = token
         return preprocess, generate_kwargs, {}
 

@@ -118,6 +118,13 @@ class DataTrainingArguments:
         default=1.5,
         metadata={"help": "with lang_pairs: pair i's share of the training examples, as size_i^(1/T)"},
     )
+    source_lang_token: bool = field(
+        default=False,
+        metadata={
+            "help": "with lang_pairs: the source language's __xx__ token after the target's >>xx<< before each "
+            "source (fairseq's --encoder-langtok src); every door then needs the source language"
+        },
+    )
     bpe_dropout: float = field(
         default=0.0,
         metadata={

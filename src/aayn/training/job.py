@@ -56,6 +56,7 @@ def prepare(plan: RunPlan) -> PreparedData:
             prepared, data = prepare_multilingual(
                 plan.data, plan.lang_pairs, list(plan.data.splits), temperature=plan.sampling_temperature,
                 limits=plan.pair_limits, seed=plan.args.seed, tokenizer=tokenizer, num_proc=plan.num_proc,
+                source_tokens=plan.source_lang_token,
             )  # fmt: skip
             prepared.rows = data.rows
             for split, sizes in data.sizes.items():
@@ -112,6 +113,8 @@ def run_plan(plan: RunPlan, callbacks: list[TrainerCallback] | None = None, mode
         configure_model(model, plan)
         if plan.lang_pairs:  # the folder states its pairs (`aayn serve` offers those)
             model.config.lang_pairs = [pair_name(pair) for pair in plan.lang_pairs]
+            if plan.source_lang_token:  # each door then puts the source's token after the target's
+                model.config.source_lang_token = True
         trainer = build_trainer(plan, model, prepared, callbacks)
         train_or_resume(trainer, plan)
         metrics = finish_run(trainer, plan, prepared, start)

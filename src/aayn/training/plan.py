@@ -47,6 +47,7 @@ class RunPlan:
     lang_pairs: list[tuple[str, str]] | None = None  # several pairs in one model (`aayn.data.multilingual`)
     pair_limits: dict | None = None  # {pair: its training pairs at most} where `lang_pairs` cuts one (`en-pt:2000`)
     sampling_temperature: float = 1.5  # their mixture in training
+    source_lang_token: bool = False  # the source's __xx__ after the target's token (`aayn.data.multilingual`)
     bpe_dropout: float = 0.0  # the training split's segmentations drawn anew each epoch (`aayn.data.subwords`)
     sentencepiece_sampling: tuple[float, int] | None = None  # (alpha, nbest), the same for a SentencePiece unigram
 
@@ -58,6 +59,8 @@ def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args)
     lang_pairs = parse_lang_pairs(data_args.lang_pairs) if data_args.lang_pairs else None
     if lang_pairs is not None:
         temperature_probabilities([1], data_args.sampling_temperature)  # a bad temperature stops here
+    if data_args.source_lang_token and lang_pairs is None:
+        raise ValueError("source_lang_token puts the source language's token beside the target's: give lang_pairs")
     config = None if model_args.model_name_or_path else model_config(model_args)
     average_last = averaged_checkpoints(args, data_args)
     if args.load_best_model_at_end and average_last:
@@ -113,6 +116,7 @@ def plan_run(model_args: ModelArguments, data_args: DataTrainingArguments, args)
         lang_pairs=lang_pairs,
         pair_limits=pair_limits(data_args.lang_pairs) if lang_pairs else None,
         sampling_temperature=data_args.sampling_temperature,
+        source_lang_token=data_args.source_lang_token,
         bpe_dropout=bpe_dropout(model_args, data_args),
         sentencepiece_sampling=sentencepiece_sampling(model_args, data_args),
     )
@@ -263,6 +267,7 @@ def training_summary(plan: RunPlan, seconds: float | None = None) -> str:
     direction = f"{card['source_lang']} to {card['target_lang']}"
     if plan.lang_pairs:
         direction = f"the pairs {', '.join(card['lang_pairs'])}, mixed at temperature {plan.sampling_temperature:g}"
+        direction += ", each source led by its target's and its own language's token" * plan.source_lang_token
     lines = [
         f"{shape} with `aayn train` on `{card['dataset']}` ({direction}):",
         (

@@ -37,13 +37,13 @@ def evaluate_model(
     `model_path` may be a CTranslate2 folder that `aayn export` wrote (e.g. to see what int8 weights cost), or the
     `ModelFolder` the caller located already. `options`: how the engine computes (`translator.EngineOptions`)."""
     from ..languages import folder_lang_pairs, folder_language_tokens
-    from .targets import check_direction, off_target_rate, target_token
+    from .targets import check_direction, language_prefix, off_target_rate
 
     translator = open_translator([model_path], device, options=options)
     location = model_path.location if isinstance(model_path, ModelFolder) else str(model_path)
     targets = folder_language_tokens(location) if Path(location).is_dir() else {}
     if targets:  # a multi-target folder: the asked target's token before each source, a zero-shot direction said
-        translator.target_token = target_token([location], target_lang)
+        translator.target_token = language_prefix([location], source_lang, target_lang)
         check_direction([location], source_lang, target_lang, None)
     data = load_translation_dataset(
         dataset_name, dataset_config_name, source_lang=source_lang, target_lang=target_lang, splits={"test": split}

@@ -1,5 +1,6 @@
 """The target of a multi-target model (OPUS-MT's, or one `aayn train` made with `lang_pairs`): `--target_lang xx`
-puts its `>>xx<<` token before each text (`Translator.target_token`), in every door that opens a translator; a
+puts its `>>xx<<` token before each text (`Translator.target_token`; with the source's `__xx__` after it where the
+folder was trained so), in every door that opens a translator; a
 direction the folder was not trained on (its `lang_pairs`) is said to be zero-shot in one line, and `--pivot LANG`
 translates through LANG instead, by two of the folder's trained directions."""
 
@@ -9,7 +10,13 @@ import sys
 from pathlib import Path
 
 from ..formats.translator import Translator
-from ..languages import folder_lang_pairs, folder_language_tokens, pair_name
+from ..languages import (
+    folder_lang_pairs,
+    folder_language_tokens,
+    folder_source_tokens,
+    pair_name,
+    source_language_token,
+)
 
 
 def target_token(names: list[str], target_lang: str | None) -> str:
@@ -24,6 +31,20 @@ def target_token(names: list[str], target_lang: str | None) -> str:
         raise ValueError(f"--target_lang {target_lang}: {names[0]} has no token for {target_lang} (its targets: "
                          f"{', '.join(sorted(tokens))})")  # fmt: skip
     return tokens[target_lang]
+
+
+def language_prefix(names: list[str], source_lang: str | None, target_lang: str | None) -> str:
+    """What a door puts before each text: the target's token (`target_token`), and after it the source's
+    (`__en__`) where the folder's sources carry theirs (`source_lang_token`, fairseq's `--encoder-langtok src`)."""
+    token = target_token(names, target_lang)
+    if not token or not (Path(names[0]).is_dir() and folder_source_tokens(names[0])):
+        return token
+    sources = sorted({source for source, _ in folder_lang_pairs(names[0])})
+    if source_lang not in sources:
+        given = f"--source_lang {source_lang}: it has no token for it" if source_lang else "give --source_lang"
+        raise ValueError(f"{names[0]} puts the source language's token before each text ({given}; its sources: "
+                         f"{', '.join(sources)})")  # fmt: skip
+    return f"{token} {source_language_token(source_lang)}"
 
 
 def check_direction(names: list[str], source_lang: str | None, target_lang: str | None, pivot: str | None,
@@ -76,11 +97,11 @@ class Pivoted(Translator):
 
 def aimed(translator: Translator, names: list[str], source_lang, target_lang, pivot=None) -> Translator:
     """`translator` set to the target `--target_lang` asks (through `pivot` where given), the zero-shot said."""
-    token = target_token(names, target_lang)
     check_direction(names, source_lang, target_lang, pivot)
     if pivot:
-        return Pivoted(translator, target_token(names, pivot), token)
-    translator.target_token = token
+        legs = language_prefix(names, source_lang, pivot), language_prefix(names, pivot, target_lang)
+        return Pivoted(translator, *legs)
+    translator.target_token = language_prefix(names, source_lang, target_lang)
     return translator
 
 
