@@ -281,7 +281,8 @@ def test_target_lang_puts_the_targets_token_first_in_text_bulk_and_evaluate(two_
 
 def test_a_direction_not_trained_is_said_zero_shot_and_pivot_translates_through_a_trained_one(two_pair_run, capsys):
     """es -> fr from es-en and en-fr: one warning line naming it zero-shot; `--pivot en` gives what the two
-    trained directions give one after the other; a pivot the folder was not trained through is refused."""
+    trained directions give one after the other, and `aayn evaluate --pivot` scores those; a pivot the folder was
+    not trained through is refused."""
     out = two_pair_run
     direct, said = translated(capsys, "--model", out, "--source_lang", "es", "--target_lang", "fr", *SPANISH)
     assert "es-fr is zero-shot" in said and said.count("zero-shot") == 1 and len(direct) == 2
@@ -293,6 +294,36 @@ def test_a_direction_not_trained_is_said_zero_shot_and_pivot_translates_through_
     assert aayn(["translate", "--model", str(out), "--source_lang", "es", "--target_lang", "fr", "--pivot", "fr",
                  "x"]) == 2  # fmt: skip
     assert "--pivot fr: " in capsys.readouterr().err
+    evaluate = [
+        "evaluate",
+        "--model",
+        str(out),
+        "--dataset_name",
+        "bible",
+        "--source_lang",
+        "es",
+        "--target_lang",
+        "fr",
+        "--max_samples",
+        "3",
+        "--max_new_tokens",
+        "6",
+        "--pivot",
+        "en",
+        "--output",
+        str(out / "e.txt"),
+    ]
+    assert aayn(evaluate) == 0  # `aayn evaluate --pivot`: the pivoted translations, scored
+    said = capsys.readouterr()
+    scores, written = json.loads(said.out), (out / "e.txt").read_text().splitlines()
+    from aayn.data import load_translation_dataset
+
+    test = load_translation_dataset("bible", source_lang="es", target_lang="fr", splits={"test": "test"})["test"]
+    rows = [row["translation"] for row in test.select(range(3))]
+    pivoted, _ = translated(capsys, "--model", out, "--source_lang", "es", "--target_lang", "fr", "--pivot", "en",
+                            "--max_new_tokens", 6, *[row["es"] for row in rows])  # fmt: skip
+    assert written == pivoted and "zero-shot" not in said.err
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(pivoted, [[row["fr"] for row in rows]]).score)
 
 
 def test_the_off_target_rate_on_texts_of_known_language():

@@ -37,6 +37,7 @@ def evaluate(args: argparse.Namespace) -> None:
             device=args.device,
             options=engine_options(args),
             output=output,
+            pivot=args.pivot,
             **generate_options(args),
         )
     if len(pairs) == 1:
@@ -79,6 +80,7 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--split", default="test", help="split expression, slicing allowed (default: test)")
     parser.add_argument("--max_samples", type=positive_int)
+    parser.add_argument("--pivot", metavar="LANG", help="translate through LANG by two trained directions")
     parser.add_argument("--output", metavar="FILE", help="also write the translations there, one line per sentence")
     parser.add_argument(
         "--any_direction", action="store_true", help="score a model whose card names another direction (a warning)"

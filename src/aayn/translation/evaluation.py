@@ -30,21 +30,22 @@ def evaluate_model(
     device: str = "cpu",
     options: EngineOptions = AS_SAVED,
     output: str | None = None,
+    pivot: str | None = None,
     **generate,
 ) -> dict:
     """`{"bleu", "chrf", "bleu_signature", "chrf_signature", "sentences"}` of the model's translations of `split`
     (and `paper_bleu` into German); `output`: a file to write the translations to, one line per sentence.
     `model_path` may be a CTranslate2 folder that `aayn export` wrote (e.g. to see what int8 weights cost), or the
-    `ModelFolder` the caller located already. `options`: how the engine computes (`translator.EngineOptions`)."""
+    `ModelFolder` the caller located already. `options`: how the engine computes (`translator.EngineOptions`);
+    `pivot`: a multilingual folder's language to translate through (`aayn translate --pivot`)."""
     from ..languages import folder_lang_pairs, folder_language_tokens
-    from .targets import check_direction, language_prefix, off_target_rate
+    from .targets import aimed, off_target_rate
 
     translator = open_translator([model_path], device, options=options)
     location = model_path.location if isinstance(model_path, ModelFolder) else str(model_path)
     targets = folder_language_tokens(location) if Path(location).is_dir() else {}
-    if targets:  # a multi-target folder: the asked target's token before each source, a zero-shot direction said
-        translator.target_token = language_prefix([location], source_lang, target_lang)
-        check_direction([location], source_lang, target_lang, None)
+    if targets or pivot:  # a multi-target folder: the target's token before each source, a zero-shot direction said
+        translator = aimed(translator, [location], source_lang, target_lang, pivot)
     data = load_translation_dataset(
         dataset_name, dataset_config_name, source_lang=source_lang, target_lang=target_lang, splits={"test": split}
     )["test"]
