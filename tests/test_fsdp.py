@@ -112,7 +112,7 @@ def test_aayn_train_on_accelerates_fsdp2_path_trains_saves_and_resumes_as_ddp(tm
         said = [line for line in done.stderr.splitlines() if any(w in line for w in ("Error", "exitcode", "Signal"))]
         last = done.stderr.splitlines()[-40:]  # a rank that aborted says why only in its last lines, if anywhere
         why = ("\n".join(said) + "\n--- the last lines:\n" + "\n".join(last))[-6000:]
-        # twice in CI's runs (two sessions, 2 pytest workers beside it) a rank died by SIGABRT with no Python error;
+        # twice in CI's runs (on two days, 2 pytest workers beside it) a rank died by SIGABRT with no Python error;
         # never alone nor beside two busy processes: once more, said, and a second death fails
         aborted = re.search(r"exitcode\s*:\s*-6\b", done.stderr) and not re.search(r"exitcode\s*:\s*[1-9]", done.stderr)
         if done.returncode != 0 and again and aborted:  # a rank killed by SIGABRT, none stopped by an error
