@@ -129,16 +129,6 @@ def _log_sum(values) -> float:
     return top + math.log(sum(math.exp(value - top) for value in values))
 
 
-def _choice(weights: list[float], rng: random.Random) -> int:
-    """An index drawn with probability proportional to its weight."""
-    point, total = rng.random() * sum(weights), 0.0
-    for index, weight in enumerate(weights):
-        total += weight
-        if point < total:
-            return index
-    return len(weights) - 1
-
-
 class UnigramSampling:
     """Draws segmentations of a SentencePiece unigram model's ids as `sentencepiece`'s `sample_encode` does (Kudo
     2018): a segmentation x of a sentence with probability proportional to P(x)^alpha, P(x) the product of its pieces'
@@ -203,7 +193,7 @@ class UnigramSampling:
         ids, end = [], len(word)
         while end > 0:
             weights = [math.exp(forward[start] + alpha * score - forward[end]) for start, _, score in edges[end]]
-            start, index, _ = edges[end][_choice(weights, rng)]
+            start, index, _ = edges[end][rng.choices(range(len(weights)), weights)[0]]
             ids.append(index)
             end = start
         return ids[::-1]
@@ -243,7 +233,8 @@ class UnigramSampling:
         if self.nbest == 1:
             return options[0][1]
         top = options[0][0]
-        return options[_choice([math.exp(self.alpha * (score - top)) for score, _ in options], rng)][1]
+        weights = [math.exp(self.alpha * (score - top)) for score, _ in options]
+        return options[rng.choices(range(len(options)), weights)[0]][1]
 
     def resample(self, ids, rng: random.Random) -> list[int]:
         ids = list(ids)

@@ -321,9 +321,9 @@ def _bool(text: str, key: str) -> bool:
         raise RecipeError(f"--{key}: {error}") from None
 
 
-def _nearest(word: str, known) -> str:
+def _nearest(word: str, known, prefix: str = "") -> str:
     near = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
-    return f"; did you mean {near[0]}?" if near else ""
+    return f"; did you mean {prefix}{near[0]}?" if near else ""
 
 
 def _check_keys(keys: list[str], known: set[str], where: str, prefix: str = "") -> None:
@@ -332,8 +332,8 @@ def _check_keys(keys: list[str], known: set[str], where: str, prefix: str = "") 
     `max_steps`)."""
     for key in keys:
         if key.replace("-", "_") not in known:
-            hint = _nearest(key.replace("-", "_"), known) or "; `aayn train --help` lists them"
-            raise RecipeError(f"unknown {where} {prefix}{key}{hint}".replace("mean ", f"mean {prefix}"))
+            hint = _nearest(key.replace("-", "_"), known, prefix) or "; `aayn train --help` lists them"
+            raise RecipeError(f"unknown {where} {prefix}{key}{hint}")
 
 
 def bf16_matmuls(use_cpu: bool) -> tuple[bool, str]:
@@ -561,8 +561,8 @@ def parse_arguments(argv: list[str]) -> tuple:
     transformers' `HfArgumentParser`; returns (ModelArguments, DataTrainingArguments, Seq2SeqTrainingArguments)."""
     flags = list(argv)
     if {"-h", "--help"} & set(flags):
-        # the one path of its own: the help read from transformers' source answers in ~0.1 s, where the parser
-        # imports Seq2SeqTrainingArguments and torch with it (~4 s here, ~10 s with no bytecode written yet)
+        # the one path of its own: the help read from transformers' source needs no torch, where the parser
+        # imports Seq2SeqTrainingArguments and torch with it (both timed in docs/measurements.md)
         help_parser().print_help()
         raise SystemExit(0)
     recipe = read_recipe(flags.pop(0)) if flags and not flags[0].startswith("-") else {}
