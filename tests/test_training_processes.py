@@ -53,11 +53,17 @@ def test_two_process_data_parallel_training_on_cpu(one_node):
     assert AutoModelForSeq2SeqLM.from_pretrained(output).config.model_type == "aayn"
 
 
-def test_sigkill_and_resume_ends_with_the_weights_of_an_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize(
+    "subwords",
+    [dict(bpe_dropout=0.1), dict(tokenizer_type="sentencepiece", vocab_size=120, sentencepiece_alpha=0.1)],
+    ids=["bpe_dropout", "sentencepiece_sampling"],
+)
+def test_sigkill_and_resume_ends_with_the_weights_of_an_uninterrupted_run(tmp_path, subwords):
+    """A run killed after its step-4 checkpoint and resumed from it ends with the uninterrupted run's weights, its
+    segmentations redrawn each epoch (BPE-dropout, or SentencePiece sampling): the resumed run draws the same."""
     corpus = write_numbers_corpus(tmp_path / "data")
-    settings = dict(
-        max_steps=10, save_steps=4, eval_strategy="no", predict_with_generate=False, dropout=0.1, bpe_dropout=0.1
-    )  # segmentations redrawn by epoch: the resumed run draws the same
+    settings = dict(max_steps=10, save_steps=4, eval_strategy="no", predict_with_generate=False, dropout=0.1)
+    settings.update(subwords)
     straight = tmp_path / "straight"
     recipe = write_recipe(tmp_path / "straight.yaml", tiny_recipe(corpus, straight, **settings))
     assert python("-m", "aayn.train", recipe).returncode == 0
