@@ -20,6 +20,7 @@ COMMANDS = {
     "preprocess": "preprocess",
     "clean": "clean",
     "mix": "mix",
+    "distill": "distill",
     "average": "average",
     "evaluate": "evaluate",
     "translate": "translate",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from pathlib import Path
 
 from transformers import Seq2SeqTrainingArguments
@@ -253,6 +254,28 @@ def model_config(model_args: ModelArguments) -> AaynConfig:
     return config
 
 
+def distilled_from(dataset: str) -> list[str]:
+    """The card's words for a corpus `aayn distill` wrote: its teachers, their search and their stated scores."""
+    report = Path(dataset) / "report.json"
+    try:
+        report = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else {}
+    except ValueError:
+        return []
+    if not isinstance(report, dict) or report.get("written_by") != "aayn distill":
+        return []
+    teachers = []
+    for name, scores in zip(report["teachers"], report["teacher_results"]):
+        stated = ", ".join(f"{metric.upper()} {value:.2f}" for metric, value in sorted((scores or {}).items()))
+        teachers.append(f"`{name}`" + (f" (its card's test {stated})" if stated else ""))
+    search = report["search"] if isinstance(report["search"], str) else json.dumps(report["search"])
+    references = ", the references after them" if report.get("with_references") else ""
+    who = " and ".join(teachers) + (" (an ensemble)" if len(teachers) > 1 else "")
+    pairs = f"{report['distilled_pairs']:,} training pairs"
+    said = (f"Sequence-level distillation (Kim & Rush 2016): the targets of the {pairs} are {who}'s translations of "
+            f"their sources (search: {search}){references}.")  # fmt: skip
+    return [said]
+
+
 def training_summary(plan: RunPlan, seconds: float | None = None) -> str:
     model_args, card, args = plan.model_args, plan.card, plan.args
     shape = (
@@ -286,6 +309,7 @@ def training_summary(plan: RunPlan, seconds: float | None = None) -> str:
         among = "every segmentation" if nbest == -1 else f"the {nbest} best"
         lines.append(f"SentencePiece sampling (alpha {alpha:g}, among {among}): a new segmentation of each training "
                      "sentence each epoch.")  # fmt: skip
+    lines.extend(distilled_from(card["dataset"]))
     if plan.average_last:
         lines.append(f"The weights are the average of the last {plan.average_last} checkpoints.")
     if seconds is not None:
