@@ -21,6 +21,7 @@ COMMANDS = {
     "clean": "clean",
     "mix": "mix",
     "distill": "distill",
+    "pipeline": "pipeline",
     "average": "average",
     "evaluate": "evaluate",
     "translate": "translate",

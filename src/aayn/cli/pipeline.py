@@ -1,0 +1,331 @@
+"""`aayn pipeline RECIPE`: from the corpus a team has to the model it ships, each step an aayn command of its own
+with a folder of its own under the recipe's `output_dir`:
+
+    corpus -> clean -> backward -> back-translation -> mixed -> teacher -> distilled -> student -> student-int8
+    -> evaluation (and report.md)
+
+(backward, back-translation and mixed only where the recipe names `monolingual` text). A rerun does only what is
+missing or changed, by make's rule: a step runs again where what it read (its command line, the files it was
+given, the steps before it) differs from what its last finished run read, and every step after it follows. A
+step killed mid-way is resumed where its command can resume (training from its newest complete checkpoint, the
+bulk path's and distill's finished shards); the others start over in their own folder. The pipeline's notes lie
+in `OUTPUT/.pipeline/`: STEP.started (what a run began with) and STEP.json (what it finished with)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NOTES = ".pipeline"
+SECTIONS = {  # the recipe's keys: what each holds
+    "source_lang": "the source language code", "target_lang": "the target language code",
+    "output_dir": "the folder of every step's folder", "corpus": "a dataset aayn train reads (a folder, bible, ...)",
+    "monolingual": "target-language text to back-translate (a file, a folder of shards or a glob)",
+    "clean": "aayn clean's flags", "backward": "the reverse model's training: {recipe, flags}",
+    "translate": "the back-translation's aayn translate flags", "mix": "aayn mix's flags",
+    "teacher": "{recipe, flags}", "distill": "aayn distill's flags", "student": "{recipe, flags}",
+    "export": "aayn export's flags (default: --quantization int8)", "evaluate": "aayn evaluate's flags",
+}  # fmt: skip
+TRAINED = ("backward", "teacher", "student")
+
+
+@dataclass
+class Step:
+    name: str
+    argv: list[str]  # after `python -m`: the command that makes the step's folder
+    reads: list[str] = field(default_factory=list)  # user files and folders it reads (their sizes and times count)
+    after: list[str] = field(default_factory=list)  # the steps whose folders it reads
+    then: object = None  # what the pipeline does in the folder once the command is done (a callable)
+
+
+def load_recipe(path: str) -> dict:
+    import yaml
+
+    try:
+        recipe = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such recipe") from None
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path} is not YAML: {error}") from None
+    if not isinstance(recipe, dict):
+        raise ValueError(f"{path}: a pipeline recipe is a mapping of {', '.join(SECTIONS)}")  # noqa: TRY004 (a user's)
+    unknown = sorted(set(recipe) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"{path}: unknown key {unknown[0]!r} (a pipeline recipe holds {', '.join(SECTIONS)})")
+    for key in ("source_lang", "target_lang", "output_dir", "corpus", "teacher", "student"):
+        if not recipe.get(key):
+            raise ValueError(f"{path}: no {key} ({SECTIONS[key]})")
+    for key in TRAINED:
+        if key in recipe and not (isinstance(recipe[key], dict) and recipe[key].get("recipe")):
+            raise ValueError(f"{path}: {key} is {{recipe: RECIPE.yaml, flags: [...]}}, got {recipe[key]!r}")
+    for key in ("clean", "translate", "mix", "distill", "export", "evaluate"):
+        if not isinstance(recipe.get(key, []), list):
+            raise ValueError(f"{path}: {key} is a list of flags, got {recipe[key]!r}")  # noqa: TRY004
+    if recipe.get("monolingual") and "backward" not in recipe:
+        raise ValueError(f"{path}: monolingual text needs a backward model (backward: {{recipe: ...}})")
+    return recipe
+
+
+def flags(recipe: dict, key: str, default=()) -> list[str]:
+    value = recipe.get(key)
+    value = value.get("flags", []) if isinstance(value, dict) else value
+    return [str(flag) for flag in (value if value is not None else default)]
+
+
+def steps_of(recipe: dict) -> list[Step]:
+    """The recipe's steps in order, each with its command line and what it reads (paths from the current folder,
+    as aayn train's)."""
+    out = Path(recipe["output_dir"])
+    src, tgt = str(recipe["source_lang"]), str(recipe["target_lang"])
+    aayn = [sys.executable, "-m", "aayn.cli"]
+    corpus = str(recipe["corpus"])
+    reads = [corpus] if Path(corpus).exists() else []  # a local folder: its files count; a name (bible): itself
+    steps = [Step("corpus", [sys.executable, "-m", "aayn.cli.pipeline", "--write_corpus", corpus, src, tgt,
+                             str(out / "corpus")], reads)]  # fmt: skip
+    steps.append(Step("clean", [*aayn, "clean", "--source_lang", src, "--target_lang", tgt, "--source",
+                                str(out / "corpus" / f"train.{src}"), "--target", str(out / "corpus" / f"train.{tgt}"),
+                                "--output", str(out / "clean"), *flags(recipe, "clean")], after=["corpus"],
+                      then=held_out_copied(out / "corpus", src, tgt)))  # fmt: skip
+
+    def train(name: str, dataset: str, source: str, target: str) -> Step:
+        recipe_file = str(recipe[name]["recipe"])
+        argv = [sys.executable, "-m", "aayn.train", recipe_file, "--dataset_name", str(out / dataset),
+                "--source_lang", source, "--target_lang", target, "--output_dir", str(out / name), "--report_to",
+                "none", *flags(recipe, name)]  # fmt: skip
+        return Step(name, argv, [recipe_file], [dataset])
+
+    teacher_data = "clean"
+    if recipe.get("monolingual"):
+        mono = str(recipe["monolingual"])
+        steps.append(train("backward", "clean", tgt, src))
+        steps.append(Step("back-translation", [*aayn, "translate", "--model", str(out / "backward"), "--input", mono,
+                                               "--output_dir", str(out / "back-translation"),
+                                               *flags(recipe, "translate")], [mono], ["backward"]))  # fmt: skip
+        steps.append(Step("mixed", [*aayn, "mix", "--source_lang", src, "--target_lang", tgt, "--real",
+                                    str(out / "clean"), "--synthetic_source", str(out / "back-translation"),
+                                    "--synthetic_target", mono, "--output", str(out / "mixed"), *flags(recipe, "mix")],
+                          [mono], ["clean", "back-translation"]))  # fmt: skip
+        teacher_data = "mixed"
+    steps.append(train("teacher", teacher_data, src, tgt))
+    steps.append(
+        Step(
+            "distilled",
+            [
+                *aayn,
+                "distill",
+                "--model",
+                str(out / "teacher"),
+                "--source_lang",
+                src,
+                "--target_lang",
+                tgt,
+                "--corpus",
+                str(out / "clean"),
+                "--output",
+                str(out / "distilled"),
+                *flags(recipe, "distill"),
+            ],
+            after=["teacher", "clean"],
+        )
+    )
+    steps.append(train("student", "distilled", src, tgt))
+    steps.append(
+        Step(
+            "student-int8",
+            [
+                *aayn,
+                "export",
+                "--model",
+                str(out / "student"),
+                "--format",
+                "ctranslate2",
+                "--output_dir",
+                str(out / "student-int8"),
+                *flags(recipe, "export", ["--quantization", "int8"]),
+            ],
+            after=["student"],
+        )
+    )
+    models = ["teacher", "student", "student-int8"]
+    steps.append(Step("evaluation", [sys.executable, "-m", "aayn.cli.pipeline", "--evaluate", str(out), src, tgt,
+                                     *flags(recipe, "evaluate")], after=[*models, "clean"]))  # fmt: skip
+    return steps
+
+
+def held_out_copied(corpus: Path, src: str, tgt: str):
+    """After aayn clean: the corpus's validation and test files beside the kept pairs (a folder aayn train reads)."""
+
+    def copy(folder: Path) -> None:
+        for split in ("validation", "test"):
+            for lang in (src, tgt):
+                shutil.copy(corpus / f"{split}.{lang}", folder / f"{split}.{lang}")
+
+    return copy
+
+
+def fingerprint(step: Step, finished: dict[str, str]) -> str:
+    """What the step reads, hashed: its command, each given file's path, size and time (a folder's files'), and the
+    fingerprints of the steps before it."""
+    seen = {"argv": step.argv[1:], "after": {name: finished[name] for name in step.after}, "reads": {}}
+    for name in step.reads:
+        path = Path(name)
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.exists() else []
+        seen["reads"][name] = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run_pipeline(recipe_path: str, log=print) -> dict:
+    """Every step that is missing or changed, in order; the summary of what ran."""
+    recipe = load_recipe(recipe_path)
+    out = Path(recipe["output_dir"])
+    notes = out / NOTES
+    notes.mkdir(parents=True, exist_ok=True)
+    steps = steps_of(recipe)
+    finished, ran = {}, {}
+    for number, step in enumerate(steps, start=1):
+        print_ = f"[{number}/{len(steps)}] {step.name}"
+        current = fingerprint(step, finished)
+        done = notes / f"{step.name}.json"
+        if done.is_file() and json.loads(done.read_text(encoding="utf-8"))["fingerprint"] == current:
+            log(f"{print_}: up to date")
+            finished[step.name] = current
+            continue
+        started = notes / f"{step.name}.started"
+        resumed = started.is_file() and started.read_text(encoding="utf-8") == current
+        argv = list(step.argv) + prepared_folder(step, out / step.name, started, resumed)
+        done.unlink(missing_ok=True)
+        started.write_text(current, encoding="utf-8")
+        log(f"{print_}: {'resumed' if resumed else 'running'}: {' '.join(argv[1:])}")
+        began = time.perf_counter()
+        result = subprocess.run(argv)
+        if result.returncode != 0:
+            raise ValueError(f"step {step.name} failed (exit {result.returncode}); its output is above. Rerun "
+                               f"aayn pipeline {recipe_path} once it is mended: the steps done are kept")  # fmt: skip
+        if step.then:
+            step.then(out / step.name)
+        seconds = round(time.perf_counter() - began, 1)
+        done.write_text(json.dumps({"fingerprint": current, "seconds": seconds}) + "\n", encoding="utf-8")
+        finished[step.name], ran[step.name] = current, seconds
+    log(f"report: {out / 'report.md'}")
+    return ran
+
+
+def prepared_folder(step: Step, folder: Path, started: Path, resumed: bool) -> list[str]:
+    """The step's folder made ready for its command (and the flags that say how): a trained step resumes from its
+    newest complete checkpoint where a run with the same inputs was killed, else starts over; the bulk path keeps
+    its finished shards on a resumed run; any other folder of this pipeline's is replaced whole. A folder there that
+    this pipeline never began is refused."""
+    if not folder.exists():
+        return []
+    if not started.is_file():
+        raise FileExistsError(f"{folder} is there and this pipeline did not write it; move it away or choose another "
+                              "output_dir")  # fmt: skip
+    if step.name in TRAINED:
+        from ..training.output import complete_checkpoints
+
+        if resumed and complete_checkpoints(str(folder))[0]:
+            return ["--resume_from_checkpoint", "true"]
+        return ["--overwrite_output_dir", "true"]
+    if step.name == "back-translation" and resumed:
+        return []
+    shutil.rmtree(folder)
+    return []
+
+
+def write_corpus(name: str, src: str, tgt: str, output: str) -> None:
+    """The corpus's train, validation and test splits as line-aligned files (any layout aayn train reads)."""
+    from ..data import load_translation_dataset
+    from ..folders import staged_folder
+
+    data = load_translation_dataset(name, source_lang=src, target_lang=tgt)
+    missing = [split for split in ("train", "validation", "test") if split not in data]
+    if missing:
+        raise ValueError(f"corpus {name} has no {missing[0]} split (the pipeline trains, chooses and scores on them)")
+    with staged_folder(Path(output)) as staging:
+        for split in ("train", "validation", "test"):
+            rows = data[split]["translation"]
+            for lang in (src, tgt):
+                text = "".join(row[lang].replace("\n", " ") + "\n" for row in rows)
+                (staging / f"{split}.{lang}").write_text(text, encoding="utf-8")
+
+
+def evaluate_all(out: str, src: str, tgt: str, extra: list[str]) -> None:
+    """Test BLEU / chrF, size and speed of the teacher, the student and its int8 export, into OUT/evaluation, and
+    OUT/report.md."""
+    from ..folders import staged_folder
+
+    out = Path(out)
+    texts = (out / "clean" / f"test.{src}").read_text(encoding="utf-8").splitlines()
+    rows = {}
+    for name in ("teacher", "student", "student-int8"):
+        folder = out / name
+        began = time.perf_counter()
+        printed = subprocess.run([sys.executable, "-m", "aayn.cli", "evaluate", "--model", str(folder),
+                                  "--dataset_name", str(out / "clean"), "--source_lang", src, "--target_lang", tgt,
+                                  *extra], check=True, stdout=subprocess.PIPE, text=True).stdout  # fmt: skip
+        seconds = time.perf_counter() - began
+        scores = json.loads(printed[printed.index("{") :])
+        size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and "checkpoint-" not in str(p))
+        rows[name] = {
+            "bleu": round(scores["bleu"], 2),
+            "chrf": round(scores["chrf"], 2),
+            "megabytes": round(size / 1e6, 1),
+            "sentences_per_second": round(len(texts) / seconds, 1),
+        }
+    with staged_folder(out / "evaluation") as staging:
+        (staging / "scores.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(report(out, rows), encoding="utf-8")
+
+
+def report(out: Path, rows: dict) -> str:
+    """The run's report: the cleaning counts, and BLEU / chrF / size / speed per model with a chart of BLEU."""
+    lines = [f"# Pipeline report: {out}", ""]
+    cleaned = json.loads((out / "clean" / "report.json").read_text(encoding="utf-8"))
+    counts = cleaned.get("removed") or {}
+    lines += ["## Cleaning", "", f"{cleaned.get('kept', '?')} pairs kept of {cleaned.get('pairs', '?')}.", ""]
+    if counts:
+        lines += ["| rule | pairs removed |", "|---|---|", *(f"| {rule} | {n} |" for rule, n in counts.items()), ""]
+    if (out / "mixed" / "report.json").is_file():
+        mixed = json.loads((out / "mixed" / "report.json").read_text(encoding="utf-8"))
+        said = f"{mixed['synthetic_pairs']} synthetic pairs beside {mixed['real_pairs']} real ones"
+        said += f" x {mixed['real_copies']}."
+        lines += ["## Back-translation", "", said, ""]
+    lines += ["## Models", "", "| model | test BLEU | chrF | size (MB) | sentences/s (whole evaluation) |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    lines += [f"| {name} | {row['bleu']} | {row['chrf']} | {row['megabytes']} | {row['sentences_per_second']} |"
+              for name, row in rows.items()]  # fmt: skip
+    top = max([row["bleu"] for row in rows.values()] + [1e-9])
+    lines += ["", "BLEU:", "", "```"]
+    lines += [f"{name:<13} {'#' * round(40 * row['bleu'] / top):<40} {row['bleu']}" for name, row in rows.items()]
+    lines += ["```", "", "Speed counts each evaluation command whole (loading included), on this machine.", ""]
+    return "\n".join(lines)
+
+
+def pipeline(args: argparse.Namespace) -> None:
+    """Run every step of RECIPE that is missing or changed; then the report is OUTPUT/report.md."""
+    ran = run_pipeline(args.recipe, log=lambda line: print(line, file=sys.stderr, flush=True))
+    print(json.dumps({"ran": ran}))
+
+
+def pipeline_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recipe", help="a pipeline recipe (YAML: " + ", ".join(SECTIONS) + ")")
+
+
+TRANSFORMERS = "itself"  # when transformers is set up (`aayn.cli.COMMANDS`): never here; each step's command does
+
+
+run, arguments = pipeline, pipeline_arguments
+
+
+if __name__ == "__main__":  # the pipeline's own two steps: the corpus written as files, and the evaluation
+    if sys.argv[1] == "--write_corpus":
+        write_corpus(*sys.argv[2:6])
+    elif sys.argv[1] == "--evaluate":
+        evaluate_all(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])

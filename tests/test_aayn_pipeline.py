@@ -1,0 +1,123 @@
+"""`aayn pipeline RECIPE`, the whole way from a corpus and monolingual text to an int8 student, as a user runs it:
+killed in the middle of a step and run again, it does only what was missing (the steps before it untouched, the
+killed one again); run again unchanged, it does nothing; with one step's settings changed, that step and every step
+after it run, none before. Recipes with mistakes are refused in one line before anything runs."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from training_helpers import FAST, tiny_recipe, write_numbers_corpus, write_recipe
+
+from aayn.cli import main as aayn
+
+ALL = ["corpus", "clean", "backward", "back-translation", "mixed", "teacher", "distilled", "student", "student-int8",
+       "evaluation"]  # fmt: skip
+
+
+def pipeline(recipe):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-m", "aayn.cli", "pipeline", str(recipe)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+
+
+def finished(recipe):
+    process = pipeline(recipe)
+    out, err = process.communicate(timeout=900)
+    assert process.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])["ran"], err
+
+
+def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns_what_follows(tmp_path):
+    corpus = write_numbers_corpus(tmp_path / "numbers", sizes=(("train", 120), ("validation", 8), ("test", 8)))
+    mono = write_numbers_corpus(tmp_path / "mono", sizes=(("train", 24),), seed=5) / "train.fr"
+    model = write_recipe(tmp_path / "tiny.yaml", tiny_recipe(corpus, tmp_path / "unused", **FAST))
+    out = tmp_path / "run"
+    recipe = {
+        "source_lang": "en", "target_lang": "fr", "output_dir": str(out), "corpus": str(corpus),
+        "monolingual": str(mono), "clean": ["--processes", "1"], "backward": {"recipe": str(model)},
+        "translate": ["--max_new_tokens", "8"], "mix": ["--noise"], "teacher": {"recipe": str(model)},
+        "distill": ["--max_new_tokens", "8"], "student": {"recipe": str(model), "flags": ["--d_model", "16"]},
+        "evaluate": ["--max_samples", "4", "--max_new_tokens", "8"],
+    }  # fmt: skip
+    path = write_recipe(tmp_path / "pipeline.yaml", recipe)
+    notes = out / ".pipeline"
+    process = pipeline(path)
+    while not (notes / "teacher.started").is_file():  # the teacher's command just begun: kill the whole group
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    before = {name: (notes / f"{name}.json").stat().st_mtime_ns for name in ALL[:5]}
+    assert not (notes / "teacher.json").exists() and not (out / "distilled").exists()
+
+    ran, err = finished(path)
+    assert list(ran) == ALL[5:]  # the killed step and those after it; nothing before
+    assert "[6/10] teacher: resumed" in err and "[1/10] corpus: up to date" in err
+    assert before == {name: (notes / f"{name}.json").stat().st_mtime_ns for name in ALL[:5]}
+    distilled = json.loads((out / "distilled" / "report.json").read_text())
+    assert distilled["real_pairs"] == len((out / "clean" / "train.en").read_text(encoding="utf-8").splitlines())
+    assert distilled["teachers"] == [str(out / "teacher")]
+    assert (out / "student-int8" / "model.bin").is_file()
+    scores = json.loads((out / "evaluation" / "scores.json").read_text())
+    assert set(scores) == {"teacher", "student", "student-int8"} and all("bleu" in row for row in scores.values())
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "## Cleaning" in report and "| student-int8 |" in report and "synthetic pairs" in report
+
+    assert finished(path)[0] == {}  # nothing changed: nothing runs
+    recipe["student"]["flags"] = ["--d_model", "32"]
+    write_recipe(path, recipe)
+    assert list(finished(path)[0]) == ["student", "student-int8", "evaluation"]
+    assert json.loads((out / "student" / "config.json").read_text())["d_model"] == 32
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"colour": "red"}, "unknown key 'colour'"),
+        ({"teacher": None}, "no teacher"),
+        ({"student": "recipes/demo.yaml"}, "student is {recipe: RECIPE.yaml"),
+        ({"clean": "--language"}, "clean is a list of flags"),
+        ({"backward": None}, "monolingual text needs a backward model"),
+    ],
+)
+def test_a_recipe_with_a_mistake_is_refused_in_one_line_before_anything_runs(tmp_path, capsys, change, said):
+    recipe = {"source_lang": "en", "target_lang": "fr", "output_dir": str(tmp_path / "run"), "corpus": "bible",
+              "monolingual": "mono.txt", "backward": {"recipe": "r.yaml"}, "teacher": {"recipe": "r.yaml"},
+              "student": {"recipe": "r.yaml"}}  # fmt: skip
+    recipe.update(change)
+    recipe = {key: value for key, value in recipe.items() if value is not None}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    assert aayn(["pipeline", str(path)]) == 2
+    assert said in capsys.readouterr().err and not (tmp_path / "run").exists()
+
+
+def test_a_step_folder_the_pipeline_did_not_write_is_refused(tmp_path, capsys):
+    (tmp_path / "run" / "corpus").mkdir(parents=True)
+    (tmp_path / "run" / "corpus" / "mine.txt").write_text("keep me", encoding="utf-8")
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"source_lang": "en", "target_lang": "fr", "output_dir": str(tmp_path / "run"),
+                                    "corpus": "bible", "teacher": {"recipe": "r.yaml"},
+                                    "student": {"recipe": "r.yaml"}}), encoding="utf-8")  # fmt: skip
+    assert aayn(["pipeline", str(path)]) == 2
+    assert "this pipeline did not write it" in capsys.readouterr().err
+    assert (tmp_path / "run" / "corpus" / "mine.txt").read_text() == "keep me"
+
+
+def test_the_shipped_recipe_names_the_steps_from_the_corpus_to_the_int8_student():
+    from pathlib import Path
+
+    from aayn.cli.pipeline import load_recipe, steps_of
+
+    recipe = load_recipe(str(Path(__file__).resolve().parents[1] / "recipes" / "pipeline-bible.yaml"))
+    steps = {step.name: step.argv for step in steps_of(recipe)}
+    assert list(steps) == [name for name in ALL if name not in ("backward", "back-translation", "mixed")]
+    assert steps["student"][steps["student"].index("--d_model") + 1] == "64"
+    assert steps["teacher"][steps["teacher"].index("--dataset_name") + 1] == "runs/pipeline-bible/clean"
+    assert steps["student-int8"][-2:] == ["--quantization", "int8"]
