@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..folders import REPORT
 from .arguments import decoding_arguments, engine_options, generate_options, positive_int, prepare_transformers
-from .mix import count_lines, lines_of_shards, paired_shards
+from .mix import append_pairs, copy_held_out, count_lines, lines_of_shards, paired_shards, training_files
 
 WORK = ".distill-"  # + the output's name: the source shards and their translations until the corpus is whole
 MANIFEST = "work.json"  # what the work folder's shards were made from; another corpus, teacher or search: made anew
@@ -32,11 +32,7 @@ def distill(args: argparse.Namespace) -> None:
 
     corpus, output = Path(args.corpus), Path(args.output)
     src, tgt = args.source_lang, args.target_lang
-    real_files = [corpus / f"train.{lang}" for lang in (src, tgt)]
-    for path in real_files:
-        if not path.is_file():
-            raise FileNotFoundError(f"--corpus {corpus}: no {path.name} (a folder of line-aligned files, as aayn "
-                                    "clean writes)")  # fmt: skip
+    real_files = training_files(corpus, (src, tgt), "--corpus")
     real_count = count_lines(real_files)
     replace = replaceable(output, args.overwrite, "aayn distill")
     work = output.with_name(WORK + output.name)
@@ -55,13 +51,8 @@ def distill(args: argparse.Namespace) -> None:
                     target.write(b + "\n")
                     distilled += 1
             if args.with_references:
-                for a, b in zip(*(path.open(encoding="utf-8") for path in real_files)):
-                    source.write(a if a.endswith("\n") else a + "\n")
-                    target.write(b if b.endswith("\n") else b + "\n")
-        for split in ("validation", "test"):
-            for lang in (src, tgt):
-                if (corpus / f"{split}.{lang}").is_file():
-                    shutil.copy(corpus / f"{split}.{lang}", staging / f"{split}.{lang}")
+                append_pairs(real_files, source, target)
+        copy_held_out(corpus, staging, (src, tgt))
         report = {
             "written_by": "aayn distill", "corpus": str(corpus), "teachers": args.model,
             "teacher_results": [teacher_results(name) for name in args.model],

@@ -20,11 +20,7 @@ def mix(args: argparse.Namespace) -> None:
 
     real = Path(args.real)
     src, tgt = args.source_lang, args.target_lang
-    real_files = [real / f"train.{lang}" for lang in (src, tgt)]
-    for path in real_files:
-        if not path.is_file():
-            raise FileNotFoundError(f"--real {real}: no {path.name} (a folder of line-aligned files, as aayn clean "
-                                    "writes)")  # fmt: skip
+    real_files = training_files(real, (src, tgt), "--real")
     sides = [paired_shards(args.synthetic_source, args.synthetic_target)]
     output = Path(args.output)
     replace = replaceable(output, args.overwrite, "aayn mix")
@@ -39,13 +35,8 @@ def mix(args: argparse.Namespace) -> None:
                 synthetic += 1
             copies = real_copies(real_count, synthetic, args.ratio)
             for _ in range(copies):
-                for a, b in zip(*(path.open(encoding="utf-8") for path in real_files)):
-                    source.write(a if a.endswith("\n") else a + "\n")
-                    target.write(b if b.endswith("\n") else b + "\n")
-        for split in ("validation", "test"):
-            for lang in (src, tgt):
-                if (real / f"{split}.{lang}").is_file():
-                    shutil.copy(real / f"{split}.{lang}", staging / f"{split}.{lang}")
+                append_pairs(real_files, source, target)
+        copy_held_out(real, staging, (src, tgt))
         report = {
             "written_by": "aayn mix", "real": str(real), "real_pairs": real_count, "real_copies": copies,
             "synthetic_pairs": synthetic, "ratio_asked": args.ratio,
@@ -54,6 +45,33 @@ def mix(args: argparse.Namespace) -> None:
         }  # fmt: skip
         (staging / REPORT).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(json.dumps(report))
+
+
+def training_files(corpus: Path, langs: tuple[str, str], option: str) -> list[Path]:
+    """`corpus`'s train.SRC and train.TGT, or the error naming the one missing."""
+    files = [corpus / f"train.{lang}" for lang in langs]
+    for path in files:
+        if not path.is_file():
+            raise FileNotFoundError(f"{option} {corpus}: no {path.name} (a folder of line-aligned files, as aayn "
+                                    "clean writes)")  # fmt: skip
+    return files
+
+
+def append_pairs(files: list[Path], source, target) -> None:
+    """The line-aligned pairs of `files` written to the open `source` and `target`, a line end after each."""
+    with files[0].open(encoding="utf-8") as left, files[1].open(encoding="utf-8") as right:
+        for a, b in zip(left, right):
+            source.write(a if a.endswith("\n") else a + "\n")
+            target.write(b if b.endswith("\n") else b + "\n")
+
+
+def copy_held_out(corpus: Path, folder: Path, langs: tuple[str, str]) -> None:
+    """The validation and test files `corpus` has, copied into `folder` as they are (models are chosen and scored
+    on real pairs whatever they were trained on)."""
+    for split in ("validation", "test"):
+        for lang in langs:
+            if (corpus / f"{split}.{lang}").is_file():
+                shutil.copy(corpus / f"{split}.{lang}", folder / f"{split}.{lang}")
 
 
 def paired_shards(sources: str, targets: str) -> tuple[list[Path], list[Path]]:

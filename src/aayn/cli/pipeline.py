@@ -161,13 +161,9 @@ def steps_of(recipe: dict) -> list[Step]:
 
 def held_out_copied(corpus: Path, src: str, tgt: str):
     """After aayn clean: the corpus's validation and test files beside the kept pairs (a folder aayn train reads)."""
+    from .mix import copy_held_out
 
-    def copy(folder: Path) -> None:
-        for split in ("validation", "test"):
-            for lang in (src, tgt):
-                shutil.copy(corpus / f"{split}.{lang}", folder / f"{split}.{lang}")
-
-    return copy
+    return lambda folder: copy_held_out(corpus, folder, (src, tgt))
 
 
 def fingerprint(step: Step, finished: dict[str, str]) -> str:
