@@ -36,6 +36,22 @@ def distill(teacher, corpus, output, *more):
                  str(corpus), "--output", str(output), "--num_beams", "1", "--max_new_tokens", "6", *more])  # fmt: skip
 
 
+def killed_in_the_second_shard(monkeypatch) -> list[str]:
+    """The bulk path's shards as they are begun, the second one interrupted (as a kill: out of its middle)."""
+    from aayn.translation import bulk
+
+    translated, real = [], bulk.translate_shard
+
+    def killed_in_second(translator, shard, settings):
+        translated.append(shard.name)
+        if len(translated) == 2:
+            raise KeyboardInterrupt
+        return real(translator, shard, settings)
+
+    monkeypatch.setattr(bulk, "translate_shard", killed_in_second)
+    return translated
+
+
 def lines(path):
     return path.read_text(encoding="utf-8").splitlines()
 
@@ -45,20 +61,10 @@ def test_the_distilled_corpus_is_the_teachers_translations_and_a_kill_costs_one_
     missing shards only, and train.fr is generate's translation of each source in order (catches the references
     written instead, shards out of order, a rerun translating all again or keeping a half shard); the validation and
     test files are the corpus's; the work folder is gone; report.json names the teacher."""
-    from aayn.translation import bulk
-
     corpus, output = write_corpus(tmp_path / "corpus"), tmp_path / "distilled"
     expected = generated(saved[0], SOURCES)
     assert all(expected), "the tiny teacher says something for each source"
-    translated, real = [], bulk.translate_shard
-
-    def killed_in_second(translator, shard, settings):
-        translated.append(shard.name)
-        if len(translated) == 2:
-            raise KeyboardInterrupt  # as a kill: out of the middle of the shard
-        return real(translator, shard, settings)
-
-    monkeypatch.setattr(bulk, "translate_shard", killed_in_second)
+    translated = killed_in_the_second_shard(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         distill(saved[0], corpus, output, "--shard_lines", "2")
     assert not output.exists() and translated == ["00000.txt", "00001.txt"]
@@ -80,6 +86,24 @@ def test_the_distilled_corpus_is_the_teachers_translations_and_a_kill_costs_one_
     said = " ".join(distilled_from(str(output)))
     assert "Kim & Rush" in said and str(saved[0]) in said and "6 training pairs" in said
     assert distilled_from(str(corpus)) == []  # a corpus not distilled: the card says nothing of it
+
+
+def test_a_teacher_trained_again_in_its_folder_translates_every_shard_anew(saved, tmp_path, monkeypatch):
+    """Killed after its first shard, then the teacher's files changed (a new training in the same folder): the rerun
+    translates all three shards, none kept from the other teacher (catches a work folder keyed by path alone)."""
+    import os
+    import shutil
+
+    teacher = tmp_path / "teacher"
+    shutil.copytree(saved[0], teacher)
+    corpus, output = write_corpus(tmp_path / "corpus"), tmp_path / "distilled"
+    translated = killed_in_the_second_shard(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        distill(teacher, corpus, output, "--shard_lines", "2")
+    stat = (teacher / "config.json").stat()
+    os.utime(teacher / "config.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert distill(teacher, corpus, output, "--shard_lines", "2") == 0
+    assert translated == ["00000.txt", "00001.txt", "00000.txt", "00001.txt", "00002.txt"]
 
 
 def test_references_follow_when_asked_and_translations_made_elsewhere_are_paired_by_line(saved, tmp_path, capsys):

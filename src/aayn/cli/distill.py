@@ -76,8 +76,9 @@ def teacher_translations(args: argparse.Namespace, sources: Path, work: Path) ->
 
     stat = sources.stat()
     made_from = {"sources": str(sources.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-                 "teachers": [str(Path(name).resolve()) if Path(name).exists() else name for name in args.model],
+                 "teachers": [folder_state(name) for name in args.model],
                  "search": generate_options(args), "shard_lines": args.shard_lines}  # fmt: skip
+    made_from = json.loads(json.dumps(made_from))  # as the manifest reads back: lists, not tuples
     manifest = work / MANIFEST
     if work.exists() and not (manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")) == made_from):
         if not manifest.is_file():
@@ -98,6 +99,16 @@ def teacher_translations(args: argparse.Namespace, sources: Path, work: Path) ->
     print(f"the teacher translated {done['lines']:,} sources in {done['seconds']} s ({done['already_done']} of "
           f"{done['shards']} shards done before)", file=sys.stderr)  # fmt: skip
     return inputs, [settings.output_dir / path.name for path in inputs], done["seconds"]
+
+
+def folder_state(name: str) -> list:
+    """A teacher as the work folder knows it: its path, and each file's name, size and time (a teacher trained
+    again in the same folder is another teacher); a Hub id as it is."""
+    folder = Path(name)
+    if not folder.is_dir():
+        return [name]
+    files = sorted(path for path in folder.iterdir() if path.is_file())
+    return [str(folder.resolve()), *[(path.name, path.stat().st_size, path.stat().st_mtime_ns) for path in files]]
 
 
 def write_shards(sources: Path, folder: Path, lines_each: int) -> None:
