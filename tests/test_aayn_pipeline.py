@@ -121,3 +121,15 @@ def test_the_shipped_recipe_names_the_steps_from_the_corpus_to_the_int8_student(
     assert steps["student"][steps["student"].index("--d_model") + 1] == "64"
     assert steps["teacher"][steps["teacher"].index("--dataset_name") + 1] == "runs/pipeline-bible/clean"
     assert steps["student-int8"][-2:] == ["--quantization", "int8"]
+
+
+def test_a_failing_step_stops_the_run_naming_it_and_its_reason(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"source_lang": "en", "target_lang": "fr", "output_dir": str(tmp_path / "run"),
+                                    "corpus": str(tmp_path / "nowhere"), "teacher": {"recipe": "r.yaml"},
+                                    "student": {"recipe": "r.yaml"}}), encoding="utf-8")  # fmt: skip
+    process = pipeline(path)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 2
+    assert "no such folder" in err and "step corpus failed (exit 2)" in err and "aayn pipeline: error" in err
+    assert not (tmp_path / "run" / ".pipeline" / "corpus.json").exists()

@@ -255,7 +255,7 @@ def write_corpus(name: str, src: str, tgt: str, output: str) -> None:
 def evaluate_all(out: str, src: str, tgt: str, extra: list[str]) -> None:
     """Test BLEU / chrF, size and speed of the teacher, the student and its int8 export, into OUT/evaluation, and
     OUT/report.md."""
-    from ..folders import staged_folder
+    from ..folders import staged_file, staged_folder
 
     out = Path(out)
     texts = (out / "clean" / f"test.{src}").read_text(encoding="utf-8").splitlines()
@@ -277,7 +277,8 @@ def evaluate_all(out: str, src: str, tgt: str, extra: list[str]) -> None:
         }
     with staged_folder(out / "evaluation") as staging:
         (staging / "scores.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
-    (out / "report.md").write_text(report(out, rows), encoding="utf-8")
+    with staged_file(out / "report.md") as partial:
+        partial.write_text(report(out, rows), encoding="utf-8")
 
 
 def report(out: Path, rows: dict) -> str:
@@ -321,7 +322,8 @@ run, arguments = pipeline, pipeline_arguments
 
 
 if __name__ == "__main__":  # the pipeline's own two steps: the corpus written as files, and the evaluation
-    if sys.argv[1] == "--write_corpus":
-        write_corpus(*sys.argv[2:6])
-    elif sys.argv[1] == "--evaluate":
-        evaluate_all(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
+    from .arguments import report_user_errors
+
+    own = {"--write_corpus": lambda: write_corpus(*sys.argv[2:6]),
+           "--evaluate": lambda: evaluate_all(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])}  # fmt: skip
+    sys.exit(report_user_errors("pipeline", own[sys.argv[1]], debug="--debug" in sys.argv))
