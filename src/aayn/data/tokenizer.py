@@ -137,11 +137,14 @@ def train_sentencepiece(
     batch_size: int = 1000,
     input_sentence_size: int = 0,
     seed: int = 0,
+    language_tokens: tuple[str, ...] = (),
 ) -> PreTrainedTokenizerFast:
     """Train one shared SentencePiece model (`unigram` or `bpe`) on both sides of the same sample a BPE reads, with
     aayn's special ids (`<pad>` 0, `<s>` 1, `</s>` 2, `<unk>` 3) and every character of the sample covered; wrapped
     for transformers by transformers' own SentencePiece converter, `</s>` appended as the BPE's is. The model's
-    bytes travel with the tokenizer (`sentencepiece_model`) and are saved beside it as `sentencepiece.model`."""
+    bytes travel with the tokenizer (`sentencepiece_model`) and are saved beside it as `sentencepiece.model`.
+    `language_tokens` (a multilingual model's `>>fr<<`) are the model's user-defined pieces after `<unk>`, and
+    special tokens of the wrapped tokenizer, never split, as the BPE's are."""
     try:
         import sentencepiece
     except ImportError as error:
@@ -168,6 +171,7 @@ def train_sentencepiece(
             pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="<pad>", bos_piece="<s>", eos_piece="</s>",
             unk_piece="<unk>", input_sentence_size=0, num_threads=available_cores(), minloglevel=2,
             hard_vocab_limit=False,  # as a BPE: at most vocab_size pieces, fewer where the sample has fewer
+            user_defined_symbols=list(language_tokens),
         )  # fmt: skip
     except RuntimeError as error:  # a vocab_size it cannot make (below the characters it must cover, say)
         raise ValueError(f"vocab_size={vocab_size}: SentencePiece says {error}") from None
@@ -181,11 +185,24 @@ def train_sentencepiece(
         f"trained a {pieces:,}-piece SentencePiece {model_type} model on {stats['sentences']:,} sentences "
         f"({stats['characters'] / 1e6:.1f}M characters) in {seconds:.1f}s"
     )
-    return fast_tokenizer_of_sentencepiece(model.getvalue(), model_max_length)
+    return fast_tokenizer_of_sentencepiece(model.getvalue(), model_max_length, language_tokens)
 
 
-def fast_tokenizer_of_sentencepiece(model: bytes, model_max_length: int = MAX_POSITIONS) -> PreTrainedTokenizerFast:
-    """A SentencePiece model (aayn's special ids) as transformers' fast tokenizer, `</s>` appended."""
+def train_vocabulary(
+    dataset: Dataset | IterableDataset, *, tokenizer_type: str, sentencepiece_model_type: str = "unigram", **options
+) -> PreTrainedTokenizerFast:
+    """A new vocabulary of the kind `tokenizer_type` names (`TOKENIZER_TYPES`): `train_tokenizer`'s byte-level BPE
+    or `train_sentencepiece`'s model, `options` the same for either."""
+    if tokenizer_type == TOKENIZER_TYPE:
+        return train_tokenizer(dataset, **options)
+    return train_sentencepiece(dataset, model_type=sentencepiece_model_type, **options)
+
+
+def fast_tokenizer_of_sentencepiece(
+    model: bytes, model_max_length: int = MAX_POSITIONS, language_tokens: tuple[str, ...] = ()
+) -> PreTrainedTokenizerFast:
+    """A SentencePiece model (aayn's special ids) as transformers' fast tokenizer, `</s>` appended; the model's
+    `language_tokens` special."""
     from ..model.compat_aayn import sentencepiece_backend
 
     with tempfile.TemporaryDirectory() as folder:
@@ -195,7 +212,7 @@ def fast_tokenizer_of_sentencepiece(model: bytes, model_max_length: int = MAX_PO
     specials = list(SPECIAL_TOKENS.values())
     if [backend.id_to_token(i) for i in range(len(specials))] != ["<pad>", "<s>", "</s>", "<unk>"]:
         raise ValueError("the SentencePiece model does not have aayn's special pieces <pad> <s> </s> <unk> as ids 0-3")
-    backend.add_special_tokens(specials)
+    backend.add_special_tokens([*specials, *language_tokens])
     eos = SPECIAL_TOKENS["eos_token"]
     backend.post_processor = processors.TemplateProcessing(
         single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, backend.token_to_id(eos))]
@@ -203,6 +220,7 @@ def fast_tokenizer_of_sentencepiece(model: bytes, model_max_length: int = MAX_PO
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, model_max_length=model_max_length,
         model_input_names=["input_ids", "attention_mask"], **SPECIAL_TOKENS,
+        **({"additional_special_tokens": list(language_tokens)} if language_tokens else {}),
     )  # fmt: skip
     tokenizer.sentencepiece_model = model
     return tokenizer
