@@ -32,8 +32,9 @@ def generated(folder, sources):
 
 
 def distill(teacher, corpus, output, *more):
+    search = [] if "--translations" in more else ["--num_beams", "1", "--max_new_tokens", "6"]  # no search: made
     return aayn(["distill", "--model", str(teacher), "--source_lang", "en", "--target_lang", "fr", "--corpus",
-                 str(corpus), "--output", str(output), "--num_beams", "1", "--max_new_tokens", "6", *more])  # fmt: skip
+                 str(corpus), "--output", str(output), *search, *more])  # fmt: skip
 
 
 def killed_in_the_second_shard(monkeypatch) -> list[str]:
@@ -109,8 +110,8 @@ def test_a_teacher_trained_again_in_its_folder_translates_every_shard_anew(saved
 def test_references_follow_when_asked_and_translations_made_elsewhere_are_paired_by_line(saved, tmp_path, capsys):
     """--with_references: the distilled pairs, then every real pair; --translations: the lines of a folder that
     `aayn translate --input` wrote, no teacher run here (the teacher never loaded: a wrong folder name would do);
-    a translation of another length refused naming both files, nothing written; a rerun into the output refused,
-    --overwrite replacing only distill's own folder."""
+    a translation of another length refused naming both files, nothing written, and so a search flag beside them;
+    a rerun into the output refused, --overwrite replacing only distill's own folder."""
     corpus = write_corpus(tmp_path / "corpus")
     made = tmp_path / "made"
     made.mkdir()
@@ -119,7 +120,8 @@ def test_references_follow_when_asked_and_translations_made_elsewhere_are_paired
     assert distill(saved[0], corpus, output, "--translations", str(made), "--with_references") == 0
     assert lines(output / "train.en") == SOURCES + SOURCES
     assert lines(output / "train.fr") == [f"t{i}" for i in range(6)] + TARGETS
-    assert json.loads((output / "report.json").read_text())["with_references"] is True
+    report = json.loads((output / "report.json").read_text())
+    assert report["with_references"] is True and report["search"] is None  # the search was another command's
     capsys.readouterr()
     assert distill(saved[0], corpus, output, "--translations", str(made)) == 2
     assert "exists and is not empty" in capsys.readouterr().err
@@ -132,3 +134,5 @@ def test_references_follow_when_asked_and_translations_made_elsewhere_are_paired
     assert "has 2 lines" in error and "not a translation of it" in error and not (tmp_path / "short").exists()
     assert distill(saved[0], tmp_path / "nowhere", tmp_path / "none") == 2
     assert "--corpus" in capsys.readouterr().err and not (tmp_path / "none").exists()
+    assert distill(saved[0], corpus, tmp_path / "beams", "--translations", str(made), "--num_beams", "2") == 2
+    assert "--num_beams would not be used" in capsys.readouterr().err and not (tmp_path / "beams").exists()

@@ -130,9 +130,8 @@ def each_pair(evaluation: str, lang_pairs: list[str] | None, results: dict) -> s
     )
 
 
-def card_metadata(folder: str | Path) -> dict | None:
-    """The languages, dataset, license and example of an aayn model card (its YAML metadata), to carry over to a
-    folder made from this one; None where the folder has no aayn card."""
+def front_matter(folder: str | Path) -> dict | None:
+    """A folder's model card's YAML metadata (the Hub's front matter of README.md); None where it has none."""
     import yaml
 
     readme = Path(folder) / "README.md"
@@ -141,7 +140,15 @@ def card_metadata(folder: str | Path) -> dict | None:
     text = readme.read_text(encoding="utf-8")
     if not text.startswith("---\n"):
         return None
-    meta = yaml.safe_load(text.split("---\n")[1]) or {}
+    return yaml.safe_load(text.split("---\n")[1]) or {}
+
+
+def card_metadata(folder: str | Path) -> dict | None:
+    """The languages, dataset, license and example of an aayn model card (its YAML metadata), to carry over to a
+    folder made from this one; None where the folder has no aayn card."""
+    meta = front_matter(folder)
+    if meta is None:
+        return None
     languages = meta.get("language") or []
     if "aayn" not in (meta.get("tags") or []) or len(languages) != 2:
         return None

@@ -37,6 +37,9 @@ def distill(args: argparse.Namespace) -> None:
     replace = replaceable(output, args.overwrite, "aayn distill")
     work = output.with_name(WORK + output.name)
     if args.translations:
+        if unused := list(generate_options(args)):
+            raise ValueError(f"--translations {args.translations} are made already: --{unused[0]} would not be used "
+                             "(give it to the aayn translate that makes them)")  # fmt: skip
         sources, translations = paired_shards(str(real_files[0]), args.translations)
         seconds = None
     else:
@@ -53,10 +56,11 @@ def distill(args: argparse.Namespace) -> None:
             if args.with_references:
                 append_pairs(real_files, source, target)
         copy_held_out(corpus, staging, (src, tgt))
+        search = None if args.translations else generate_options(args) or "the teacher's own"  # None: made elsewhere
         report = {
             "written_by": "aayn distill", "corpus": str(corpus), "teachers": args.model,
             "teacher_results": [teacher_results(name) for name in args.model],
-            "translations": args.translations or None, "search": generate_options(args) or "the teacher's own",
+            "translations": args.translations or None, "search": search,
             "real_pairs": real_count, "distilled_pairs": distilled, "with_references": args.with_references,
             "teacher_seconds": seconds,
         }  # fmt: skip
@@ -129,13 +133,9 @@ def write_shards(sources: Path, folder: Path, lines_each: int) -> None:
 
 def teacher_results(name: str) -> dict | None:
     """A teacher folder's test scores as its card states them (Hub metadata), None where it states none."""
-    import yaml
+    from ..cards import front_matter
 
-    readme = Path(name) / "README.md"
-    if not readme.is_file() or not readme.read_text(encoding="utf-8").startswith("---\n"):
-        return None
-    meta = yaml.safe_load(readme.read_text(encoding="utf-8").split("---\n")[1]) or {}
-    for model in meta.get("model-index") or []:
+    for model in (front_matter(name) or {}).get("model-index") or []:
         for result in model.get("results") or []:
             scores = {metric["type"]: metric["value"] for metric in result.get("metrics") or []}
             if scores:
