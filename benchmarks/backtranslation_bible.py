@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -37,17 +36,9 @@ def train(output: Path, dataset: Path, source: str, target: str, steps: int) -> 
 
 def books_of_training_verses() -> dict[tuple[str, str], int]:
     """(English, French) text of each verse -> its book number, read as the Bible loader reads them."""
-    from aayn.data.bible import bible_database, bible_version, clean_verse
+    from aayn.data.bible import bible_verses
 
-    source, target = bible_version("en", "source_lang"), bible_version("fr", "target_lang")
-    with sqlite3.connect(f"file:{bible_database()}?mode=ro", uri=True) as db:
-        rows = db.execute(
-            "SELECT s.bNumber, s.vText, t.vText FROM bible s JOIN bible t "
-            "ON s.bNumber = t.bNumber AND s.cNumber = t.cNumber AND s.vNumber = t.vNumber "
-            "WHERE s.bbName = ? AND t.bbName = ?",
-            (source.code, target.code),
-        ).fetchall()
-    return {(clean_verse(en), clean_verse(fr)): book for book, en, fr in rows}
+    return {(en, fr): book for book, en, fr in bible_verses("en", "fr")}
 
 
 def write_halves(out: Path) -> tuple[Path, Path]:

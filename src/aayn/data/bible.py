@@ -102,8 +102,9 @@ def bible_version(lang: str, role: str) -> BibleVersion:
     return BIBLE_VERSIONS[lang]
 
 
-def bible_splits(source_lang: str, target_lang: str) -> dict[str, list[dict[str, dict[str, str]]]]:
-    """Rows `{"translation": {source_lang: ..., target_lang: ...}}` for train / validation / test."""
+def bible_verses(source_lang: str, target_lang: str) -> list[tuple[int, str, str]]:
+    """(book, source text, target text) of every verse both versions number, in order, each text `clean_verse`d
+    ("" for a placeholder)."""
     source = bible_version(source_lang, "source_lang")
     target = bible_version(target_lang, "target_lang")
     if source_lang == target_lang:
@@ -115,10 +116,16 @@ def bible_splits(source_lang: str, target_lang: str) -> dict[str, list[dict[str,
             "WHERE s.bbName = ? AND t.bbName = ? ORDER BY s.bNumber, s.cNumber, s.vNumber",
             (source.code, target.code),
         ).fetchall()
+    return [(book, clean_verse(source_text), clean_verse(target_text)) for book, source_text, target_text in rows]
+
+
+def bible_splits(source_lang: str, target_lang: str) -> dict[str, list[dict[str, dict[str, str]]]]:
+    """Rows `{"translation": {source_lang: ..., target_lang: ...}}` for train / validation / test."""
+    source = bible_version(source_lang, "source_lang")
+    target = bible_version(target_lang, "target_lang")
     splits: dict[str, list] = {"train": [], "validation": [], "test": []}
     placeholders = 0
-    for book, source_text, target_text in rows:
-        source_text, target_text = clean_verse(source_text), clean_verse(target_text)
+    for book, source_text, target_text in bible_verses(source_lang, target_lang):
         if not source_text or not target_text:
             placeholders += 1
             continue
