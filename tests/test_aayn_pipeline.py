@@ -16,8 +16,8 @@ from training_helpers import FAST, tiny_recipe, write_numbers_corpus, write_reci
 
 from aayn.cli import main as aayn
 
-ALL = ["corpus", "clean", "backward", "back-translation", "mixed", "teacher", "distilled", "student", "student-int8",
-       "evaluation"]  # fmt: skip
+ALL = ["corpus", "clean", "backward", "back-translation", "mixed", "teacher", "teacher-finetuned", "distilled",
+       "student", "student-int8", "evaluation"]  # fmt: skip
 
 
 def pipeline(recipe):
@@ -42,7 +42,8 @@ def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns
         "source_lang": "en", "target_lang": "fr", "output_dir": str(out), "corpus": str(corpus),
         "monolingual": str(mono), "clean": ["--processes", "1"], "backward": {"recipe": str(model)},
         "translate": ["--max_new_tokens", "8"], "mix": ["--noise"], "teacher": {"recipe": str(model)},
-        "distill": ["--max_new_tokens", "8"], "student": {"recipe": str(model), "flags": ["--d_model", "16"]},
+        "finetune": {"recipe": str(model), "flags": ["--max_steps", "2"]}, "distill": ["--max_new_tokens", "8"],
+        "student": {"recipe": str(model), "flags": ["--d_model", "16"]},
         "evaluate": ["--max_samples", "4", "--max_new_tokens", "8"],
     }  # fmt: skip
     path = write_recipe(tmp_path / "pipeline.yaml", recipe)
@@ -58,22 +59,42 @@ def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns
 
     ran, err = finished(path)
     assert list(ran) == ALL[5:]  # the killed step and those after it; nothing before
-    assert "[6/10] teacher: resumed" in err and "[1/10] corpus: up to date" in err
+    assert "[6/11] teacher: resumed" in err and "[1/11] corpus: up to date" in err
     assert before == {name: (notes / f"{name}.json").stat().st_mtime_ns for name in ALL[:5]}
     distilled = json.loads((out / "distilled" / "report.json").read_text())
     assert distilled["real_pairs"] == len((out / "clean" / "train.en").read_text(encoding="utf-8").splitlines())
-    assert distilled["teachers"] == [str(out / "teacher")]
+    assert distilled["teachers"] == [str(out / "teacher-finetuned")]  # the curriculum's teacher distills
+    assert f"fine-tuned from {out / 'teacher'}" in (out / "teacher-finetuned" / "README.md").read_text()
+    from aayn.cli.pipeline import load_recipe, steps_of
+
+    argv = {step.name: step.argv for step in steps_of(load_recipe(str(path)))}["teacher-finetuned"]
+    assert argv[argv.index("--dataset_name") + 1] == str(out / "clean")  # the real pairs alone
     assert (out / "student-int8" / "model.bin").is_file()
     scores = json.loads((out / "evaluation" / "scores.json").read_text())
-    assert set(scores) == {"teacher", "student", "student-int8"} and all("bleu" in row for row in scores.values())
+    assert list(scores) == ["teacher", "teacher-finetuned", "student", "student-int8"]
+    assert all("bleu" in row for row in scores.values())
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "## Cleaning" in report and "| student-int8 |" in report and "synthetic pairs" in report
+    assert "](report.svg)" in report
+    bars_are_the_scores_to_scale(out / "report.svg", scores)
 
     assert finished(path)[0] == {}  # nothing changed: nothing runs
     recipe["student"]["flags"] = ["--d_model", "32"]
     write_recipe(path, recipe)
     assert list(finished(path)[0]) == ["student", "student-int8", "evaluation"]
     assert json.loads((out / "student" / "config.json").read_text())["d_model"] == 32
+
+
+def bars_are_the_scores_to_scale(svg, scores):
+    """The chart: per measure, a bar per model in order, its length the model's value over the largest of them
+    times the chart's width (the scale written out; catches a bar of another model's or measure's value)."""
+    import xml.etree.ElementTree as ET
+
+    rects = ET.parse(svg).getroot().findall("{http://www.w3.org/2000/svg}rect")
+    for key in ("bleu", "chrf", "megabytes", "sentences_per_second"):
+        widths = [float(rect.get("width")) for rect in rects if rect.get("class") == key]
+        top = max(row[key] for row in scores.values()) or 1e-9
+        assert widths == pytest.approx([200 * row[key] / top for row in scores.values()], abs=0.06), key
 
 
 @pytest.mark.parametrize(
@@ -84,6 +105,7 @@ def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns
         ({"student": "recipes/demo.yaml"}, "student is {recipe: RECIPE.yaml"),
         ({"clean": "--language"}, "clean is a list of flags"),
         ({"backward": None}, "monolingual text needs a backward model"),
+        ({"monolingual": None, "backward": None, "finetune": {"recipe": "r.yaml"}}, "it needs monolingual text"),
     ],
 )
 def test_a_recipe_with_a_mistake_is_refused_in_one_line_before_anything_runs(tmp_path, capsys, change, said):
@@ -117,7 +139,8 @@ def test_the_shipped_recipe_names_the_steps_from_the_corpus_to_the_int8_student(
 
     recipe = load_recipe(str(Path(__file__).resolve().parents[1] / "recipes" / "pipeline-bible.yaml"))
     steps = {step.name: step.argv for step in steps_of(recipe)}
-    assert list(steps) == [name for name in ALL if name not in ("backward", "back-translation", "mixed")]
+    assert list(steps) == [name for name in ALL if name not in ("backward", "back-translation", "mixed",
+                                                                "teacher-finetuned")]  # fmt: skip
     assert steps["student"][steps["student"].index("--d_model") + 1] == "64"
     assert steps["teacher"][steps["teacher"].index("--dataset_name") + 1] == "runs/pipeline-bible/clean"
     assert steps["student-int8"][-2:] == ["--quantization", "int8"]

@@ -1,10 +1,12 @@
 """`aayn pipeline RECIPE`: from the corpus a team has to the model it ships, each step an aayn command of its own
 with a folder of its own under the recipe's `output_dir`:
 
-    corpus -> clean -> backward -> back-translation -> mixed -> teacher -> distilled -> student -> student-int8
-    -> evaluation (and report.md)
+    corpus -> clean -> backward -> back-translation -> mixed -> teacher -> teacher-finetuned -> distilled
+    -> student -> student-int8 -> evaluation (report.md, report.svg)
 
-(backward, back-translation and mixed only where the recipe names `monolingual` text). A rerun does only what is
+(backward, back-translation and mixed only where the recipe names `monolingual` text; teacher-finetuned, Firefox's
+translations curriculum, the teacher of the mixed pairs trained further on the real pairs alone, where it names
+`finetune`: that teacher then distills). A rerun does only what is
 missing or changed, by make's rule: a step runs again where what it read (its command line, the files it was
 given, the steps before it) differs from what its last finished run read, and every step after it follows. A
 step killed mid-way is resumed where its command can resume (training from its newest complete checkpoint, the
@@ -30,10 +32,11 @@ SECTIONS = {  # the recipe's keys: what each holds
     "monolingual": "target-language text to back-translate (a file, a folder of shards or a glob)",
     "clean": "aayn clean's flags", "backward": "the reverse model's training: {recipe, flags}",
     "translate": "the back-translation's aayn translate flags", "mix": "aayn mix's flags",
-    "teacher": "{recipe, flags}", "distill": "aayn distill's flags", "student": "{recipe, flags}",
+    "teacher": "{recipe, flags}", "finetune": "the teacher trained further on the real pairs alone: {recipe, flags}",
+    "distill": "aayn distill's flags", "student": "{recipe, flags}",
     "export": "aayn export's flags (default: --quantization int8)", "evaluate": "aayn evaluate's flags",
 }  # fmt: skip
-TRAINED = ("backward", "teacher", "student")
+TRAINED = ("backward", "teacher", "finetune", "student")  # the sections of a model's training
 
 
 @dataclass
@@ -43,6 +46,7 @@ class Step:
     reads: list[str] = field(default_factory=list)  # user files and folders it reads (their sizes and times count)
     after: list[str] = field(default_factory=list)  # the steps whose folders it reads
     then: object = None  # what the pipeline does in the folder once the command is done (a callable)
+    trained: bool = False  # an aayn train run: a killed one resumes from its newest complete checkpoint
 
 
 def load_recipe(path: str) -> dict:
@@ -70,6 +74,9 @@ def load_recipe(path: str) -> dict:
             raise ValueError(f"{path}: {key} is a list of flags, got {recipe[key]!r}")  # noqa: TRY004
     if recipe.get("monolingual") and "backward" not in recipe:
         raise ValueError(f"{path}: monolingual text needs a backward model (backward: {{recipe: ...}})")
+    if "finetune" in recipe and not recipe.get("monolingual"):
+        raise ValueError(f"{path}: finetune trains the teacher of the real and back-translated pairs further on "
+                         "the real ones alone: it needs monolingual text to back-translate")  # fmt: skip
     return recipe
 
 
@@ -94,12 +101,16 @@ def steps_of(recipe: dict) -> list[Step]:
                                 "--output", str(out / "clean"), *flags(recipe, "clean")], after=["corpus"],
                       then=held_out_copied(out / "corpus", src, tgt)))  # fmt: skip
 
-    def train(name: str, dataset: str, source: str, target: str) -> Step:
-        recipe_file = str(recipe[name]["recipe"])
+    def train(name: str, dataset: str, source: str, target: str, section: str = "", start: str = "") -> Step:
+        """A model of the recipe's `section` (default: `name`) trained on the step `dataset`'s folder, from the step
+        `start`'s model where one is given."""
+        section = section or name
+        recipe_file = str(recipe[section]["recipe"])
         argv = [sys.executable, "-m", "aayn.train", recipe_file, "--dataset_name", str(out / dataset),
                 "--source_lang", source, "--target_lang", target, "--output_dir", str(out / name), "--report_to",
-                "none", *flags(recipe, name)]  # fmt: skip
-        return Step(name, argv, [recipe_file], [dataset])
+                "none", *(["--model_name_or_path", str(out / start)] if start else []),
+                *flags(recipe, section)]  # fmt: skip
+        return Step(name, argv, [recipe_file], [dataset, *([start] if start else [])], trained=True)
 
     teacher_data = "clean"
     if recipe.get("monolingual"):
@@ -114,48 +125,23 @@ def steps_of(recipe: dict) -> list[Step]:
                           [mono], ["clean", "back-translation"]))  # fmt: skip
         teacher_data = "mixed"
     steps.append(train("teacher", teacher_data, src, tgt))
-    steps.append(
-        Step(
-            "distilled",
-            [
-                *aayn,
-                "distill",
-                "--model",
-                str(out / "teacher"),
-                "--source_lang",
-                src,
-                "--target_lang",
-                tgt,
-                "--corpus",
-                str(out / "clean"),
-                "--output",
-                str(out / "distilled"),
-                *flags(recipe, "distill"),
-            ],
-            after=["teacher", "clean"],
-        )
-    )
+    teacher = "teacher"
+    if "finetune" in recipe:
+        teacher = "teacher-finetuned"
+        steps.append(train(teacher, "clean", src, tgt, section="finetune", start="teacher"))
+    steps.append(Step("distilled", [*aayn, "distill", "--model", str(out / teacher), "--source_lang", src,
+                                    "--target_lang", tgt, "--corpus", str(out / "clean"), "--output",
+                                    str(out / "distilled"), *flags(recipe, "distill")],
+                      after=[teacher, "clean"]))  # fmt: skip
     steps.append(train("student", "distilled", src, tgt))
-    steps.append(
-        Step(
-            "student-int8",
-            [
-                *aayn,
-                "export",
-                "--model",
-                str(out / "student"),
-                "--format",
-                "ctranslate2",
-                "--output_dir",
-                str(out / "student-int8"),
-                *flags(recipe, "export", ["--quantization", "int8"]),
-            ],
-            after=["student"],
-        )
-    )
-    models = ["teacher", "student", "student-int8"]
+    steps.append(Step("student-int8", [*aayn, "export", "--model", str(out / "student"), "--format", "ctranslate2",
+                                       "--output_dir", str(out / "student-int8"),
+                                       *flags(recipe, "export", ["--quantization", "int8"])],
+                      after=["student"]))  # fmt: skip
+    models = list(dict.fromkeys(["teacher", teacher, "student", "student-int8"]))
     steps.append(Step("evaluation", [sys.executable, "-m", "aayn.cli.pipeline", "--evaluate", str(out), src, tgt,
-                                     *flags(recipe, "evaluate")], after=[*models, "clean"]))  # fmt: skip
+                                     ",".join(models), *flags(recipe, "evaluate")],
+                      after=[*models, "clean"]))  # fmt: skip
     return steps
 
 
@@ -223,7 +209,7 @@ def prepared_folder(step: Step, folder: Path, started: Path, resumed: bool) -> l
     if not started.is_file():
         raise FileExistsError(f"{folder} is there and this pipeline did not write it; move it away or choose another "
                               "output_dir")  # fmt: skip
-    if step.name in TRAINED:
+    if step.trained:
         from ..training.output import complete_checkpoints
 
         if resumed and complete_checkpoints(str(folder))[0]:
@@ -252,22 +238,29 @@ def write_corpus(name: str, src: str, tgt: str, output: str) -> None:
                 (staging / f"{split}.{lang}").write_text(text, encoding="utf-8")
 
 
-def evaluate_all(out: str, src: str, tgt: str, extra: list[str]) -> None:
-    """Test BLEU / chrF, size and speed of the teacher, the student and its int8 export, into OUT/evaluation, and
-    OUT/report.md."""
+def evaluate_all(out: str, src: str, tgt: str, models: str, extra: list[str]) -> None:
+    """Test BLEU / chrF, size and speed of each of `models` (comma-separated step names), by `aayn evaluate` in
+    this process, into OUT/evaluation; then OUT/report.md and the chart it shows, OUT/report.svg."""
+    import contextlib
+    import io
+
     from ..folders import staged_file, staged_folder
+    from ..translation import evaluation  # noqa: F401 (imported before the first model's clock starts)
+    from . import main
 
     out = Path(out)
     texts = (out / "clean" / f"test.{src}").read_text(encoding="utf-8").splitlines()
     rows = {}
-    for name in ("teacher", "student", "student-int8"):
+    for name in models.split(","):
         folder = out / name
-        began = time.perf_counter()
-        printed = subprocess.run([sys.executable, "-m", "aayn.cli", "evaluate", "--model", str(folder),
-                                  "--dataset_name", str(out / "clean"), "--source_lang", src, "--target_lang", tgt,
-                                  *extra], check=True, stdout=subprocess.PIPE, text=True).stdout  # fmt: skip
+        argv = ["evaluate", "--model", str(folder), "--dataset_name", str(out / "clean"), "--source_lang", src,
+                "--target_lang", tgt, *extra]  # fmt: skip
+        printed, began = io.StringIO(), time.perf_counter()
+        with contextlib.redirect_stdout(printed):
+            if main(argv) != 0:
+                raise ValueError(f"aayn {' '.join(argv)} failed; its error is above")
         seconds = time.perf_counter() - began
-        scores = json.loads(printed[printed.index("{") :])
+        scores = json.loads(printed.getvalue()[printed.getvalue().index("{") :])
         size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and "checkpoint-" not in str(p))
         rows[name] = {
             "bleu": round(scores["bleu"], 2),
@@ -277,12 +270,38 @@ def evaluate_all(out: str, src: str, tgt: str, extra: list[str]) -> None:
         }
     with staged_folder(out / "evaluation") as staging:
         (staging / "scores.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    with staged_file(out / "report.svg") as partial:
+        partial.write_text(chart(rows), encoding="utf-8")
     with staged_file(out / "report.md") as partial:
         partial.write_text(report(out, rows), encoding="utf-8")
 
 
+CHARTED = {"bleu": "test BLEU", "chrf": "test chrF", "megabytes": "size (MB)", "sentences_per_second": "sentences/s"}
+
+
+def chart(rows: dict) -> str:
+    """An SVG of four bar charts side by side (BLEU, chrF, size, speed), a bar per model, each chart scaled to its
+    largest value: a picture any Markdown viewer shows, drawn without a plotting library."""
+    width, bar, gap, label = 200, 18, 6, 130
+    height = 40 + len(rows) * (bar + gap)
+    size = f'width="{label + 4 * (width + 40)}" height="{height}"'
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" {size} font-family="sans-serif" font-size="12">']
+    for i, name in enumerate(rows):
+        y = 30 + i * (bar + gap)
+        parts.append(f'<text x="4" y="{y + bar - 5}">{name}</text>')
+    for j, (key, title) in enumerate(CHARTED.items()):
+        x = label + j * (width + 40)
+        parts.append(f'<text x="{x}" y="16" font-weight="bold">{title}</text>')
+        top = max([row[key] for row in rows.values()] + [1e-9])
+        for i, row in enumerate(rows.values()):
+            y, length = 30 + i * (bar + gap), round(width * row[key] / top, 1)
+            parts.append(f'<rect class="{key}" x="{x}" y="{y}" width="{length}" height="{bar}" fill="#4c78a8"/>')
+            parts.append(f'<text x="{x + length + 3}" y="{y + bar - 5}">{row[key]:g}</text>')
+    return "\n".join([*parts, "</svg>", ""])
+
+
 def report(out: Path, rows: dict) -> str:
-    """The run's report: the cleaning counts, and BLEU / chrF / size / speed per model with a chart of BLEU."""
+    """The run's report: the cleaning counts, and BLEU / chrF / size / speed per model with their chart."""
     lines = [f"# Pipeline report: {out}", ""]
     cleaned = json.loads((out / "clean" / "report.json").read_text(encoding="utf-8"))
     counts = cleaned.get("removed") or {}
@@ -298,10 +317,8 @@ def report(out: Path, rows: dict) -> str:
               "|---|---|---|---|---|"]  # fmt: skip
     lines += [f"| {name} | {row['bleu']} | {row['chrf']} | {row['megabytes']} | {row['sentences_per_second']} |"
               for name, row in rows.items()]  # fmt: skip
-    top = max([row["bleu"] for row in rows.values()] + [1e-9])
-    lines += ["", "BLEU:", "", "```"]
-    lines += [f"{name:<13} {'#' * round(40 * row['bleu'] / top):<40} {row['bleu']}" for name, row in rows.items()]
-    lines += ["```", "", "Speed counts each evaluation command whole (loading included), on this machine.", ""]
+    lines += ["", "![BLEU, chrF, size and speed of each model](report.svg)", ""]
+    lines += ["Speed counts each model's evaluation whole (its loading included), on this machine.", ""]
     return "\n".join(lines)
 
 
@@ -325,5 +342,5 @@ if __name__ == "__main__":  # the pipeline's own two steps: the corpus written a
     from .arguments import report_user_errors
 
     own = {"--write_corpus": lambda: write_corpus(*sys.argv[2:6]),
-           "--evaluate": lambda: evaluate_all(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])}  # fmt: skip
+           "--evaluate": lambda: evaluate_all(*sys.argv[2:6], sys.argv[6:])}  # fmt: skip
     sys.exit(report_user_errors("pipeline", own[sys.argv[1]], debug="--debug" in sys.argv))
