@@ -6,11 +6,17 @@ clean pairs; over-long pairs: 40 consecutive verses joined on each side), shuffl
 share of each kind of noise removed, the share of clean pairs removed, and the counts by rule.
 
     python benchmarks/cleaning_noise.py [--out runs/bench-cleaning] [--seed 0] [--no_language]
-        [--filter_steps 1500 [--quantile 0.98]]
+        [--filter_steps 1500 [--quantile 0.98] [--gain_quantile 0.99]] [--bleu]
 
 With `--filter_steps`, a forward and a backward model of the demo recipe's shape are trained that many steps on
 what the rules kept (no clean data is given to them), the limit of the dual cross-entropy filter is the score that
-`--quantile` of the held-out validation pairs stay under, and the noisy corpus is cleaned again with the filter.
+`--quantile` of the held-out validation pairs stay under, and the noisy corpus is cleaned again with the filter;
+then again with the source-gain filter too, its limit the gain that `--quantile` of the validation pairs stay above
+(each beside the next validation pair, as `aayn clean` pairs them). The models are kept: a rerun with the same
+`--out` trains none.
+
+With `--bleu`, the demo recipe trains on the noisy corpus, on the last cleaned one and on the clean training split
+alone (the same steps, batches and seed), and their test BLEU / chrF (the Bible's test split) are printed.
 
 It writes the noisy corpus as `noisy/train.en`, `noisy/train.fr` (with the Bible's validation and test splits
 beside it, so `dataset_name: OUT/noisy` trains on it) and the cleaned one as `clean/`.
@@ -68,13 +74,16 @@ def write_split(folder: Path, split: str, pairs) -> None:
     (folder / f"{split}.fr").write_text("".join(t + "\n" for _, t, *_ in pairs), encoding="utf-8")
 
 
-def clean(noisy: Path, output: Path, language: bool, models: tuple[str, str] | None = None, limit=None) -> None:
+def clean(noisy: Path, output: Path, language: bool, models: tuple[str, str] | None = None, limit=None,
+          gain=None) -> None:  # fmt: skip
     command = [sys.executable, "-m", "aayn.cli", "clean", "--source_lang", "en", "--target_lang", "fr", "--source",
                str(noisy / "train.en"), "--target", str(noisy / "train.fr"), "--output", str(output),
                "--overwrite"]  # fmt: skip
     command += ["--language"] * language
     if models:
         command += ["--forward", models[0], "--backward", models[1], "--max_dual_cross_entropy", str(limit)]
+    if gain is not None:
+        command += ["--min_source_gain", str(gain)]
     subprocess.run(command, check=True)
 
 
@@ -88,17 +97,20 @@ def filter_models(out: Path, kept: Path, noisy: Path, steps: int) -> tuple[str, 
     folders = []
     for source, target in (("en", "fr"), ("fr", "en")):
         folder = out / f"filter-{source}-{target}"
+        folders.append(str(folder))
+        if (folder / "config.json").is_file():
+            continue
         subprocess.run([sys.executable, "-m", "aayn.train", str(RECIPE), "--dataset_name", str(corpus), "--source_lang",
                         source, "--target_lang", target, "--output_dir", str(folder), "--max_steps", str(steps),
                         "--eval_strategy", "no", "--save_strategy", "no", "--do_predict", "false",
                         "--average_last_checkpoints", "0", "--overwrite_output_dir", "true", "--report_to", "none"],
                        check=True)  # fmt: skip
-        folders.append(str(folder))
     return folders[0], folders[1]
 
 
-def validation_limit(models: tuple[str, str], noisy: Path, quantile: float) -> float:
-    """The dual cross-entropy that `quantile` of the (clean, held-out) validation pairs stay under."""
+def validation_limits(models: tuple[str, str], noisy: Path, quantile: float, gain_quantile: float):
+    """The dual cross-entropy that `quantile` of the (clean, held-out) validation pairs stay under, and the source
+    gain that `gain_quantile` of them stay above."""
 
     def entropies(model, source, target):
         printed = subprocess.run([sys.executable, "-m", "aayn.cli", "score", "--model", model, "--source", str(source),
@@ -109,7 +121,14 @@ def validation_limit(models: tuple[str, str], noisy: Path, quantile: float) -> f
     en, fr = noisy / "validation.en", noisy / "validation.fr"
     forward, backward = entropies(models[0], en, fr), entropies(models[1], fr, en)
     scores = sorted(abs(a - b) + (a + b) / 2 for a, b in zip(forward, backward))
-    return scores[min(len(scores) - 1, int(quantile * len(scores)))]
+    shifted = {}
+    for lang in ("en", "fr"):
+        lines = (noisy / f"validation.{lang}").read_text(encoding="utf-8").splitlines()
+        shifted[lang] = noisy.parent / f"validation-next.{lang}"
+        shifted[lang].write_text("".join(line + "\n" for line in lines[1:] + lines[:1]), encoding="utf-8")
+    forward_other, backward_other = entropies(models[0], shifted["en"], fr), entropies(models[1], shifted["fr"], en)
+    gains = sorted(((fo - f) + (bo - b)) / 2 for f, b, fo, bo in zip(forward, backward, forward_other, backward_other))
+    return scores[min(len(scores) - 1, int(quantile * len(scores)))], gains[int((1 - gain_quantile) * len(gains))]
 
 
 def main() -> None:
@@ -119,6 +138,8 @@ def main() -> None:
     parser.add_argument("--no_language", action="store_true")
     parser.add_argument("--filter_steps", type=int, default=0, help="train the cross-entropy filter's two models")
     parser.add_argument("--quantile", type=float, default=0.98, help="of validation scores: the filter's limit")
+    parser.add_argument("--gain_quantile", type=float, default=0.99, help="of validation gains kept above the limit")
+    parser.add_argument("--bleu", action="store_true", help="train the demo recipe on noisy, cleaned and clean data")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     en_fr = bible("en", "fr")
@@ -132,10 +153,35 @@ def main() -> None:
     summary(rows, args.out / "clean")
     if args.filter_steps:
         models = filter_models(args.out, args.out / "clean", noisy, args.filter_steps)
-        limit = validation_limit(models, noisy, args.quantile)
-        print(f"dual cross-entropy limit {limit:.3f} (the validation pairs' {args.quantile:.0%} quantile)")
+        limit, gain = validation_limits(models, noisy, args.quantile, args.gain_quantile)
+        print(f"dual cross-entropy limit {limit:.3f} (the validation pairs' {args.quantile:.0%} quantile), source "
+              f"gain limit {gain:.3f} ({args.gain_quantile:.0%} of them above)")  # fmt: skip
         clean(noisy, args.out / "clean-filtered", not args.no_language, models, limit)
         summary(rows, args.out / "clean-filtered")
+        clean(noisy, args.out / "clean-gain", not args.no_language, models, limit, gain)
+        summary(rows, args.out / "clean-gain")
+    if args.bleu:
+        cleaned = args.out / ("clean-gain" if args.filter_steps else "clean")
+        write_split(args.out / "original", "train", en_fr["train"])
+        for folder in (cleaned, args.out / "original"):
+            for split in ("validation", "test"):
+                write_split(folder, split, en_fr[split])
+        scores = {
+            name: demo_bleu(folder, args.out / f"demo-{name}")
+            for name, folder in (("noisy", noisy), ("cleaned", cleaned), ("clean", args.out / "original"))
+        }
+        print("| training data | test BLEU | test chrF |\n|---|---|---|")
+        for name, row in scores.items():
+            print(f"| {name} | {row['test_bleu']:.2f} | {row['test_chrf']:.2f} |")
+        (args.out / "results-bleu.json").write_text(json.dumps(scores, indent=2) + "\n")
+
+
+def demo_bleu(corpus: Path, output: Path) -> dict:
+    """The demo recipe trained on `corpus` (its train, validation and test files): its test_results.json."""
+    if not (output / "test_results.json").is_file():
+        subprocess.run([sys.executable, "-m", "aayn.train", str(RECIPE), "--dataset_name", str(corpus), "--output_dir",
+                        str(output), "--overwrite_output_dir", "true", "--report_to", "none"], check=True)  # fmt: skip
+    return json.loads((output / "test_results.json").read_text())
 
 
 def summary(rows, folder: Path) -> None:

@@ -1,7 +1,7 @@
 """`aayn clean` (`aayn.data.cleaning`): each rule on written cases, each beside a pair it must keep; language
 identification on texts of known language; the kept and removed files together equal to the input, the same with
-worker processes; the dual cross-entropy formula against the scores `aayn score` prints; a failed or refused run
-leaving nothing, and a rerun replacing only what aayn clean wrote."""
+worker processes; the dual cross-entropy and source gain formulas against the scores `aayn score` prints; a failed
+or refused run leaving nothing, and a rerun replacing only what aayn clean wrote."""
 
 import json
 
@@ -159,3 +159,36 @@ def test_the_dual_cross_entropy_is_the_formula_over_the_scores_aayn_score_prints
     removed = [json.loads(line) for line in (out / "removed.jsonl").read_text().splitlines()]
     assert [row["line"] for row in removed] == [1 + max(range(3), key=expected.__getitem__)]
     assert {row["rule"] for row in removed} == {"cross_entropy"}
+
+
+def test_the_source_gain_is_the_formula_over_the_scores_of_each_pair_and_the_next(tmp_path, saved, capsys):
+    """((H_f(y|x') - H_f(y|x)) + (H_b(x|y') - H_b(x|y))) / 2, with (x', y') the next pair (the last's: the first)
+    and H the per-token cross-entropies `aayn score --per_token` prints; a limit between the two lowest gains removes
+    exactly the lowest, as source_gain, and no other rule runs on the models (catches the partner not moved, a side
+    swapped, the sign turned)."""
+    model = str(saved[0])
+    pairs = [("one two three", "un deux trois"), ("four five", "quatre cinq"), ("six seven", "six sept"),
+             ("eight", "huit")]  # fmt: skip
+    source, target = write_corpus(tmp_path / "in", pairs)
+    following, followed = write_corpus(tmp_path / "next", pairs[1:] + pairs[:1])
+
+    def entropies(src, tgt):
+        assert aayn(["score", "--model", model, "--source", str(src), "--target", str(tgt), "--per_token"]) == 0
+        printed = capsys.readouterr().out.splitlines()
+        return [-float(cols.split("\t")[0]) / len(cols.split("\t")[2].split()) for cols in printed]
+
+    forward, backward = entropies(source, target), entropies(target, source)
+    forward_other, backward_other = entropies(following, target), entropies(followed, source)
+    gains = [((fo - f) + (bo - b)) / 2 for f, b, fo, bo in zip(forward, backward, forward_other, backward_other)]
+    lowest, second = sorted(gains)[:2]
+    out = tmp_path / "clean"
+    assert aayn(["clean", "--source_lang", "en", "--target_lang", "fr", "--source", str(source), "--target",
+                 str(target), "--output", str(out), "--processes", "1", "--forward", model, "--backward", model,
+                 "--min_source_gain", str((lowest + second) / 2), "--keep_number_mismatches"]) == 0  # fmt: skip
+    removed = [json.loads(line) for line in (out / "removed.jsonl").read_text().splitlines()]
+    assert [(row["line"], row["rule"]) for row in removed] == [(1 + gains.index(lowest), "source_gain")]
+    assert json.loads((out / "report.json").read_text())["rules"]["max_dual_cross_entropy"] is None
+    assert aayn(["clean", "--source_lang", "en", "--target_lang", "fr", "--source", str(source), "--target",
+                 str(target), "--output", str(tmp_path / "no"), "--forward", model, "--backward",
+                 model]) == 2  # fmt: skip
+    assert "--max_dual_cross_entropy or --min_source_gain" in capsys.readouterr().err

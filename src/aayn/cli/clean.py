@@ -27,19 +27,19 @@ def clean(args: argparse.Namespace) -> None:
         numbers=not args.keep_number_mismatches, urls=not args.keep_url_mismatches,
         duplicates=not args.keep_duplicates, language=args.language,
         language_candidates=tuple(args.language_candidates),
-        max_dual_cross_entropy=args.max_dual_cross_entropy,
+        max_dual_cross_entropy=args.max_dual_cross_entropy, min_source_gain=args.min_source_gain,
     )  # fmt: skip
-    if (args.forward is None) != (args.backward is None) or (args.forward is None) != (
-        args.max_dual_cross_entropy is None
-    ):
-        raise ValueError("the cross-entropy filter takes --forward, --backward and --max_dual_cross_entropy together")
+    limits = args.max_dual_cross_entropy is not None or args.min_source_gain is not None
+    if (args.forward is None) != (args.backward is None) or (args.forward is not None) != limits:
+        raise ValueError("the model filters take --forward and --backward with --max_dual_cross_entropy or "
+                         "--min_source_gain (or both)")  # fmt: skip
     from ..folders import replaceable
 
     output = Path(args.output)
     replaced = replaceable(output, args.overwrite, "aayn clean")
     pairs = input_pairs(args)
     detector = language_detector(rules) if rules.language else None
-    scorer = dual_cross_entropy(args) if args.forward else None
+    scorer = ModelScores(args) if args.forward else None
     write_cleaned(output, replaced, pairs, rules, detector, scorer, args)
 
 
@@ -94,24 +94,37 @@ def language_detector(rules):
     return partial(Detector, rules.candidates)
 
 
-def dual_cross_entropy(args: argparse.Namespace):
-    """|H(y|x) - H(x|y)| + (H(y|x) + H(x|y)) / 2 of each pair, per-token cross-entropies of --forward and
-    --backward as `aayn score` computes log P (eos included)."""
-    from ..translation.opening import open_translator
+class ModelScores:
+    """Each pair's dual conditional cross-entropy, |H_f - H_b| + (H_f + H_b) / 2 (Junczys-Dowmunt 2018), and its
+    source gain, ((H_f(y | x') - H_f(y | x)) + (H_b(x | y') - H_b(x | y))) / 2, where H is the per-token
+    cross-entropy of --forward (f) and --backward (b) as `aayn score` computes log P (eos included) and (x', y') is
+    the next pair of the batch (the last's: the first). The gain does not ask how well a pair reads but how much its
+    own partner helps: a fluent, unusual pair reads badly beside any source, a misaligned one no better beside its
+    own; with a single pair there is nothing to compare, so its gain is infinite (kept). The gain's two scorings
+    run only where --min_source_gain asks for it."""
 
-    forward, backward = (
-        open_translator([name], args.device, needs=("scores",)) for name in (args.forward, args.backward)
-    )
+    def __init__(self, args: argparse.Namespace):
+        from ..translation.opening import open_translator
 
-    def entropies(translator, sources, targets):
-        scored = translator.score(sources, targets, per_token=True, batch_tokens=args.batch_tokens)
+        self.forward, self.backward = (
+            open_translator([name], args.device, needs=("scores",)) for name in (args.forward, args.backward)
+        )
+        self.batch_tokens, self.gain = args.batch_tokens, args.min_source_gain is not None
+
+    def entropies(self, translator, sources: list[str], targets: list[str]) -> list[float]:
+        scored = translator.score(sources, targets, per_token=True, batch_tokens=self.batch_tokens)
         return [-pair.log_prob / max(1, len(pair.tokens)) for pair in scored]
 
-    def score(sources: list[str], targets: list[str]) -> list[float]:
-        there, back = entropies(forward, sources, targets), entropies(backward, targets, sources)
-        return [abs(a - b) + (a + b) / 2 for a, b in zip(there, back)]
-
-    return score
+    def __call__(self, sources: list[str], targets: list[str]) -> list[tuple[float, float]]:
+        there, back = self.entropies(self.forward, sources, targets), self.entropies(self.backward, targets, sources)
+        duals = [abs(f - b) + (f + b) / 2 for f, b in zip(there, back)]
+        if not self.gain or len(sources) < 2:
+            return [(dual, float("inf")) for dual in duals]
+        other_sources, other_targets = sources[1:] + sources[:1], targets[1:] + targets[:1]
+        there_other = self.entropies(self.forward, other_sources, targets)
+        back_other = self.entropies(self.backward, other_targets, sources)
+        gains = [((fo - f) + (bo - b)) / 2 for f, b, fo, bo in zip(there, back, there_other, back_other)]
+        return list(zip(duals, gains))
 
 
 def write_cleaned(output: Path, replaced: bool, pairs, rules, detector, scorer, args) -> None:
@@ -130,7 +143,7 @@ def write_cleaned(output: Path, replaced: bool, pairs, rules, detector, scorer, 
             names[1].open("w", encoding="utf-8") as target,
             (staging / REMOVED).open("w", encoding="utf-8") as removed,
         ):
-            for line, src, tgt, rule in clean_pairs(pairs, rules, detector=detector, dual_cross_entropy=scorer,
+            for line, src, tgt, rule in clean_pairs(pairs, rules, detector=detector, model_scores=scorer,
                                                     processes=processes):  # fmt: skip
                 counts[rule or "kept"] += 1
                 if rule is None:
@@ -191,6 +204,9 @@ def clean_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backward", help="a TGT->SRC model folder for it")
     parser.add_argument("--max_dual_cross_entropy", type=float,
                         help="pairs scored above this (nats per token) are removed")  # fmt: skip
+    parser.add_argument("--min_source_gain", type=float,
+                        help="pairs whose own partner lowers the models' cross-entropy (nats per token) by less "
+                        "than this against another pair's are removed")  # fmt: skip
     parser.add_argument("--processes", type=positive_int, help="worker processes (default: the cores available)")
     batch_tokens_argument(parser, "padded tokens per scoring batch")
     device_argument(parser)

@@ -1,6 +1,7 @@
 """Cleaning a parallel corpus before training: rules on each pair (OpusCleaner's and Firefox's translations
-pipeline's filters), duplicates, language identification of both sides, and a model-based filter for misaligned
-pairs that no rule sees (dual conditional cross-entropy, Junczys-Dowmunt 2018), streamed in chunks.
+pipeline's filters), duplicates, language identification of both sides, and model-based filters for misaligned
+pairs that no rule sees (dual conditional cross-entropy, Junczys-Dowmunt 2018, and the source's gain: how much
+better the models read each side beside its own partner than beside another pair's), streamed in chunks.
 
 Each removed pair is named by the first rule that removes it, in `RULES`' order; the rules on one pair run in
 worker processes (chunk by chunk, in order), the duplicate sets and the model filter in this one. Nothing is
@@ -21,7 +22,7 @@ from multiprocessing import get_context
 
 # the order a pair's rules are tried in; the first that fails it names its removal
 RULES = ("empty", "unprintable", "identical", "length", "ratio", "long_word", "numbers", "urls", "script",
-         "language", "duplicate", "near_duplicate", "cross_entropy")  # fmt: skip
+         "language", "duplicate", "near_duplicate", "cross_entropy", "source_gain")  # fmt: skip
 CHUNK = 5_000  # pairs a worker takes at a time
 
 # the scripts (the first word of a letter's Unicode name) each language is written in
@@ -69,6 +70,7 @@ class CleaningRules:
     language: bool = False  # each side's language identified (`translation.detect`): `language`
     language_candidates: tuple[str, ...] = ("de", "en", "es", "fr", "it", "nl", "pt", "ru")  # and the pair's own
     max_dual_cross_entropy: float | None = None  # with a forward and a backward model: `cross_entropy`
+    min_source_gain: float | None = None  # with them too: `source_gain` (nats per token)
 
     def __post_init__(self):
         for name in ("max_words", "max_word_chars", "ratio_from"):
@@ -189,28 +191,30 @@ def clean_pairs(
     rules: CleaningRules,
     *,
     detector: Callable[[], Callable] | None = None,
-    dual_cross_entropy: Callable[[list[str], list[str]], list[float]] | None = None,
+    model_scores: Callable[[list[str], list[str]], list[tuple[float, float]]] | None = None,
     processes: int = 1,
     chunk_size: int | None = None,
 ) -> Iterator[tuple[int, str, str, str | None]]:
     """`(line, source, target, rule)` for each pair in input order, `rule` None for a kept pair.
 
     `detector` (with `rules.language`) makes, in each worker, a `translation.detect.Detector` (a side it cannot place,
-    one without letters, is kept by that rule); `dual_cross_entropy` gives each pair's |H_fwd - H_bwd| +
-    (H_fwd + H_bwd) / 2 (per-token cross-entropies of a forward and a backward model), a pair over
-    `rules.max_dual_cross_entropy` removed as `cross_entropy`."""
+    one without letters, is kept by that rule); `model_scores` gives, for the pairs of a chunk the rules before it
+    kept, each pair's dual cross-entropy and source gain (`aayn.cli.clean.ModelScores`): a pair over
+    `rules.max_dual_cross_entropy` is removed as `cross_entropy`, one under `rules.min_source_gain` as
+    `source_gain`."""
     if rules.language and detector is None:
         raise ValueError("the language rule needs a language detector")
-    if (rules.max_dual_cross_entropy is None) != (dual_cross_entropy is None):
-        raise ValueError("the cross_entropy rule needs both max_dual_cross_entropy and a forward and backward model")
+    model_rules = rules.max_dual_cross_entropy is not None or rules.min_source_gain is not None
+    if model_rules != (model_scores is not None):
+        raise ValueError("the cross_entropy and source_gain rules need their limit and a forward and backward model")
     detector = detector if rules.language else None
     dedup = Deduplicator() if rules.duplicates else None
     line = 0
     for chunk, verdicts in _judged(_chunks(pairs, chunk_size or CHUNK), rules, detector, processes):
         if dedup is not None:
             verdicts = [dedup(s, t) if v is None else v for (s, t), v in zip(chunk, verdicts)]
-        if dual_cross_entropy is not None:
-            verdicts = _cross_entropy(chunk, verdicts, dual_cross_entropy, rules.max_dual_cross_entropy)
+        if model_scores is not None:
+            verdicts = _by_models(chunk, verdicts, model_scores, rules)
         for (source, target), verdict in zip(chunk, verdicts):
             line += 1
             yield line, source, target, verdict
@@ -240,13 +244,14 @@ def _judged(chunks, rules, detector, processes: int):
         pool.terminate()
 
 
-def _cross_entropy(chunk, verdicts, score, limit: float) -> list[str | None]:
+def _by_models(chunk, verdicts, scores, rules: CleaningRules) -> list[str | None]:
     kept = [i for i, verdict in enumerate(verdicts) if verdict is None]
     if not kept:
         return verdicts
-    scores = score([chunk[i][0] for i in kept], [chunk[i][1] for i in kept])
     verdicts = list(verdicts)
-    for i, value in zip(kept, scores):
-        if value > limit:
+    for i, (dual, gain) in zip(kept, scores([chunk[i][0] for i in kept], [chunk[i][1] for i in kept])):
+        if rules.max_dual_cross_entropy is not None and dual > rules.max_dual_cross_entropy:
             verdicts[i] = "cross_entropy"
+        elif rules.min_source_gain is not None and gain < rules.min_source_gain:
+            verdicts[i] = "source_gain"
     return verdicts
