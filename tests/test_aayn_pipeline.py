@@ -16,8 +16,8 @@ from training_helpers import FAST, tiny_recipe, write_numbers_corpus, write_reci
 
 from aayn.cli import main as aayn
 
-ALL = ["corpus", "clean", "backward", "back-translation", "mixed", "teacher", "teacher-finetuned", "distilled",
-       "student", "student-int8", "evaluation"]  # fmt: skip
+ALL = ["corpus", "clean", "backward", "back-translation", "mixed", "teacher", "teacher-finetuned", "teacher-2",
+       "teacher-2-finetuned", "distilled", "student", "student-int8", "evaluation"]  # fmt: skip
 
 
 def pipeline(recipe):
@@ -41,7 +41,7 @@ def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns
     recipe = {
         "source_lang": "en", "target_lang": "fr", "output_dir": str(out), "corpus": str(corpus),
         "monolingual": str(mono), "clean": ["--processes", "1"], "backward": {"recipe": str(model)},
-        "translate": ["--max_new_tokens", "8"], "mix": ["--noise"], "teacher": {"recipe": str(model)},
+        "translate": ["--max_new_tokens", "8"], "mix": ["--noise"], "teacher": {"recipe": str(model), "ensemble": 2},
         "finetune": {"recipe": str(model), "flags": ["--max_steps", "2"]}, "distill": ["--max_new_tokens", "8"],
         "student": {"recipe": str(model), "flags": ["--d_model", "16"]},
         "evaluate": ["--max_samples", "4", "--max_new_tokens", "8"],
@@ -59,19 +59,23 @@ def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns
 
     ran, err = finished(path)
     assert list(ran) == ALL[5:]  # the killed step and those after it; nothing before
-    assert "[6/11] teacher: resumed" in err and "[1/11] corpus: up to date" in err
+    assert "[6/13] teacher: resumed" in err and "[1/13] corpus: up to date" in err
     assert before == {name: (notes / f"{name}.json").stat().st_mtime_ns for name in ALL[:5]}
     distilled = json.loads((out / "distilled" / "report.json").read_text())
     assert distilled["real_pairs"] == len((out / "clean" / "train.en").read_text(encoding="utf-8").splitlines())
-    assert distilled["teachers"] == [str(out / "teacher-finetuned")]  # the curriculum's teacher distills
-    assert f"fine-tuned from {out / 'teacher'}" in (out / "teacher-finetuned" / "README.md").read_text()
+    # the curriculum's teachers, an ensemble of two, distill
+    assert distilled["teachers"] == [str(out / "teacher-finetuned"), str(out / "teacher-2-finetuned")]
+    assert f"fine-tuned from {out / 'teacher-2'}" in (out / "teacher-2-finetuned" / "README.md").read_text()
     from aayn.cli.pipeline import load_recipe, steps_of
 
-    argv = {step.name: step.argv for step in steps_of(load_recipe(str(path)))}["teacher-finetuned"]
-    assert argv[argv.index("--dataset_name") + 1] == str(out / "clean")  # the real pairs alone
+    argv = {step.name: step.argv for step in steps_of(load_recipe(str(path)))}
+    assert argv["teacher-finetuned"][argv["teacher-finetuned"].index("--dataset_name") + 1] == str(out / "clean")
+    seed = yaml.safe_load(model.read_text())["seed"]
+    assert argv["teacher-2"][-2:] == ["--seed", str(seed + 1)] and "--seed" not in argv["teacher"]
     assert (out / "student-int8" / "model.bin").is_file()
     scores = json.loads((out / "evaluation" / "scores.json").read_text())
-    assert list(scores) == ["teacher", "teacher-finetuned", "student", "student-int8"]
+    assert list(scores) == ["teacher", "teacher-2", "teacher-finetuned", "teacher-2-finetuned", "student",
+                            "student-int8"]  # fmt: skip
     assert all("bleu" in row for row in scores.values())
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "## Cleaning" in report and "| student-int8 |" in report and "synthetic pairs" in report
@@ -106,6 +110,7 @@ def bars_are_the_scores_to_scale(svg, scores):
         ({"clean": "--language"}, "clean is a list of flags"),
         ({"backward": None}, "monolingual text needs a backward model"),
         ({"monolingual": None, "backward": None, "finetune": {"recipe": "r.yaml"}}, "it needs monolingual text"),
+        ({"teacher": {"recipe": "r.yaml", "ensemble": 0}}, "teacher's ensemble is how many teachers"),
     ],
 )
 def test_a_recipe_with_a_mistake_is_refused_in_one_line_before_anything_runs(tmp_path, capsys, change, said):
@@ -139,8 +144,7 @@ def test_the_shipped_recipe_names_the_steps_from_the_corpus_to_the_int8_student(
 
     recipe = load_recipe(str(Path(__file__).resolve().parents[1] / "recipes" / "pipeline-bible.yaml"))
     steps = {step.name: step.argv for step in steps_of(recipe)}
-    assert list(steps) == [name for name in ALL if name not in ("backward", "back-translation", "mixed",
-                                                                "teacher-finetuned")]  # fmt: skip
+    assert list(steps) == ["corpus", "clean", "teacher", "distilled", "student", "student-int8", "evaluation"]
     assert steps["student"][steps["student"].index("--d_model") + 1] == "64"
     assert steps["teacher"][steps["teacher"].index("--dataset_name") + 1] == "runs/pipeline-bible/clean"
     assert steps["student-int8"][-2:] == ["--quantization", "int8"]

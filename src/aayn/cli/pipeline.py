@@ -6,12 +6,13 @@ with a folder of its own under the recipe's `output_dir`:
 
 (backward, back-translation and mixed only where the recipe names `monolingual` text; teacher-finetuned, Firefox's
 translations curriculum, the teacher of the mixed pairs trained further on the real pairs alone, where it names
-`finetune`: that teacher then distills). A rerun does only what is
-missing or changed, by make's rule: a step runs again where what it read (its command line, the files it was
-given, the steps before it) differs from what its last finished run read, and every step after it follows. A
-step killed mid-way is resumed where its command can resume (training from its newest complete checkpoint, the
-bulk path's and distill's finished shards); the others start over in their own folder. The pipeline's notes lie
-in `OUTPUT/.pipeline/`: STEP.started (what a run began with) and STEP.json (what it finished with)."""
+`finetune`: that teacher then distills; teacher-2, ... beside the first with `teacher: {ensemble: N}`, each with
+its own seed, the teachers then distilling as an ensemble). A rerun does only what is missing or changed, by make's
+rule: a step runs again where what it read (its command line, the files it was given, the steps before it) differs
+from what its last finished run read, and every step after it follows. A step killed mid-way is resumed where its
+command can resume (training from its newest complete checkpoint, the bulk path's and distill's finished shards);
+the others start over in their own folder. The pipeline's notes lie in `OUTPUT/.pipeline/`: STEP.started (what a
+run began with) and STEP.json (what it finished with)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ SECTIONS = {  # the recipe's keys: what each holds
     "monolingual": "target-language text to back-translate (a file, a folder of shards or a glob)",
     "clean": "aayn clean's flags", "backward": "the reverse model's training: {recipe, flags}",
     "translate": "the back-translation's aayn translate flags", "mix": "aayn mix's flags",
-    "teacher": "{recipe, flags}", "finetune": "the teacher trained further on the real pairs alone: {recipe, flags}",
+    "teacher": "{recipe, flags, ensemble: N (default 1)}",
+    "finetune": "the teacher trained further on the real pairs alone: {recipe, flags}",
     "distill": "aayn distill's flags", "student": "{recipe, flags}",
     "export": "aayn export's flags (default: --quantization int8)", "evaluate": "aayn evaluate's flags",
 }  # fmt: skip
@@ -74,6 +76,10 @@ def load_recipe(path: str) -> dict:
             raise ValueError(f"{path}: {key} is a list of flags, got {recipe[key]!r}")  # noqa: TRY004
     if recipe.get("monolingual") and "backward" not in recipe:
         raise ValueError(f"{path}: monolingual text needs a backward model (backward: {{recipe: ...}})")
+    ensemble = recipe["teacher"].get("ensemble", 1)
+    if not isinstance(ensemble, int) or isinstance(ensemble, bool) or ensemble < 1:
+        raise ValueError(f"{path}: teacher's ensemble is how many teachers train and distill together (1: one), "
+                         f"got {ensemble!r}")  # fmt: skip
     if "finetune" in recipe and not recipe.get("monolingual"):
         raise ValueError(f"{path}: finetune trains the teacher of the real and back-translated pairs further on "
                          "the real ones alone: it needs monolingual text to back-translate")  # fmt: skip
@@ -101,15 +107,16 @@ def steps_of(recipe: dict) -> list[Step]:
                                 "--output", str(out / "clean"), *flags(recipe, "clean")], after=["corpus"],
                       then=held_out_copied(out / "corpus", src, tgt)))  # fmt: skip
 
-    def train(name: str, dataset: str, source: str, target: str, section: str = "", start: str = "") -> Step:
+    def train(name: str, dataset: str, source: str, target: str, section: str = "", start: str = "",
+              more=()) -> Step:  # fmt: skip
         """A model of the recipe's `section` (default: `name`) trained on the step `dataset`'s folder, from the step
-        `start`'s model where one is given."""
+        `start`'s model where one is given, with `more` flags after the section's."""
         section = section or name
         recipe_file = str(recipe[section]["recipe"])
         argv = [sys.executable, "-m", "aayn.train", recipe_file, "--dataset_name", str(out / dataset),
                 "--source_lang", source, "--target_lang", target, "--output_dir", str(out / name), "--report_to",
                 "none", *(["--model_name_or_path", str(out / start)] if start else []),
-                *flags(recipe, section)]  # fmt: skip
+                *flags(recipe, section), *more]  # fmt: skip
         return Step(name, argv, [recipe_file], [dataset, *([start] if start else [])], trained=True)
 
     teacher_data = "clean"
@@ -124,25 +131,42 @@ def steps_of(recipe: dict) -> list[Step]:
                                     "--synthetic_target", mono, "--output", str(out / "mixed"), *flags(recipe, "mix")],
                           [mono], ["clean", "back-translation"]))  # fmt: skip
         teacher_data = "mixed"
-    steps.append(train("teacher", teacher_data, src, tgt))
-    teacher = "teacher"
-    if "finetune" in recipe:
-        teacher = "teacher-finetuned"
-        steps.append(train(teacher, "clean", src, tgt, section="finetune", start="teacher"))
-    steps.append(Step("distilled", [*aayn, "distill", "--model", str(out / teacher), "--source_lang", src,
-                                    "--target_lang", tgt, "--corpus", str(out / "clean"), "--output",
-                                    str(out / "distilled"), *flags(recipe, "distill")],
-                      after=[teacher, "clean"]))  # fmt: skip
+    teachers, trained_teachers = [], []
+    for k in range(1, recipe["teacher"].get("ensemble", 1) + 1):
+        name = "teacher" if k == 1 else f"teacher-{k}"
+        seed = [] if k == 1 else ["--seed", str(recipe_seed(recipe, "teacher") + k - 1)]
+        steps.append(train(name, teacher_data, src, tgt, section="teacher", more=seed))
+        trained_teachers.append(name)
+        if "finetune" in recipe:
+            steps.append(train(f"{name}-finetuned", "clean", src, tgt, section="finetune", start=name))
+            name = f"{name}-finetuned"
+        teachers.append(name)
+    ensemble = [part for name in teachers for part in ("--model", str(out / name))]
+    steps.append(Step("distilled", [*aayn, "distill", *ensemble, "--source_lang", src, "--target_lang", tgt,
+                                    "--corpus", str(out / "clean"), "--output", str(out / "distilled"),
+                                    *flags(recipe, "distill")], after=[*teachers, "clean"]))  # fmt: skip
     steps.append(train("student", "distilled", src, tgt))
     steps.append(Step("student-int8", [*aayn, "export", "--model", str(out / "student"), "--format", "ctranslate2",
                                        "--output_dir", str(out / "student-int8"),
                                        *flags(recipe, "export", ["--quantization", "int8"])],
                       after=["student"]))  # fmt: skip
-    models = list(dict.fromkeys(["teacher", teacher, "student", "student-int8"]))
+    models = list(dict.fromkeys([*trained_teachers, *teachers, "student", "student-int8"]))
     steps.append(Step("evaluation", [sys.executable, "-m", "aayn.cli.pipeline", "--evaluate", str(out), src, tgt,
                                      ",".join(models), *flags(recipe, "evaluate")],
                       after=[*models, "clean"]))  # fmt: skip
     return steps
+
+
+def recipe_seed(recipe: dict, section: str) -> int:
+    """The seed a section's training runs with: its flags' --seed, else its recipe file's, else transformers'."""
+    import yaml
+
+    given = flags(recipe, section)
+    if "--seed" in given[:-1]:
+        return int(given[given.index("--seed") + 1])
+    path = Path(str(recipe[section]["recipe"]))
+    read = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return int((read or {}).get("seed", 42)) if isinstance(read, dict) else 42
 
 
 def held_out_copied(corpus: Path, src: str, tgt: str):
