@@ -161,12 +161,17 @@ def recipe_seed(recipe: dict, section: str) -> int:
     """The seed a section's training runs with: its flags' --seed, else its recipe file's, else transformers'."""
     import yaml
 
-    given = flags(recipe, section)
-    if "--seed" in given[:-1]:
-        return int(given[given.index("--seed") + 1])
+    given, seed = flags(recipe, section), None
+    for i, flag in enumerate(given):  # the last --seed wins, as in aayn train's parser
+        if flag.startswith("--seed="):
+            seed = flag.split("=", 1)[1]
+        elif flag == "--seed" and i + 1 < len(given):
+            seed = given[i + 1]
+    if seed is not None:
+        return int(seed)
     path = Path(str(recipe[section]["recipe"]))
     read = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
-    return int((read or {}).get("seed", 42)) if isinstance(read, dict) else 42
+    return int(read.get("seed", 42)) if isinstance(read, dict) else 42
 
 
 def held_out_copied(corpus: Path, src: str, tgt: str):
