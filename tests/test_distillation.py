@@ -136,3 +136,5 @@ def test_references_follow_when_asked_and_translations_made_elsewhere_are_paired
     assert "--corpus" in capsys.readouterr().err and not (tmp_path / "none").exists()
     assert distill(saved[0], corpus, tmp_path / "beams", "--translations", str(made), "--num_beams", "2") == 2
     assert "--num_beams would not be used" in capsys.readouterr().err and not (tmp_path / "beams").exists()
+    assert distill(saved[0], corpus, tmp_path / "ray", "--translations", str(made), "--ray") == 2
+    assert "--ray would not be used" in capsys.readouterr().err and not (tmp_path / "ray").exists()

@@ -159,6 +159,31 @@ def alignment_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def ray_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """Ray's flags, for the commands that translate shards on Ray actors (`what`: --ray's help)."""
+    parser.add_argument("--ray", action="store_true", help=what)
+    parser.add_argument("--ray_address", help="with --ray: an existing cluster's address (default: start a local one)")
+    parser.add_argument("--concurrency", type=positive_int, default=1, help="with --ray: actors, each one translator")
+    parser.add_argument("--num_cpus_per_worker", type=positive_float, default=1.0, help="with --ray: CPUs each actor "
+                        "holds")  # fmt: skip
+    parser.add_argument("--num_gpus_per_worker", type=non_negative_float, default=0.0, help="with --ray: GPUs each "
+                        "actor holds (with --device cuda; fractions share one)")  # fmt: skip
+
+
+def check_actor_device(device: str, gpus: float) -> None:
+    """--device and --num_gpus_per_worker of Ray's actors, which translate on the GPUs Ray gives them (as `cuda`;
+    Ray hides the others, and every GPU from an actor that holds none), or on CPU."""
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"--device {device} with --ray: an actor sees the GPUs Ray gives it as cuda; give --device "
+                         "cuda with --num_gpus_per_worker, or cpu")  # fmt: skip
+    if device == "cuda" and not gpus:
+        raise ValueError("--device cuda with --ray needs --num_gpus_per_worker: Ray hides the GPUs from an actor that "
+                         "holds none")  # fmt: skip
+    if device == "cpu" and gpus:
+        raise ValueError(f"--num_gpus_per_worker {gpus:g} holds GPUs that actors on --device cpu leave idle: add "
+                         "--device cuda")  # fmt: skip
+
+
 def generate_options(args: argparse.Namespace) -> dict:
     """The decoding flags a user set (the others come from the model's generation config)."""
     return {

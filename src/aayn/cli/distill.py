@@ -4,8 +4,10 @@ references too with `--with_references`) become a new corpus folder a smaller re
 
 The translation is the bulk path's (`aayn.translation.bulk`): the sources cut into shards in a work folder beside
 the output (`.distill-NAME`), each shard's translation written whole, so that a rerun after a kill translates only
-the shards that are missing; the work folder goes once the corpus is whole. `--translations DIR` takes translations
-made elsewhere instead (`aayn translate --input CORPUS/train.SRC --output_dir DIR --ray`, say)."""
+the shards that are missing; the work folder goes once the corpus is whole. With `--ray` the shards are translated
+by Ray actors, each opening the teacher (`aayn.translation.bulk_ray`, as `aayn translate --ray`: `--concurrency`,
+`--num_cpus_per_worker`, `--num_gpus_per_worker`, `--ray_address` to join a cluster). `--translations DIR` takes
+translations made elsewhere instead (`aayn translate --input CORPUS/train.SRC --output_dir DIR`)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,15 @@ import sys
 from pathlib import Path
 
 from ..folders import REPORT
-from .arguments import decoding_arguments, engine_options, generate_options, positive_int, prepare_transformers
+from .arguments import (
+    check_actor_device,
+    decoding_arguments,
+    engine_options,
+    generate_options,
+    positive_int,
+    prepare_transformers,
+    ray_arguments,
+)
 from .mix import append_pairs, copy_held_out, count_lines, lines_of_shards, paired_shards, training_files
 
 WORK = ".distill-"  # + the output's name: the source shards and their translations until the corpus is whole
@@ -36,8 +46,11 @@ def distill(args: argparse.Namespace) -> None:
     real_count = count_lines(real_files)
     replace = replaceable(output, args.overwrite, "aayn distill")
     work = output.with_name(WORK + output.name)
+    on_ray = args.ray or args.ray_address
+    if on_ray:
+        check_actor_device(args.device, args.num_gpus_per_worker)
     if args.translations:
-        if unused := list(generate_options(args)):
+        if unused := [*generate_options(args), *(["ray"] if on_ray else [])]:
             raise ValueError(f"--translations {args.translations} are made already: --{unused[0]} would not be used "
                              "(give it to the aayn translate that makes them)")  # fmt: skip
         sources, translations = paired_shards(str(real_files[0]), args.translations)
@@ -76,7 +89,7 @@ def teacher_translations(args: argparse.Namespace, sources: Path, work: Path) ->
     from ..languages import folder_language_tokens
     from ..translation.bulk import BulkSettings, translate_shards
     from ..translation.opening import open_translator
-    from ..translation.targets import aimed
+    from ..translation.targets import aimed, check_direction, language_prefix
 
     stat = sources.stat()
     made_from = {"sources": str(sources.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
@@ -92,14 +105,23 @@ def teacher_translations(args: argparse.Namespace, sources: Path, work: Path) ->
     if not shards.is_dir():
         write_shards(sources, shards, args.shard_lines)
         manifest.write_text(json.dumps(made_from, indent=2) + "\n", encoding="utf-8")
-    setup = functools.partial(prepare_transformers, progress_bars=args.verbose)  # not for a CTranslate2 teacher
-    translator = open_translator(args.model, args.device, (), setup=setup, options=engine_options(args))
     multi_target = Path(args.model[0]).is_dir() and folder_language_tokens(args.model[0])  # its >>xx<< put first
     languages = (args.source_lang, args.target_lang) if multi_target else (None, None)
-    translator = aimed(translator, args.model, *languages)
-    settings = BulkSettings(work / "translations", batch_tokens=args.batch_tokens, generate=generate_options(args))
+    settings = BulkSettings(work / "translations", batch_tokens=args.batch_tokens, generate=generate_options(args),
+                            target_token=language_prefix(args.model, *languages))  # fmt: skip
     inputs = sorted(shards.iterdir())
-    done = translate_shards(translator, inputs, settings, log=lambda line: print(line, file=sys.stderr))
+    if args.ray or args.ray_address:  # each actor opens the teacher: the driver loads none
+        from ..translation.bulk_ray import translate_shards_on_ray
+
+        check_direction(args.model, *languages, None)
+        done = translate_shards_on_ray(args.model, args.device, (), inputs, settings, address=args.ray_address,
+                                       concurrency=args.concurrency, num_cpus=args.num_cpus_per_worker,
+                                       num_gpus=args.num_gpus_per_worker, options=engine_options(args))  # fmt: skip
+    else:
+        setup = functools.partial(prepare_transformers, progress_bars=args.verbose)  # not for a CTranslate2 teacher
+        translator = open_translator(args.model, args.device, (), setup=setup, options=engine_options(args))
+        translator = aimed(translator, args.model, *languages)
+        done = translate_shards(translator, inputs, settings, log=lambda line: print(line, file=sys.stderr))
     print(f"the teacher translated {done['lines']:,} sources in {done['seconds']} s ({done['already_done']} of "
           f"{done['shards']} shards done before)", file=sys.stderr)  # fmt: skip
     return inputs, [settings.output_dir / path.name for path in inputs], done["seconds"]
@@ -155,6 +177,7 @@ def distill_arguments(parser: argparse.ArgumentParser) -> None:
                         "already (aayn translate --input ... --output_dir DIR); none: translated here")  # fmt: skip
     parser.add_argument("--shard_lines", type=positive_int, default=2000, help="sources per shard: what a kill "
                         "can cost (default: 2000)")  # fmt: skip
+    ray_arguments(parser, "the teacher's shards translated by Ray actors (each opens the teacher)")
     parser.add_argument("--overwrite", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="model loading's progress bars")
 

@@ -13,14 +13,14 @@ from ..formats.translator import TextError
 from .arguments import (
     alignment_arguments,
     card_languages,
+    check_actor_device,
     decoded_lines,
     decoding_arguments,
     engine_options,
     generate_options,
-    non_negative_float,
-    positive_float,
     positive_int,
     prepare_transformers,
+    ray_arguments,
     read_lines,
 )
 
@@ -190,20 +190,6 @@ def check_translate_arguments(args: argparse.Namespace) -> None:
         if getattr(args, flag) and (args.nbest or args.prefix or args.show_attention or args.print_alignment):
             raise ValueError(f"--{flag} translates {what} once: no --nbest, --prefix, --show_attention or "
                              "--print_alignment with it")  # fmt: skip
-
-
-def check_actor_device(device: str, gpus: float) -> None:
-    """--device and --num_gpus_per_worker of Ray's actors, which translate on the GPUs Ray gives them (as `cuda`;
-    Ray hides the others, and every GPU from an actor that holds none), or on CPU."""
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"--device {device} with --ray: an actor sees the GPUs Ray gives it as cuda; give --device "
-                         "cuda with --num_gpus_per_worker, or cpu")  # fmt: skip
-    if device == "cuda" and not gpus:
-        raise ValueError("--device cuda with --ray needs --num_gpus_per_worker: Ray hides the GPUs from an actor that "
-                         "holds none")  # fmt: skip
-    if device == "cpu" and gpus:
-        raise ValueError(f"--num_gpus_per_worker {gpus:g} holds GPUs that actors on --device cpu leave idle: add "
-                         "--device cuda")  # fmt: skip
 
 
 def translate_documents(translator, batches, args, generate: dict) -> None:
@@ -409,13 +395,7 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--text_field", default="text", help="with --input: the field of .jsonl / .parquet rows to translate"
     )
-    parser.add_argument("--ray", action="store_true", help="with --input: the shards translated by Ray actors")
-    parser.add_argument("--ray_address", help="with --ray: an existing cluster's address (default: start a local one)")
-    parser.add_argument("--concurrency", type=positive_int, default=1, help="with --ray: actors, each one translator")
-    parser.add_argument("--num_cpus_per_worker", type=positive_float, default=1.0, help="with --ray: CPUs each actor "
-                        "holds")  # fmt: skip
-    parser.add_argument("--num_gpus_per_worker", type=non_negative_float, default=0.0, help="with --ray: GPUs each "
-                        "actor holds (with --device cuda; fractions share one)")  # fmt: skip
+    ray_arguments(parser, "with --input: the shards translated by Ray actors")
 
 
 TRANSFORMERS = "itself"  # when transformers is set up (`aayn.cli.COMMANDS`)
