@@ -1,13 +1,18 @@
 """Back-translation on the Bible's en-fr: the training books split in two (alternate books), the first half as
 parallel pairs, the second half's French alone as monolingual text. A backward model (fr -> en, the demo recipe)
-trained on the parallel half translates the monolingual French (`aayn translate --input`, its beam 4); `aayn mix
---noise` puts the tagged, noised synthetic pairs beside the real ones (`--ratio`, default 1); two forward models
-of the demo recipe (the same steps, batches and seed) train on the parallel half alone and on the mixture. Printed:
-test BLEU / chrF of both (the demo's test split, 1,116 verses) as JSON and a Markdown table.
+trained on the parallel half translates the monolingual French (`aayn translate --input`, its beam 4); `aayn mix`
+puts the synthetic pairs beside the real ones (`--ratio`, default 1), their sources either tagged only (`<BT>`,
+Caswell et al. 2019) or tagged and noised (`--noise`, Edunov et al. 2018: words dropped, blanked and swapped);
+forward models of the demo recipe (the same batches and seed) train on the parallel half alone and on each
+mixture, for each of the `--max_steps` given. Printed: test BLEU / chrF of each (the demo's test split, 1,116
+verses) as JSON and a Markdown table.
 
-    python benchmarks/backtranslation_bible.py [--out runs/bench-bt] [--max_steps 4500] [--ratio 1]
+    python benchmarks/backtranslation_bible.py [--out runs/bench-bt] [--max_steps 4500 9000]
+        [--synthetic tagged noised] [--ratio 1] [--halves_only]
 
-Each step's folder is kept under OUT and not redone on a rerun.
+Each step's folder is kept under OUT and not redone on a rerun. `--halves_only` writes OUT/parallel (train,
+validation and test files) and OUT/mono/fr.txt and stops: the corpus and the monolingual text of
+`recipes/pipeline-bible-backtranslation.yaml`.
 """
 
 from __future__ import annotations
@@ -76,27 +81,38 @@ def scores(model: Path, corpus: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="runs/bench-bt")
-    parser.add_argument("--max_steps", type=int, default=4500)
+    parser.add_argument("--max_steps", type=int, nargs="+", default=[4500], help="each forward arm's steps")
+    parser.add_argument("--backward_steps", type=int, default=4500)
+    parser.add_argument("--synthetic", nargs="+", choices=["tagged", "noised"], default=["tagged"],
+                        help="the synthetic sources tagged only, or tagged and noised")  # fmt: skip
     parser.add_argument("--ratio", default="1")
+    parser.add_argument("--halves_only", action="store_true", help="write the two halves and stop")
     args = parser.parse_args()
     out = Path(args.out)
     parallel, mono = write_halves(out)
-    backward = train(out / "backward", parallel, "fr", "en", args.max_steps)
+    if args.halves_only:
+        return
+    backward = train(out / "backward", parallel, "fr", "en", args.backward_steps)
     synthetic = out / "back-translation"
     if not (synthetic / mono.name).is_file():
         aayn("translate", "--model", str(backward), "--input", str(mono), "--output_dir", str(synthetic))
-    mixed = out / "mixed"
-    if not (mixed / "report.json").is_file():
-        aayn("mix", "--source_lang", "en", "--target_lang", "fr", "--real", str(parallel), "--synthetic_source",
-             str(synthetic), "--synthetic_target", str(mono), "--output", str(mixed), "--noise", "--ratio",
-             args.ratio)  # fmt: skip
-    arms = {
-        "parallel half only": train(out / "forward-parallel", parallel, "en", "fr", args.max_steps),
-        "parallel half + back-translated other half": train(out / "forward-mixed", mixed, "en", "fr", args.max_steps),
-    }
+    mixtures = {}
+    for kind in args.synthetic:
+        mixed = mixtures[kind] = out / f"mixed-{kind}"
+        if not (mixed / "report.json").is_file():
+            aayn("mix", "--source_lang", "en", "--target_lang", "fr", "--real", str(parallel), "--synthetic_source",
+                 str(synthetic), "--synthetic_target", str(mono), "--output", str(mixed), "--ratio", args.ratio,
+                 *(["--noise"] if kind == "noised" else []))  # fmt: skip
+    arms = {}
+    for steps in args.max_steps:
+        arms[f"parallel half only, {steps} steps"] = train(out / f"forward-parallel-{steps}", parallel, "en", "fr",
+                                                           steps)  # fmt: skip
+        for kind, mixed in mixtures.items():
+            name = f"parallel half + other half back-translated ({kind}), {steps} steps"
+            arms[name] = train(out / f"forward-{kind}-{steps}", mixed, "en", "fr", steps)
     results = {name: scores(folder, parallel) for name, folder in arms.items()}
-    mix = json.loads((mixed / "report.json").read_text())
-    print(json.dumps({"results": results, "mix": mix}, indent=2))
+    mixes = {kind: json.loads((mixed / "report.json").read_text()) for kind, mixed in mixtures.items()}
+    print(json.dumps({"results": results, "mix": mixes}, indent=2))
     print("\n| forward model (en -> fr) | test BLEU | chrF |\n|---|---|---|")
     for name, row in results.items():
         print(f"| {name} | {row['bleu']} | {row['chrf']} |")

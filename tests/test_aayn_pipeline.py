@@ -81,12 +81,38 @@ def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns
     assert "## Cleaning" in report and "| student-int8 |" in report and "synthetic pairs" in report
     assert "](report.svg)" in report
     bars_are_the_scores_to_scale(out / "report.svg", scores)
+    for name in ("student", "student-int8"):  # each card states itself beside the teachers that distilled it
+        card = (out / name / "README.md").read_text(encoding="utf-8")
+        for model, what in (("teacher-finetuned", "teacher"), ("teacher-2-finetuned", "teacher"), (name, "this model")):
+            row = scores[model]
+            assert f"| {model} ({what}) | {row['bleu']} | {row['chrf']} | {row['megabytes']} |" in card
 
     assert finished(path)[0] == {}  # nothing changed: nothing runs
     recipe["student"]["flags"] = ["--d_model", "32"]
     write_recipe(path, recipe)
     assert list(finished(path)[0]) == ["student", "student-int8", "evaluation"]
     assert json.loads((out / "student" / "config.json").read_text())["d_model"] == 32
+
+
+def test_an_evaluation_run_again_replaces_the_cards_comparison_keeping_what_follows(tmp_path):
+    from aayn.cli.pipeline import AGAINST, stated_against_teachers
+
+    (tmp_path / "distilled").mkdir()
+    (tmp_path / "distilled" / "report.json").write_text(json.dumps({"teachers": [str(tmp_path / "teacher")]}))
+    (tmp_path / "student").mkdir()
+    card = tmp_path / "student" / "README.md"
+    card.write_text("# student\n\n## Training\n\nsaid\n", encoding="utf-8")
+    row = {"bleu": 1.0, "chrf": 2.0, "megabytes": 3.0, "sentences_per_second": 4.0}
+    stated_against_teachers(tmp_path, {"teacher": row, "student": row})
+    card.write_text(card.read_text(encoding="utf-8") + "\n## Later\n\nkept\n", encoding="utf-8")
+    stated_against_teachers(tmp_path, {"teacher": row, "student": {**row, "bleu": 9.5}})
+    text = card.read_text(encoding="utf-8")
+    assert (
+        text.count(AGAINST) == 1
+        and "| student (this model) | 9.5 |" in text
+        and "| student (this model) | 1.0 |" not in text
+    )
+    assert text.startswith("# student\n\n## Training\n\nsaid\n") and "## Later\n\nkept" in text
 
 
 def bars_are_the_scores_to_scale(svg, scores):
@@ -148,6 +174,24 @@ def test_the_shipped_recipe_names_the_steps_from_the_corpus_to_the_int8_student(
     assert steps["student"][steps["student"].index("--d_model") + 1] == "64"
     assert steps["teacher"][steps["teacher"].index("--dataset_name") + 1] == "runs/pipeline-bible/clean"
     assert steps["student-int8"][-2:] == ["--quantization", "int8"]
+
+
+def test_the_shipped_back_translation_recipe_reads_the_halves_the_benchmark_writes():
+    """Its corpus and monolingual text are the paths `benchmarks/backtranslation_bible.py --halves_only` writes
+    (catches the two drifting apart), its synthetic sources tagged, not noised, and its teacher fine-tuned."""
+    from pathlib import Path
+
+    from aayn.cli.pipeline import load_recipe, steps_of
+
+    root = Path(__file__).resolve().parents[1]
+    recipe = load_recipe(str(root / "recipes" / "pipeline-bible-backtranslation.yaml"))
+    steps = {step.name: step.argv for step in steps_of(recipe)}
+    assert list(steps) == ["corpus", "clean", "backward", "back-translation", "mixed", "teacher", "teacher-finetuned",
+                           "distilled", "student", "student-int8", "evaluation"]  # fmt: skip
+    script = (root / "benchmarks" / "backtranslation_bible.py").read_text(encoding="utf-8")
+    assert 'default="runs/bench-bt"' in script and 'out / "parallel", out / "mono" / "fr.txt"' in script
+    assert recipe["corpus"] == "runs/bench-bt/parallel" and recipe["monolingual"] == "runs/bench-bt/mono/fr.txt"
+    assert "--noise" not in steps["mixed"] and "--model_name_or_path" in steps["teacher-finetuned"]
 
 
 def test_a_failing_step_stops_the_run_naming_it_and_its_reason(tmp_path):

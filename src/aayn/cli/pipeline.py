@@ -11,7 +11,8 @@ its own seed, the teachers then distilling as an ensemble). A rerun does only wh
 rule: a step runs again where what it read (its command line, the files it was given, the steps before it) differs
 from what its last finished run read, and every step after it follows. A step killed mid-way is resumed where its
 command can resume (training from its newest complete checkpoint, the bulk path's and distill's finished shards);
-the others start over in their own folder. The pipeline's notes lie in `OUTPUT/.pipeline/`: STEP.started (what a
+the others start over in their own folder. The back-translation and the distillation run on Ray with `--ray` among
+their flags (`translate`, `distill`). The pipeline's notes lie in `OUTPUT/.pipeline/`: STEP.started (what a
 run began with) and STEP.json (what it finished with)."""
 
 from __future__ import annotations
@@ -303,6 +304,38 @@ def evaluate_all(out: str, src: str, tgt: str, models: str, extra: list[str]) ->
         partial.write_text(chart(rows), encoding="utf-8")
     with staged_file(out / "report.md") as partial:
         partial.write_text(report(out, rows), encoding="utf-8")
+    stated_against_teachers(out, rows)
+
+
+AGAINST = "## Against its teachers"
+
+
+def stated_against_teachers(out: Path, rows: dict) -> None:
+    """The student's card and its int8 export's (README.md) state their test BLEU, chrF, size and speed beside
+    those of the teachers that distilled them, as the evaluation measured them; a section an earlier evaluation
+    wrote there is replaced."""
+    from ..folders import staged_file
+
+    teachers = [Path(name).name for name in json.loads((out / "distilled" / "report.json").read_text())["teachers"]]
+    for name in ("student", "student-int8"):
+        card = out / name / "README.md"
+        if not card.is_file() or name not in rows:
+            continue
+        text = card.read_text(encoding="utf-8")
+        if AGAINST in text:  # an earlier evaluation's: up to the next section, or the end
+            before, _, after = text.partition("\n" + AGAINST)
+            rest = after.split("\n## ", 1)
+            text = before + ("\n## " + rest[1] if len(rest) > 1 else "\n")
+        table = ["| model | test BLEU | chrF | size (MB) | sentences/s |", "|---|---|---|---|---|"]
+        for model in [*teachers, name]:
+            row, what = rows[model], "this model" if model == name else "teacher"
+            table.append(f"| {model} ({what}) | {row['bleu']} | {row['chrf']} | {row['megabytes']} | "
+                         f"{row['sentences_per_second']} |")  # fmt: skip
+        said = (f"Measured by `aayn pipeline`'s evaluation on the test split of `{out / 'clean'}`, each model's "
+                "whole `aayn evaluate` (its loading included) on the machine that ran it.")  # fmt: skip
+        with staged_file(card) as partial:
+            partial.write_text(text.rstrip("\n") + f"\n\n{AGAINST}\n\n{said}\n\n" + "\n".join(table) + "\n",
+                               encoding="utf-8")  # fmt: skip
 
 
 CHARTED = {"bleu": "test BLEU", "chrf": "test chrF", "megabytes": "size (MB)", "sentences_per_second": "sentences/s"}
