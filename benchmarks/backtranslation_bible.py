@@ -4,11 +4,15 @@ trained on the parallel half translates the monolingual French (`aayn translate 
 puts the synthetic pairs beside the real ones (`--ratio`, default 1), their sources either tagged only (`<BT>`,
 Caswell et al. 2019) or tagged and noised (`--noise`, Edunov et al. 2018: words dropped, blanked and swapped);
 forward models of the demo recipe (the same batches and seed) train on the parallel half alone and on each
-mixture, for each of the `--max_steps` given. Printed: test BLEU / chrF of each (the demo's test split, 1,116
-verses) as JSON and a Markdown table.
+mixture, for each of the `--max_steps` given (a longer run continues the shorter one of its arm). Printed: test
+BLEU / chrF of each (the demo's test split, 1,116 verses; with `--alphas`, also with the length penalty chosen on
+the validation split, per model) as JSON and a Markdown table. With `--finetune_steps N`, Firefox's curriculum:
+the longest run of each arm trained N steps more on the parallel half alone (peak learning rate 0.0005 after 100
+warmup steps), the parallel arm too (the control: the same steps at the same rate).
 
     python benchmarks/backtranslation_bible.py [--out runs/bench-bt] [--max_steps 4500 9000]
-        [--synthetic tagged noised] [--ratio 1] [--halves_only]
+        [--synthetic tagged noised] [--ratio 1] [--alphas 0.6 1.0 1.4]
+        [--finetune_steps 1500] [--halves_only]
 
 Each step's folder is kept under OUT and not redone on a rerun. `--halves_only` writes OUT/parallel (train,
 validation and test files) and OUT/mono/fr.txt and stops: the corpus and the monolingual text of
@@ -19,10 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+FINETUNE = ("--learning_rate", "0.0005", "--warmup_steps", "100")  # the fine-tuning's, as the pipeline recipe's
 RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "demo.yaml"
 
 
@@ -31,11 +37,19 @@ def aayn(*args: str) -> str:
                           text=True).stdout  # fmt: skip
 
 
-def train(output: Path, dataset: Path, source: str, target: str, steps: int) -> Path:
+def train(output: Path, dataset: Path, source: str, target: str, steps: int, earlier: Path | None = None,
+          more: tuple = ()) -> Path:  # fmt: skip
+    """The demo recipe trained `steps` steps into `output` (`more`: flags after the recipe's); where `earlier` (the
+    same arm, fewer steps) is done, a copy of it resumed from its last checkpoint (the inverse square-root schedule
+    does not depend on the steps)."""
     if not (output / "config.json").is_file():
+        resume = []
+        if earlier and (earlier / "config.json").is_file() and not output.exists():
+            shutil.copytree(earlier, output)
+            resume = ["--resume_from_checkpoint", "true"]
         subprocess.run([sys.executable, "-m", "aayn.train", str(RECIPE), "--dataset_name", str(dataset),
                         "--source_lang", source, "--target_lang", target, "--output_dir", str(output),
-                        "--max_steps", str(steps), "--report_to", "none"], check=True)  # fmt: skip
+                        "--max_steps", str(steps), "--report_to", "none", *resume, *more], check=True)  # fmt: skip
     return output
 
 
@@ -71,11 +85,23 @@ def write_halves(out: Path) -> tuple[Path, Path]:
     return parallel, mono
 
 
-def scores(model: Path, corpus: Path) -> dict:
-    printed = aayn("evaluate", "--model", str(model), "--dataset_name", str(corpus), "--source_lang", "en",
-                   "--target_lang", "fr")  # fmt: skip
-    result = json.loads(printed[printed.index("{") :])
-    return {"bleu": round(result["bleu"], 2), "chrf": round(result["chrf"], 2)}
+def scores(model: Path, corpus: Path, alphas: list[float]) -> dict:
+    """Test BLEU / chrF with the model's own search (the demo's beam 4, alpha 1.0) and, with `alphas`, with the
+    length penalty of them that scores best on the validation split (the paper's §6.1: alpha chosen on the
+    development set), each model its own."""
+
+    def evaluated(split: str, *flags: str) -> dict:
+        printed = aayn("evaluate", "--model", str(model), "--dataset_name", str(corpus), "--source_lang", "en",
+                       "--target_lang", "fr", "--split", split, *flags)  # fmt: skip
+        return json.loads(printed[printed.index("{") :])
+
+    result = evaluated("test")
+    row = {"bleu": round(result["bleu"], 2), "chrf": round(result["chrf"], 2)}
+    if alphas:
+        chosen = max(alphas, key=lambda alpha: evaluated("validation", "--length_penalty", str(alpha))["bleu"])
+        tuned = evaluated("test", "--length_penalty", str(chosen))
+        row.update(alpha=chosen, bleu_tuned=round(tuned["bleu"], 2), chrf_tuned=round(tuned["chrf"], 2))
+    return row
 
 
 def main() -> None:
@@ -86,6 +112,10 @@ def main() -> None:
     parser.add_argument("--synthetic", nargs="+", choices=["tagged", "noised"], default=["tagged"],
                         help="the synthetic sources tagged only, or tagged and noised")  # fmt: skip
     parser.add_argument("--ratio", default="1")
+    parser.add_argument("--alphas", type=float, nargs="*", default=[], help="length penalties to choose from on "
+                        "the validation split, per model")  # fmt: skip
+    parser.add_argument("--finetune_steps", type=int, default=0, help="each arm's longest run then trained this "
+                        "many steps on the parallel half alone (the curriculum; the control too)")  # fmt: skip
     parser.add_argument("--halves_only", action="store_true", help="write the two halves and stop")
     args = parser.parse_args()
     out = Path(args.out)
@@ -103,19 +133,30 @@ def main() -> None:
             aayn("mix", "--source_lang", "en", "--target_lang", "fr", "--real", str(parallel), "--synthetic_source",
                  str(synthetic), "--synthetic_target", str(mono), "--output", str(mixed), "--ratio", args.ratio,
                  *(["--noise"] if kind == "noised" else []))  # fmt: skip
-    arms = {}
-    for steps in args.max_steps:
-        arms[f"parallel half only, {steps} steps"] = train(out / f"forward-parallel-{steps}", parallel, "en", "fr",
-                                                           steps)  # fmt: skip
-        for kind, mixed in mixtures.items():
-            name = f"parallel half + other half back-translated ({kind}), {steps} steps"
-            arms[name] = train(out / f"forward-{kind}-{steps}", mixed, "en", "fr", steps)
-    results = {name: scores(folder, parallel) for name, folder in arms.items()}
+    arms, before = {}, None
+    for steps in sorted(args.max_steps):  # each arm's longer run continues its shorter one
+        for kind, data in {"parallel": parallel, **mixtures}.items():
+            name = f"parallel half only, {steps} steps" if kind == "parallel" else (
+                f"parallel half + other half back-translated ({kind}), {steps} steps")  # fmt: skip
+            earlier = out / f"forward-{kind}-{before}" if before else None
+            arms[name] = train(out / f"forward-{kind}-{steps}", data, "en", "fr", steps, earlier)
+        before = steps
+    if args.finetune_steps:  # the curriculum: each arm's longest run trained further on the real pairs alone
+        for kind in ("parallel", *mixtures):
+            start = out / f"forward-{kind}-{before}"
+            more = ("--model_name_or_path", str(start), *FINETUNE)
+            name = f"forward-{kind}-{before}-then-{args.finetune_steps}-real"
+            arms[f"{kind}, {before} steps, then {args.finetune_steps} on the parallel half"] = train(
+                out / name, parallel, "en", "fr", args.finetune_steps, more=more)  # fmt: skip
+    results = {name: scores(folder, parallel, args.alphas) for name, folder in arms.items()}
     mixes = {kind: json.loads((mixed / "report.json").read_text()) for kind, mixed in mixtures.items()}
     print(json.dumps({"results": results, "mix": mixes}, indent=2))
-    print("\n| forward model (en -> fr) | test BLEU | chrF |\n|---|---|---|")
+    tuned = " | alpha chosen on validation | test BLEU | chrF" if args.alphas else ""
+    rule = "|---" * (3 + 3 * bool(args.alphas))
+    print(f"\n| forward model (en -> fr) | test BLEU (alpha 1.0) | chrF{tuned} |\n{rule}|")
     for name, row in results.items():
-        print(f"| {name} | {row['bleu']} | {row['chrf']} |")
+        more = f" | {row['alpha']} | {row['bleu_tuned']} | {row['chrf_tuned']}" if args.alphas else ""
+        print(f"| {name} | {row['bleu']} | {row['chrf']}{more} |")
 
 
 if __name__ == "__main__":
