@@ -28,6 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+BACKWARD_STEPS = 4500
 FINETUNE = ("--learning_rate", "0.0005", "--warmup_steps", "100")  # the fine-tuning's, as the pipeline recipe's
 RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "demo.yaml"
 
@@ -108,7 +109,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="runs/bench-bt")
     parser.add_argument("--max_steps", type=int, nargs="+", default=[4500], help="each forward arm's steps")
-    parser.add_argument("--backward_steps", type=int, default=4500)
+    parser.add_argument("--backward_steps", type=int, default=BACKWARD_STEPS, help="the backward model's (another "
+                        "than 4500: continued from the 4,500-step one, its arms named -bwSTEPS)")  # fmt: skip
     parser.add_argument("--synthetic", nargs="+", choices=["tagged", "noised"], default=["tagged"],
                         help="the synthetic sources tagged only, or tagged and noised")  # fmt: skip
     parser.add_argument("--ratio", default="1")
@@ -122,17 +124,20 @@ def main() -> None:
     parallel, mono = write_halves(out)
     if args.halves_only:
         return
-    backward = train(out / "backward", parallel, "fr", "en", args.backward_steps)
-    synthetic = out / "back-translation"
+    bw = "" if args.backward_steps == BACKWARD_STEPS else f"-bw{args.backward_steps}"  # another backward model's
+    backward = out / ("backward" + bw.replace("-bw", "-"))
+    backward = train(backward, parallel, "fr", "en", args.backward_steps, earlier=out / "backward" if bw else None)
+    synthetic = out / f"back-translation{bw}"
     if not (synthetic / mono.name).is_file():
         aayn("translate", "--model", str(backward), "--input", str(mono), "--output_dir", str(synthetic))
     mixtures = {}
     for kind in args.synthetic:
+        kind = kind + bw  # the arm: its kind and its backward model
         mixed = mixtures[kind] = out / f"mixed-{kind}"
         if not (mixed / "report.json").is_file():
             aayn("mix", "--source_lang", "en", "--target_lang", "fr", "--real", str(parallel), "--synthetic_source",
                  str(synthetic), "--synthetic_target", str(mono), "--output", str(mixed), "--ratio", args.ratio,
-                 *(["--noise"] if kind == "noised" else []))  # fmt: skip
+                 *(["--noise"] if kind.startswith("noised") else []))  # fmt: skip
     arms, before = {}, None
     for steps in sorted(args.max_steps):  # each arm's longer run continues its shorter one
         for kind, data in {"parallel": parallel, **mixtures}.items():
