@@ -157,6 +157,13 @@ def test_a_run_trains_on_drawn_segmentations_and_evaluates_on_the_prepared_ids(t
             {"sentencepiece_alpha": 0.1, "sentencepiece_nbest": 1, "tokenizer_type": "sentencepiece"},
             "sentencepiece_nbest -1 (every segmentation) or > 1",
         ),
+        # catches `redraws_need_token_batches` dropped: the Trainer's sentence batches hand the epoch to the draws
+        # in one unresumed process only, and the run would train on epoch 0's segmentations elsewhere
+        ({"bpe_dropout": 0.1, "max_tokens": None}, "bpe_dropout draws each epoch's segmentation through max_tokens"),
+        (
+            {"sentencepiece_alpha": 0.1, "tokenizer_type": "sentencepiece", "max_tokens": None},
+            "sentencepiece_alpha draws each epoch's segmentation through max_tokens",
+        ),
     ],
 )
 def test_a_bpe_dropout_that_cannot_be_is_refused_in_one_line_before_any_work(tmp_path, settings, message, capsys):

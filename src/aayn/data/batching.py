@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from torch.utils.data import Dataset as TorchDataset
 from torch.utils.data import Sampler
 
 from .token_batches import batch_lists, bucket_of, cut_batches, cut_bucketed, length_order
@@ -111,11 +112,6 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    @property
-    def sampler(self) -> MaxTokensBatchSampler:
-        """Accelerate forwards `set_epoch` to `batch_sampler.batch_sampler.sampler` of a sharded loader: this."""
-        return self
-
     def _epoch_order(self) -> np.ndarray:
         """The batches' numbers in this epoch's order."""
         count = len(self.bounds) - 1
@@ -133,6 +129,35 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         count = len(self.bounds) - 1
         return count if self.rank is None else count // self.num_replicas
+
+
+class SharedEpoch(TorchDataset):
+    """A training set and its `MaxTokensBatchSampler` with one epoch between them: the dataset a token-batch loader
+    holds, so that the epoch reaches the batches' shuffle and the dataset's own draws (`Resegmented`) alike.
+
+    Accelerate's loader hands its epoch to the dataset only where it finds no sampler to hand it to
+    (`DataLoaderShard.set_epoch`'s `elif`), and the wrappers it and the Trainer put around the batch sampler hide it
+    in some runs and not in others (`BatchSamplerShard` for several processes, `SkipBatchSampler` for a resumed
+    epoch): the sampler must not be found, and the dataset's `set_epoch` sets both."""
+
+    def __init__(self, dataset, sampler: MaxTokensBatchSampler):
+        self.dataset, self.sampler = dataset, sampler
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+        if hasattr(self.dataset, "set_epoch"):
+            self.dataset.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int):
+        return self.dataset[index]
+
+    def __getitems__(self, indices: list[int]) -> list:
+        """A batch in one call where the dataset reads one so (a `datasets.Dataset`), as torch's loader would."""
+        fetch = getattr(self.dataset, "__getitems__", None)
+        return fetch(indices) if fetch is not None else [self.dataset[index] for index in indices]
 
 
 def check_buckets(buckets: Sequence[int], longest: int, max_tokens: int | None) -> None:

@@ -133,7 +133,18 @@ def bpe_dropout(model_args: ModelArguments, data_args: DataTrainingArguments) ->
             f"bpe_dropout redraws a byte-level BPE's segmentation; tokenizer_type {model_args.tokenizer_type} has "
             "none (sentencepiece_alpha samples a SentencePiece model's)"
         )
+    if p:
+        redraws_need_token_batches("bpe_dropout", data_args)
     return p
+
+
+def redraws_need_token_batches(name: str, data_args: DataTrainingArguments) -> None:
+    """A segmentation drawn anew each epoch reads the epoch from the token-batch loader (`SharedEpoch`), which
+    hands it to the draws in every run; the Trainer's sentence batches hand it to the dataset in some runs only
+    (one process, not resumed)."""
+    if data_args.max_tokens is None:
+        raise ValueError(f"{name} draws each epoch's segmentation through max_tokens batches: give max_tokens "
+                         "(the paper's batching) rather than per_device_train_batch_size")  # fmt: skip
 
 
 def sentencepiece_sampling(model_args: ModelArguments, data_args: DataTrainingArguments) -> tuple[float, int] | None:
@@ -154,6 +165,7 @@ def sentencepiece_sampling(model_args: ModelArguments, data_args: DataTrainingAr
             "sentencepiece_alpha samples a unigram model's segmentations; sentencepiece_model_type is "
             f"{model_args.sentencepiece_model_type} (BPE-dropout is offered for the byte-level BPE)"
         )
+    redraws_need_token_batches("sentencepiece_alpha", data_args)
     return alpha, nbest
 
 

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import unittest.mock
 from pathlib import Path
 
 import evaluate
@@ -17,7 +18,7 @@ from transformers import IntervalStrategy, PreTrainedTokenizerBase, Seq2SeqTrain
 from transformers.utils import logging
 
 from ..cards import write_model_card
-from ..data.batching import BucketPadding, MaxTokensBatchSampler, example_lengths
+from ..data.batching import BucketPadding, MaxTokensBatchSampler, SharedEpoch, example_lengths
 from ..metrics import METRICS_MODULE
 from .arguments import MIXED_PRECISION, environment_unchanged
 from .fsdp import shard_for_trainer
@@ -86,7 +87,8 @@ class AaynTrainer(Seq2SeqTrainer):
 
     With `max_tokens`, training batches come from `MaxTokensBatchSampler` over the whole training set; Accelerate
     deals them round-robin to the processes (the sampler makes their number a multiple of the world size, so each
-    process gets a disjoint, equal share and none is repeated) and forwards `set_epoch` for the per-epoch shuffle.
+    process gets a disjoint, equal share and none is repeated) and forwards `set_epoch` to the loader's dataset,
+    `SharedEpoch`, which sets the sampler's shuffle and the dataset's subword draws alike.
     """
 
     def __init__(
@@ -164,6 +166,22 @@ class AaynTrainer(Seq2SeqTrainer):
         with self._float32_weights():
             super()._load_best_model()
 
+    def _load_optimizer_and_scheduler(self, checkpoint) -> None:
+        """A resumed run's optimizer state. transformers 4.57 loads that of a run of several processes onto
+        `args.device`, which Accelerate makes `cpu:0` on a CPU, a location torch.load refuses ("don't know how to
+        restore data location"): loaded onto the CPU here, the device it means (5.x loads onto the CPU itself).
+        Private: the Trainer loads the state there and nowhere a callback reaches before the first step."""
+        device = self.args.device
+        if checkpoint is None or device.type != "cpu" or device.index is None:
+            return super()._load_optimizer_and_scheduler(checkpoint)
+        load = torch.load
+
+        def onto_the_cpu(*args, **kwargs):
+            return load(*args, **{**kwargs, "map_location": "cpu"})
+
+        with unittest.mock.patch.object(torch, "load", onto_the_cpu):
+            return super()._load_optimizer_and_scheduler(checkpoint)
+
     def _float32_weights(self):
         """A block in which the model holds float32 weights: with bf16 weights, their masters; else as it is."""
         return self.master_weights.float32() if self.master_weights is not None else contextlib.nullcontext()
@@ -220,7 +238,7 @@ class AaynTrainer(Seq2SeqTrainer):
         if self.length_buckets:
             collate = BucketPadding(collate, self.length_buckets, self.processing_class.pad_token_id)
         loader = DataLoader(
-            self.train_dataset,
+            SharedEpoch(self.train_dataset, sampler),
             batch_sampler=sampler,
             collate_fn=collate,
             num_workers=self.args.dataloader_num_workers,
