@@ -2,6 +2,7 @@
 machine) as one node with two processes, SIGKILL + resume losing nothing, and each epoch's batches and subword draws
 the same whether a run has one process or two and whether it was resumed."""
 
+import itertools
 import json
 import signal
 from collections import defaultdict
@@ -133,7 +134,7 @@ def record_training(recipe: Path, world: int, *flags):
 def epochs_fed(record: dict) -> list[list]:
     """One process's batches, cut into its epochs where each began."""
     starts = [*record["epoch_starts"], len(record["batches"])]
-    return [record["batches"][start:end] for start, end in zip(starts, starts[1:])]
+    return [record["batches"][start:end] for start, end in itertools.pairwise(starts)]
 
 
 @pytest.mark.both_lines  # the Trainer's epoch loop and its resume differ between the lines
