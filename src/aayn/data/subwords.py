@@ -256,7 +256,8 @@ class UnigramSampling:
 class Resegmented(TorchDataset):
     """A prepared training split whose `input_ids` and `labels` are drawn anew by `segmenter` each epoch
     (`set_epoch`, which the Trainer's loader calls through `batching.SharedEpoch`); the draw of example i in epoch e
-    comes from `(seed, e, i, side)` alone. Examples longer than their side's limit after the draw keep the prepared ids."""
+    comes from `(seed, e, i, side)` alone. Examples longer than their side's limit after the draw keep the prepared
+    ids."""
 
     def __init__(self, prepared, segmenter: BpeDropout | UnigramSampling, *, seed: int, limits: tuple[int, int]):
         self.prepared, self.segmenter, self.seed, self.limits, self.epoch = prepared, segmenter, seed, limits, 0
