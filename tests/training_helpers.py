@@ -146,3 +146,26 @@ def made_once(tmp_path_factory, name: str, make) -> Path:
             make(folder)
             done.touch()
     return folder
+
+
+def trained_on_two_pairs(tmp_path: Path, **changes) -> Path:
+    """`aayn train` of a tiny model over es-en and en-fr of the Bible (2 steps, unless `changes` say otherwise) in
+    `tmp_path`, its cache its own: the output folder."""
+    import datasets
+    import pytest
+
+    from aayn.cli import main as aayn
+
+    out = tmp_path / "out"
+    recipe = {
+        "dataset_name": "bible", "lang_pairs": "es-en,en-fr", "sampling_temperature": 1.0, "output_dir": str(out),
+        "max_train_samples": 160, "max_eval_samples": 6, "max_predict_samples": 6, "vocab_size": 500,
+        "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "attention_heads": 2, "ffn_dim": 64,
+        "max_source_length": 96, "max_target_length": 96, "max_steps": 2, "per_device_train_batch_size": 8,
+        "eval_strategy": "no", "save_strategy": "no", "predict_with_generate": True, "generation_num_beams": 1,
+        "generation_max_length": 8, "num_examples_to_print": 0, "report_to": "none", **changes,
+    }  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")  # (read where datasets loads)
+        assert aayn(["train", str(write_recipe(tmp_path / "r.yaml", recipe))]) == 0
+    return out
