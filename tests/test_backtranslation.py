@@ -70,8 +70,13 @@ def test_a_reverse_model_translates_monolingual_shards_and_mix_writes_a_corpus(s
     assert [(sources[i], targets[i]) for i in range(9) if i not in synthetic] == real
     noised_words = [set(sources[i].split()[1:]) - {FILLER} for i in synthetic]
     assert all(words <= set(line.split()) for words, line in zip(noised_words, translations))
+    # each source noised, one draw a line from --seed's generator (`noised` is held to its definition above), and
+    # not left as translated (catches --noise doing nothing, or each line drawn from a fresh generator)
+    rng = random.Random(1)
+    assert [sources[i] for i in synthetic] == [f"<BT> {noised(line, rng)}" for line in translations]
+    assert any(sources[i] != f"<BT> {line}" for i, line in zip(synthetic, translations))
     report = json.loads((out / "report.json").read_text())
-    assert (report["real_copies"], report["synthetic_pairs"], report["ratio"]) == (1, 6, 2.0)
+    assert (report["real_copies"], report["synthetic_pairs"], report["ratio"], report["noise"]) == (1, 6, 2.0, True)
     assert (out / "test.fr").read_text() == (tmp_path / "real" / "test.fr").read_text()
     from aayn.data import load_translation_dataset
 

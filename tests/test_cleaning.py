@@ -136,54 +136,87 @@ def test_a_refused_or_failed_run_leaves_nothing_and_a_rerun_replaces_only_its_ow
     assert "max_ratio must be at least 1" in capsys.readouterr().err
 
 
-def test_the_dual_cross_entropy_is_the_formula_over_the_scores_aayn_score_prints(tmp_path, saved, capsys):
+@pytest.fixture(scope="module")
+def backward(saved, tmp_path_factory) -> str:
+    """A second untrained model of the same vocabulary, drawn from another seed, as the backward model: with one
+    folder for both, swapping --forward and --backward would change nothing a test could see."""
+    import torch
+
+    from aayn import AaynForConditionalGeneration
+
+    folder = tmp_path_factory.mktemp("backward")
+    torch.manual_seed(1)
+    AaynForConditionalGeneration(saved[1].config).save_pretrained(folder)
+    saved[2].save_pretrained(folder)
+    return str(folder)
+
+
+def model_scores(forward: str, backward: str, sources: list[str], targets: list[str]) -> list[tuple[float, float]]:
+    """`aayn clean`'s (dual cross-entropy, source gain) of each pair, as its scorer computes them."""
+    from argparse import Namespace
+
+    from aayn.cli.arguments import DECODING_BATCH_TOKENS
+    from aayn.cli.clean import ModelScores
+
+    args = Namespace(forward=forward, backward=backward, device="cpu", batch_tokens=DECODING_BATCH_TOKENS,
+                     min_source_gain=0.0)  # fmt: skip
+    return ModelScores(args)(sources, targets)
+
+
+def test_the_dual_cross_entropy_is_the_formula_over_the_scores_aayn_score_prints(tmp_path, saved, backward, capsys):
     """|H_f - H_b| + (H_f + H_b) / 2 with H the negated log P per target token (eos included) that `aayn score
     --per_token` prints, forward on (source, target) and backward on (target, source); a limit between the pairs'
-    scores removes exactly the one above it (catches a side swapped, a sum for the mean, a sentence-level H)."""
+    scores removes exactly the one above it (catches a side swapped, the two models swapped, a sum for the mean, a
+    sentence-level H)."""
     model = str(saved[0])
     pairs = [("one two three", "un deux trois"), ("four five", "quatre cinq"), ("six seven", "six sept")]
     source, target = write_corpus(tmp_path / "in", pairs)
 
-    def entropies(src, tgt):
-        assert aayn(["score", "--model", model, "--source", str(src), "--target", str(tgt), "--per_token"]) == 0
+    def entropies(folder, src, tgt):
+        assert aayn(["score", "--model", folder, "--source", str(src), "--target", str(tgt), "--per_token"]) == 0
         printed = capsys.readouterr().out.splitlines()
         return [-float(cols.split("\t")[0]) / len(cols.split("\t")[2].split()) for cols in printed]
 
-    forward, backward = entropies(source, target), entropies(target, source)
-    expected = [abs(f - b) + (f + b) / 2 for f, b in zip(forward, backward)]
+    there, back = entropies(model, source, target), entropies(backward, target, source)
+    assert there != entropies(backward, source, target)  # the models differ: a swap would show
+    expected = [abs(f - b) + (f + b) / 2 for f, b in zip(there, back)]
+    scored = model_scores(model, backward, *(list(side) for side in zip(*pairs)))
+    assert [dual for dual, _ in scored] == pytest.approx(expected, rel=1e-5)
     limit = sorted(expected)[1] + 1e-4  # the two lowest kept
     out = tmp_path / "clean"
     assert aayn(["clean", "--source_lang", "en", "--target_lang", "fr", "--source", str(source), "--target",
-                 str(target), "--output", str(out), "--processes", "1", "--forward", model, "--backward", model,
+                 str(target), "--output", str(out), "--processes", "1", "--forward", model, "--backward", backward,
                  "--max_dual_cross_entropy", str(limit), "--keep_number_mismatches"]) == 0  # fmt: skip
     removed = [json.loads(line) for line in (out / "removed.jsonl").read_text().splitlines()]
     assert [row["line"] for row in removed] == [1 + max(range(3), key=expected.__getitem__)]
     assert {row["rule"] for row in removed} == {"cross_entropy"}
 
 
-def test_the_source_gain_is_the_formula_over_the_scores_of_each_pair_and_the_next(tmp_path, saved, capsys):
+def test_the_source_gain_is_the_formula_over_the_scores_of_each_pair_and_the_next(tmp_path, saved, backward, capsys):
     """((H_f(y|x') - H_f(y|x)) + (H_b(x|y') - H_b(x|y))) / 2, with (x', y') the next pair (the last's: the first)
     and H the per-token cross-entropies `aayn score --per_token` prints; a limit between the two lowest gains removes
     exactly the lowest, as source_gain, and no other rule runs on the models (catches the partner not moved, a side
-    swapped, the sign turned)."""
+    swapped, the two models swapped, the sign turned)."""
     model = str(saved[0])
     pairs = [("one two three", "un deux trois"), ("four five", "quatre cinq"), ("six seven", "six sept"),
              ("eight", "huit")]  # fmt: skip
     source, target = write_corpus(tmp_path / "in", pairs)
     following, followed = write_corpus(tmp_path / "next", pairs[1:] + pairs[:1])
 
-    def entropies(src, tgt):
-        assert aayn(["score", "--model", model, "--source", str(src), "--target", str(tgt), "--per_token"]) == 0
+    def entropies(folder, src, tgt):
+        assert aayn(["score", "--model", folder, "--source", str(src), "--target", str(tgt), "--per_token"]) == 0
         printed = capsys.readouterr().out.splitlines()
         return [-float(cols.split("\t")[0]) / len(cols.split("\t")[2].split()) for cols in printed]
 
-    forward, backward = entropies(source, target), entropies(target, source)
-    forward_other, backward_other = entropies(following, target), entropies(followed, source)
-    gains = [((fo - f) + (bo - b)) / 2 for f, b, fo, bo in zip(forward, backward, forward_other, backward_other)]
+    there, back = entropies(model, source, target), entropies(backward, target, source)
+    there_other, back_other = entropies(model, following, target), entropies(backward, followed, source)
+    gains = [((fo - f) + (bo - b)) / 2 for f, b, fo, bo in zip(there, back, there_other, back_other)]
+    scored = model_scores(model, backward, *(list(side) for side in zip(*pairs)))
+    assert [gain for _, gain in scored] == pytest.approx(gains, rel=1e-5, abs=1e-6)
     lowest, second = sorted(gains)[:2]
     out = tmp_path / "clean"
     assert aayn(["clean", "--source_lang", "en", "--target_lang", "fr", "--source", str(source), "--target",
-                 str(target), "--output", str(out), "--processes", "1", "--forward", model, "--backward", model,
+                 str(target), "--output", str(out), "--processes", "1", "--forward", model, "--backward", backward,
                  "--min_source_gain", str((lowest + second) / 2), "--keep_number_mismatches"]) == 0  # fmt: skip
     removed = [json.loads(line) for line in (out / "removed.jsonl").read_text().splitlines()]
     assert [(row["line"], row["rule"]) for row in removed] == [(1 + gains.index(lowest), "source_gain")]
