@@ -56,6 +56,20 @@ def saved(tmp_path_factory):
     return folder / "out", model.eval(), tokenizer
 
 
+@pytest.fixture(scope="session")
+def varied(saved, tmp_path_factory) -> Path:
+    """`saved`'s tokenizer with an untrained tiny model drawn at init_std 0.2, saved: its greedy translations differ
+    from source to source (at 0.02 an untrained model says the same of every source), for tests that must tell
+    one source's translation from another's."""
+    from aayn import AaynForConditionalGeneration
+
+    folder = tmp_path_factory.mktemp("varied")
+    torch.manual_seed(0)
+    AaynForConditionalGeneration(tiny_config(vocab_size=len(saved[2]), init_std=0.2)).save_pretrained(folder)
+    saved[2].save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def onnx_graphs_once(tmp_path_factory):
     """For the module that asks: ONNX exports of a model exported before in this run copy its graphs

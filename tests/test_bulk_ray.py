@@ -220,25 +220,25 @@ def test_a_driver_killed_mid_run_leaves_a_rerun_only_what_is_missing(saved, loca
     same_as_one_process(saved, tmp_path / "in", out, tmp_path / "here")
 
 
-def test_distillation_on_ray_writes_the_teachers_translations_as_in_one_process(saved, local_ray, tmp_path,
+def test_distillation_on_ray_writes_the_teachers_translations_as_in_one_process(varied, local_ray, tmp_path,
                                                                                monkeypatch):  # fmt: skip
     """`aayn distill --ray`: two actors translate the shards of 2 sources; the corpus is plain transformers'
     `generate` of each source in order (catches shards paired out of order, one left out, the references written
     instead), the driver opening no teacher; the work folder gone; actors on a device Ray gives them none refused
     before any work."""
-    from test_distillation import SOURCES, distill, generated, lines, write_corpus
+    from test_distillation import SOURCES, distill, generated, lines, telling, write_corpus
 
     corpus, output = write_corpus(tmp_path / "corpus"), tmp_path / "distilled"
 
     def driver_opens_no_model(*args, **kwargs):
         raise AssertionError("the driver opened a translator")
 
-    expected = generated(saved[0], SOURCES)
+    expected = telling(generated(varied, SOURCES))
     monkeypatch.setattr("aayn.translation.opening.open_translator", driver_opens_no_model)
-    assert distill(saved[0], corpus, output, "--shard_lines", "2", "--ray", "--concurrency", "2") == 0
+    assert distill(varied, corpus, output, "--shard_lines", "2", "--ray", "--concurrency", "2") == 0
     assert lines(output / "train.en") == SOURCES and lines(output / "train.fr") == expected
     assert not (tmp_path / ".distill-distilled").exists()
-    assert distill(saved[0], corpus, tmp_path / "gpu", "--ray", "--device", "cuda") == 2
+    assert distill(varied, corpus, tmp_path / "gpu", "--ray", "--device", "cuda") == 2
     assert not (tmp_path / "gpu").exists() and not (tmp_path / ".distill-gpu").exists()
 
 

@@ -31,6 +31,15 @@ def generated(folder, sources):
     return [text.strip() for text in tokenizer.batch_decode(out, skip_special_tokens=True)]
 
 
+def telling(expected: list[str], shard_lines: int = 2) -> list[str]:
+    """`expected`, asserted to tell the faults apart: each shard's translations differ from every other shard's and
+    the translations from the references, so that shards paired out of order, or the references written instead,
+    cannot pass for them."""
+    shards = [tuple(expected[start : start + shard_lines]) for start in range(0, len(expected), shard_lines)]
+    assert len(set(shards)) == len(shards) and expected != TARGETS, expected
+    return expected
+
+
 def distill(teacher, corpus, output, *more):
     search = [] if "--translations" in more else ["--num_beams", "1", "--max_new_tokens", "6"]  # no search: made
     return aayn(["distill", "--model", str(teacher), "--source_lang", "en", "--target_lang", "fr", "--corpus",
@@ -57,27 +66,28 @@ def lines(path):
     return path.read_text(encoding="utf-8").splitlines()
 
 
-def test_the_distilled_corpus_is_the_teachers_translations_and_a_kill_costs_one_shard(saved, tmp_path, monkeypatch):
+def test_the_distilled_corpus_is_the_teachers_translations_and_a_kill_costs_one_shard(varied, tmp_path, monkeypatch):
     """Shards of 2 sources: the first run is killed (an error) in its second shard, the rerun translates the two
     missing shards only, and train.fr is generate's translation of each source in order (catches the references
     written instead, shards out of order, a rerun translating all again or keeping a half shard); the validation and
-    test files are the corpus's; the work folder is gone; report.json names the teacher."""
+    test files are the corpus's; the work folder is gone; report.json names the teacher. The teacher's translations
+    differ from shard to shard and from the references (asserted)."""
     corpus, output = write_corpus(tmp_path / "corpus"), tmp_path / "distilled"
-    expected = generated(saved[0], SOURCES)
+    expected = telling(generated(varied, SOURCES))
     assert all(expected), "the tiny teacher says something for each source"
     translated = killed_in_the_second_shard(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
-        distill(saved[0], corpus, output, "--shard_lines", "2")
+        distill(varied, corpus, output, "--shard_lines", "2")
     assert not output.exists() and translated == ["00000.txt", "00001.txt"]
     work = tmp_path / ".distill-distilled"
     assert sorted(path.name for path in (work / "translations").iterdir()) == ["00000.txt"]
-    assert distill(saved[0], corpus, output, "--shard_lines", "2") == 0
+    assert distill(varied, corpus, output, "--shard_lines", "2") == 0
     assert translated == ["00000.txt", "00001.txt", "00001.txt", "00002.txt"]
     assert lines(output / "train.en") == SOURCES and lines(output / "train.fr") == expected
     assert lines(output / "test.fr") == TARGETS and lines(output / "validation.en") == SOURCES
     assert not work.exists()
     report = json.loads((output / "report.json").read_text())
-    assert report["teachers"] == [str(saved[0])] and report["distilled_pairs"] == 6 and report["real_pairs"] == 6
+    assert report["teachers"] == [str(varied)] and report["distilled_pairs"] == 6 and report["real_pairs"] == 6
     assert report["search"] == {"num_beams": 1, "max_new_tokens": 6}
 
     from aayn.data import load_translation_dataset
@@ -85,7 +95,7 @@ def test_the_distilled_corpus_is_the_teachers_translations_and_a_kill_costs_one_
 
     assert len(load_translation_dataset(str(output), source_lang="en", target_lang="fr")["train"]) == 6
     said = " ".join(distilled_from(str(output)))
-    assert "Kim & Rush" in said and str(saved[0]) in said and "6 training pairs" in said
+    assert "Kim & Rush" in said and str(varied) in said and "6 training pairs" in said
     assert distilled_from(str(corpus)) == []  # a corpus not distilled: the card says nothing of it
 
 
