@@ -33,17 +33,29 @@ def finished(recipe):
     return json.loads(out.strip().splitlines()[-1])["ran"], err
 
 
-def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns_what_follows(tmp_path):
+def translations(capsys, models, sources: list[str]) -> list[str]:
+    """`aayn translate` of `sources` by `models` (two: an ensemble), with the pipeline's distill flags."""
+    command = ["translate", *(part for model in models for part in ("--model", str(model))), "--max_new_tokens", "8"]
+    capsys.readouterr()
+    assert aayn([*command, *sources]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns_what_follows(tmp_path, capsys):
+    """Besides what the module says: the ensemble's translations are what the distilled corpus holds (catches an
+    ensemble that uses its first model alone), speed is counted over the sentences translated, and a file a step
+    reads, changed on disk, reruns that step and those after it."""
     corpus = write_numbers_corpus(tmp_path / "numbers", sizes=(("train", 120), ("validation", 8), ("test", 8)))
     mono = write_numbers_corpus(tmp_path / "mono", sizes=(("train", 24),), seed=5) / "train.fr"
     model = write_recipe(tmp_path / "tiny.yaml", tiny_recipe(corpus, tmp_path / "unused", **FAST))
+    student = write_recipe(tmp_path / "student.yaml", tiny_recipe(corpus, tmp_path / "unused", **FAST, d_model=16))
     out = tmp_path / "run"
     recipe = {
         "source_lang": "en", "target_lang": "fr", "output_dir": str(out), "corpus": str(corpus),
         "monolingual": str(mono), "clean": ["--processes", "1"], "backward": {"recipe": str(model)},
         "translate": ["--max_new_tokens", "8"], "mix": ["--noise"], "teacher": {"recipe": str(model), "ensemble": 2},
         "finetune": {"recipe": str(model), "flags": ["--max_steps", "2"]}, "distill": ["--max_new_tokens", "8"],
-        "student": {"recipe": str(model), "flags": ["--d_model", "16"]},
+        "student": {"recipe": str(student)},
         "evaluate": ["--max_samples", "4", "--max_new_tokens", "8"],
     }  # fmt: skip
     path = write_recipe(tmp_path / "pipeline.yaml", recipe)
@@ -77,6 +89,17 @@ def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns
     assert list(scores) == ["teacher", "teacher-2", "teacher-finetuned", "teacher-2-finetuned", "student",
                             "student-int8"]  # fmt: skip
     assert all("bleu" in row for row in scores.values())
+    # speed over the sentences translated: --max_samples 4 of the 8 test lines (catches the split's 8 counted)
+    assert {row["sentences"] for row in scores.values()} == {4}
+    # the ensemble distilled: its translations are those of both teachers together, not the first one's alone
+    # (of the sources it kept: a blank translation is left out)
+    sources = (out / "distilled" / "train.en").read_text(encoding="utf-8").splitlines()
+    both, first = (
+        translations(capsys, [out / name for name in names], sources)
+        for names in (["teacher-finetuned", "teacher-2-finetuned"], ["teacher-finetuned"])
+    )
+    assert (out / "distilled" / "train.fr").read_text(encoding="utf-8").splitlines() == both
+    assert sources and both != first  # the two can be told apart
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "## Cleaning" in report and "| student-int8 |" in report and "synthetic pairs" in report
     assert "](report.svg)" in report
@@ -88,8 +111,7 @@ def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns
             assert f"| {model} ({what}) | {row['bleu']} | {row['chrf']} | {row['megabytes']} |" in card
 
     assert finished(path)[0] == {}  # nothing changed: nothing runs
-    recipe["student"]["flags"] = ["--d_model", "32"]
-    write_recipe(path, recipe)
+    write_recipe(student, tiny_recipe(corpus, tmp_path / "unused", **FAST, d_model=32))  # a file it reads, changed
     assert list(finished(path)[0]) == ["student", "student-int8", "evaluation"]
     assert json.loads((out / "student" / "config.json").read_text())["d_model"] == 32
 
@@ -204,3 +226,37 @@ def test_a_failing_step_stops_the_run_naming_it_and_its_reason(tmp_path):
     assert process.returncode == 2
     assert "no such folder" in err and "step corpus failed (exit 2)" in err and "aayn pipeline: error" in err
     assert not (tmp_path / "run" / ".pipeline" / "corpus.json").exists()
+
+
+def test_a_steps_fingerprint_follows_its_command_the_files_it_reads_and_the_steps_before(tmp_path):
+    """make's rule, one input at a time: the same inputs give the same fingerprint; another flag, a file it reads
+    rewritten (or one added to a folder it reads), another fingerprint of a step before each give another (catches
+    any of the three left out)."""
+    from aayn.cli.pipeline import Step, fingerprint
+
+    text, folder = tmp_path / "mono.txt", tmp_path / "corpus"
+    text.write_text("un\n", encoding="utf-8")
+    folder.mkdir()
+    (folder / "train.en").write_text("one\n", encoding="utf-8")
+    step = Step("x", ["python", "-m", "aayn.cli", "mix", "--ratio", "1"], [str(text), str(folder)], ["clean"])
+    first = fingerprint(step, {"clean": "a"})
+    assert fingerprint(step, {"clean": "a"}) == first
+    assert fingerprint(Step("x", [*step.argv[:-1], "2"], step.reads, step.after), {"clean": "a"}) != first
+    assert fingerprint(step, {"clean": "b"}) != first
+    text.write_text("deux\n", encoding="utf-8")
+    second = fingerprint(step, {"clean": "a"})
+    (folder / "train.fr").write_text("un\n", encoding="utf-8")
+    assert len({first, second, fingerprint(step, {"clean": "a"})}) == 3
+
+
+def test_a_steps_report_without_its_counts_is_an_error_naming_the_step(tmp_path):
+    """Catches the report saying "? pairs kept of ?" where the clean step's report lacks its counts."""
+    from aayn.cli.pipeline import report
+
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "clean" / "report.json").write_text(json.dumps({"pairs": 10}), encoding="utf-8")
+    row = {"bleu": 1.0, "chrf": 2.0, "megabytes": 3.0, "sentences": 4, "sentences_per_second": 5.0}
+    with pytest.raises(ValueError, match="step clean: .* has no count 'kept'"):
+        report(tmp_path, {"student": row})
+    (tmp_path / "clean" / "report.json").write_text(json.dumps({"pairs": 10, "kept": 9}), encoding="utf-8")
+    assert "9 pairs kept of 10." in report(tmp_path, {"student": row})

@@ -279,7 +279,6 @@ def evaluate_all(out: str, src: str, tgt: str, models: str, extra: list[str]) ->
     from . import main
 
     out = Path(out)
-    texts = (out / "clean" / f"test.{src}").read_text(encoding="utf-8").splitlines()
     rows = {}
     for name in models.split(","):
         folder = out / name
@@ -296,7 +295,8 @@ def evaluate_all(out: str, src: str, tgt: str, models: str, extra: list[str]) ->
             "bleu": round(scores["bleu"], 2),
             "chrf": round(scores["chrf"], 2),
             "megabytes": round(size / 1e6, 1),
-            "sentences_per_second": round(len(texts) / seconds, 1),
+            "sentences": scores["sentences"],  # those translated: --max_samples of the test split, or all of it
+            "sentences_per_second": round(scores["sentences"] / seconds, 1),
         }
     with staged_folder(out / "evaluation") as staging:
         (staging / "scores.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
@@ -362,16 +362,28 @@ def chart(rows: dict) -> str:
     return "\n".join([*parts, "</svg>", ""])
 
 
+def step_report(out: Path, step: str, counts: tuple[str, ...]) -> dict:
+    """The step's report.json, with the counts the pipeline's report states: a report without one is an error
+    naming the step (the report says what it knows, never "?")."""
+    path = out / step / "report.json"
+    read = json.loads(path.read_text(encoding="utf-8"))
+    missing = [key for key in counts if not isinstance(read.get(key), int)]
+    if missing:
+        raise ValueError(f"step {step}: {path} has no count {missing[0]!r}; was it written by another aayn? Remove "
+                         f"{out / NOTES / (step + '.json')} and run the pipeline again to redo the step")  # fmt: skip
+    return read
+
+
 def report(out: Path, rows: dict) -> str:
     """The run's report: the cleaning counts, and BLEU / chrF / size / speed per model with their chart."""
     lines = [f"# Pipeline report: {out}", ""]
-    cleaned = json.loads((out / "clean" / "report.json").read_text(encoding="utf-8"))
+    cleaned = step_report(out, "clean", ("pairs", "kept"))
     counts = cleaned.get("removed") or {}
-    lines += ["## Cleaning", "", f"{cleaned.get('kept', '?')} pairs kept of {cleaned.get('pairs', '?')}.", ""]
+    lines += ["## Cleaning", "", f"{cleaned['kept']} pairs kept of {cleaned['pairs']}.", ""]
     if counts:
         lines += ["| rule | pairs removed |", "|---|---|", *(f"| {rule} | {n} |" for rule, n in counts.items()), ""]
     if (out / "mixed" / "report.json").is_file():
-        mixed = json.loads((out / "mixed" / "report.json").read_text(encoding="utf-8"))
+        mixed = step_report(out, "mixed", ("synthetic_pairs", "real_pairs", "real_copies"))
         said = f"{mixed['synthetic_pairs']} synthetic pairs beside {mixed['real_pairs']} real ones"
         said += f" x {mixed['real_copies']}."
         lines += ["## Back-translation", "", said, ""]
@@ -380,7 +392,10 @@ def report(out: Path, rows: dict) -> str:
     lines += [f"| {name} | {row['bleu']} | {row['chrf']} | {row['megabytes']} | {row['sentences_per_second']} |"
               for name, row in rows.items()]  # fmt: skip
     lines += ["", "![BLEU, chrF, size and speed of each model](report.svg)", ""]
-    lines += ["Speed counts each model's evaluation whole (its loading included), on this machine.", ""]
+    sentences = next(iter(rows.values()))["sentences"]  # the same evaluation flags for every model
+    said = (f"Speed counts each model's evaluation whole (its loading included) over the {sentences} test "
+            "sentences it translated, on this machine.")  # fmt: skip
+    lines += [said, ""]
     return "\n".join(lines)
 
 
