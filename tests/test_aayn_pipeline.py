@@ -53,7 +53,8 @@ def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns
     recipe = {
         "source_lang": "en", "target_lang": "fr", "output_dir": str(out), "corpus": str(corpus),
         "monolingual": str(mono), "clean": ["--processes", "1"], "backward": {"recipe": str(model)},
-        "translate": ["--max_new_tokens", "8"], "mix": ["--noise"], "teacher": {"recipe": str(model), "ensemble": 2},
+        "translate": ["--max_new_tokens", "8", "--sampling", "--sampling_topk", "10"], "mix": ["--noise"],
+        "teacher": {"recipe": str(model), "ensemble": 2},
         "finetune": {"recipe": str(model), "flags": ["--max_steps", "2"]}, "distill": ["--max_new_tokens", "8"],
         "student": {"recipe": str(student)},
         "evaluate": ["--max_samples", "4", "--max_new_tokens", "8"],
@@ -85,6 +86,11 @@ def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns
     seed = yaml.safe_load(model.read_text())["seed"]
     assert argv["teacher-2"][-2:] == ["--seed", str(seed + 1)] and "--seed" not in argv["teacher"]
     assert (out / "student-int8" / "model.bin").is_file()
+    # the back-translation sampled, as `aayn translate --sampling` draws it
+    assert aayn(["translate", "--model", str(out / "backward"), "--input", str(mono), "--output_dir",
+                 str(tmp_path / "sampled"), *recipe["translate"]]) == 0  # fmt: skip
+    back = (out / "back-translation" / "train.fr").read_text(encoding="utf-8")
+    assert back == (tmp_path / "sampled" / "train.fr").read_text(encoding="utf-8")
     scores = json.loads((out / "evaluation" / "scores.json").read_text())
     assert list(scores) == ["teacher", "teacher-2", "teacher-finetuned", "teacher-2-finetuned", "student",
                             "student-int8"]  # fmt: skip

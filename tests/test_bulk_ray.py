@@ -258,3 +258,16 @@ def test_actors_put_the_targets_token_first_as_one_process_does(two_pair_folder,
         assert aayn([*command, "--target_lang", target, "--output_dir", str(out), *ray_flags]) == 0
         written[out.name] = {name: (out / name).read_text() for name in ("a.txt", "b.txt")}
     assert written["fr-ray"] == written["fr"] != written["en"]
+
+
+def test_actors_sample_each_shard_as_one_process_does(varied, local_ray, tmp_path):
+    """`--ray --sampling`: two actors write the text one process draws for each shard (each shard's draws its own,
+    whichever actor takes it, in whatever order; catches the actors' draws started from one seed for all)."""
+    shards(tmp_path / "in")
+    command = ["translate", "--model", str(varied), "--input", str(tmp_path / "in"), "--sampling", "--sampling_topk",
+               "10", "--seed", "3", "--max_new_tokens", "6"]  # fmt: skip
+    assert aayn([*command, "--output_dir", str(tmp_path / "ray"), "--ray", "--concurrency", "2"]) == 0
+    assert aayn([*command, "--output_dir", str(tmp_path / "here")]) == 0
+    names = sorted(path.name for path in (tmp_path / "here").iterdir())
+    assert len(names) == 5 and all((tmp_path / "ray" / n).read_bytes() == (tmp_path / "here" / n).read_bytes()
+                                   for n in names)  # fmt: skip

@@ -108,6 +108,14 @@ def decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num_beams", type=positive_int, help="default: the model's generation config")
     parser.add_argument("--length_penalty", type=float, help="alpha of the length penalty; choose it on validation")
     parser.add_argument("--max_new_tokens", type=positive_int)
+    parser.add_argument("--sampling", action="store_true", help="draw each token from the model's distribution "
+                        "instead of searching (fairseq's --sampling; sampled back-translation, Edunov et al. 2018)")
+    parser.add_argument("--sampling_topk", type=int, help="with --sampling: among the K likeliest tokens (0: all)")
+    parser.add_argument("--sampling_topp", type=float, help="with --sampling: within the smallest set of tokens "
+                        "holding P of the probability (1: all)")
+    parser.add_argument("--temperature", type=float, help="with --sampling: the distribution's temperature")
+    parser.add_argument("--seed", type=int, default=1, help="with --sampling: where the draws start (a corpus of "
+                        "shards: each shard's from this seed and its name, so a rerun draws the same text)")
     batch_tokens_argument(parser, "padded source tokens per batch")
     device_argument(parser)
 
@@ -184,13 +192,23 @@ def check_actor_device(device: str, gpus: float) -> None:
                          "--device cuda")  # fmt: skip
 
 
+SAMPLING_FLAGS = {"sampling_topk": "top_k", "sampling_topp": "top_p", "temperature": "temperature"}
+
+
 def generate_options(args: argparse.Namespace) -> dict:
-    """The decoding flags a user set (the others come from the model's generation config)."""
-    return {
-        name: getattr(args, name)
-        for name in ("num_beams", "length_penalty", "max_new_tokens")
-        if getattr(args, name) is not None
-    }
+    """The decoding flags a user set (the others come from the model's generation config), `sampling` a
+    `Sampling` where --sampling asks for it."""
+    from ..formats.translator import Sampling
+
+    options = {name: getattr(args, name) for name in ("num_beams", "length_penalty", "max_new_tokens")
+               if getattr(args, name) is not None}  # fmt: skip
+    given = {key: getattr(args, flag) for flag, key in SAMPLING_FLAGS.items() if getattr(args, flag) is not None}
+    if given and not args.sampling:
+        flag = next(flag for flag, key in SAMPLING_FLAGS.items() if key in given)
+        raise ValueError(f"--{flag} shapes the draws of --sampling: add --sampling")
+    if args.sampling:
+        options["sampling"] = Sampling(**given, seed=args.seed)
+    return options
 
 
 def decoded_lines(data: bytes, where: str, first_line: int = 1) -> list[str]:

@@ -69,7 +69,7 @@ def distill(args: argparse.Namespace) -> None:
             if args.with_references:
                 append_pairs(real_files, source, target)
         copy_held_out(corpus, staging, (src, tgt))
-        search = None if args.translations else generate_options(args) or "the teacher's own"  # None: made elsewhere
+        search = None if args.translations else search_of(args) or "the teacher's own"  # None: made elsewhere
         report = {
             "written_by": "aayn distill", "corpus": str(corpus), "teachers": args.model,
             "teacher_results": [teacher_results(name) for name in args.model],
@@ -83,6 +83,14 @@ def distill(args: argparse.Namespace) -> None:
     print(json.dumps(report))
 
 
+def search_of(args: argparse.Namespace) -> dict:
+    """The search flags given, as JSON holds them (sampling's settings a mapping)."""
+    import dataclasses
+
+    return {key: dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+            for key, value in generate_options(args).items()}  # fmt: skip
+
+
 def teacher_translations(args: argparse.Namespace, sources: Path, work: Path) -> tuple[list, list, float]:
     """The training sources cut into shards of --shard_lines in `work`, and the teacher's translation of each
     shard (the bulk path: whole shards, the missing ones only); the seconds the teacher took in this run."""
@@ -94,7 +102,7 @@ def teacher_translations(args: argparse.Namespace, sources: Path, work: Path) ->
     stat = sources.stat()
     made_from = {"sources": str(sources.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
                  "teachers": [folder_state(name) for name in args.model],
-                 "search": generate_options(args), "shard_lines": args.shard_lines}  # fmt: skip
+                 "search": search_of(args), "shard_lines": args.shard_lines}  # fmt: skip
     made_from = json.loads(json.dumps(made_from))  # as the manifest reads back: lists, not tuples
     manifest = work / MANIFEST
     if work.exists() and not (manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")) == made_from):

@@ -111,6 +111,7 @@ def translate_options(args: argparse.Namespace) -> tuple[dict, tuple[str, ...]]:
         generate[key] = AlignmentSettings(args.alignment_layer, args.alignment_heads)
     needs = ("prefixes",) * bool(args.prefix) + ("attention",) * bool(args.show_attention)
     needs += ("glossary",) * bool(args.glossary) + ("alignment",) * bool(args.print_alignment)
+    needs += ("sampling",) * bool(args.sampling)
     return generate, needs
 
 

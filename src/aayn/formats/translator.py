@@ -13,8 +13,9 @@ folder. Only `aayn.model.policy_aayn` is imported here (it imports nothing), and
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from ..model.policy_aayn import (
@@ -38,6 +39,7 @@ ABILITIES = {
     "scores": "scoring pairs",
     "glossary": "--glossary",
     "alignment": "--print_alignment",
+    "sampling": "--sampling",
 }
 LACKS = {
     "prefixes": "translates without target prefixes",
@@ -45,6 +47,7 @@ LACKS = {
     "scores": "scores no given pairs",
     "glossary": "translates without a glossary",
     "alignment": "gives no alignments",
+    "sampling": "does not sample",
 }
 
 
@@ -59,6 +62,33 @@ class EngineOptions(NamedTuple):
 
 
 AS_SAVED = EngineOptions()  # an engine's defaults: the folder's weights as they are, steps launched one by one
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Each token drawn from the model's distribution instead of searched for (fairseq's `--sampling`; Edunov et
+    al. 2018 found sampled back-translations train better than beam search's): among the `top_k` likeliest tokens
+    (0: all), within the smallest set holding `top_p` of the probability (1: all), at `temperature`. `seed` starts
+    the draws of each call, so that the same texts in the same batches draw the same translations."""
+
+    top_k: int = 0
+    top_p: float = 1.0
+    temperature: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"sampling's top_k must be an integer >= 0 (0: every token), got {self.top_k!r}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"sampling's top_p must be in (0, 1], got {self.top_p!r}")
+        if not 0 < self.temperature < math.inf:
+            raise ValueError(f"sampling's temperature must be positive, got {self.temperature!r}")
+
+    def for_shard(self, name: str) -> Sampling:
+        """The draws of one shard of a corpus, seeded by `seed` and the shard's name alone: a rerun after a kill,
+        another process or another Ray actor draws the same text for it."""
+        digest = hashlib.sha256(f"{self.seed}:{name}".encode()).digest()
+        return replace(self, seed=int.from_bytes(digest[:4], "little"))
 
 
 def without(name: str, ability: str, what: str = "") -> str:
@@ -123,6 +153,7 @@ class DecodingSettings:
     length_limit: tuple[float, int] | None = None  # the folder's `length_limit`
     early_stopping: bool | str = "never"  # the folder's `search_early_stopping`
     min_new_tokens: int = 0  # the generation config's: tokens before eos may end a hypothesis (fairseq's --min-len)
+    sampling: Sampling | None = None  # tokens drawn, not searched for: one beam, `nbest` samples of each source
 
     @classmethod
     def resolve(
@@ -133,6 +164,7 @@ class DecodingSettings:
         num_beams: int | None = None,
         length_penalty: float | None = None,
         max_new_tokens: int | None = None,
+        sampling: Sampling | None = None,
     ) -> DecodingSettings:
         """The settings in force: those given, else the folder's (`generation`: its generation config's
         `num_beams` and `length_penalty`, and the rules of its model config), else transformers' defaults; at least
@@ -144,7 +176,9 @@ class DecodingSettings:
         alpha = length_penalty_in_force(length_penalty, generation.get("length_penalty"))
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
             raise ValueError(f"length_penalty must be a finite number, got {alpha!r}")
-        beams = beams_for(num_beams or generation.get("num_beams"), nbest)
+        if sampling is not None and num_beams not in (None, 1):
+            raise ValueError(f"sampling draws one token at a time; num_beams {num_beams} searches: give one of them")
+        beams = 1 if sampling is not None else beams_for(num_beams or generation.get("num_beams"), nbest)
         normalization = generation.get("length_normalization") or "gnmt"
         if normalization not in LENGTH_NORMALIZATIONS:
             raise ValueError(f"length_normalization must be one of {LENGTH_NORMALIZATIONS}, got {normalization!r}")
@@ -161,7 +195,7 @@ class DecodingSettings:
         least = generation.get("min_new_tokens") or 0
         if isinstance(least, bool) or not isinstance(least, int) or least < 0:
             raise ValueError(f"min_new_tokens must be an integer >= 0, got {least!r}")
-        return cls(beams, float(alpha), nbest, max_new_tokens, normalization, rule, stopping, least)
+        return cls(beams, float(alpha), nbest, max_new_tokens, normalization, rule, stopping, least, sampling)
 
     def limits(self, source_lengths):
         """Each sentence's most target tokens, eos counted (an int, or an array or tensor of source lengths): the
@@ -241,8 +275,13 @@ class Translator:
         raise NotImplementedError
 
     def settings(self, nbest: int = 1, **given) -> DecodingSettings:
-        """The search this translator runs for `given` (`num_beams`, `length_penalty`, `max_new_tokens`)."""
+        """The search this translator runs for `given` (`num_beams`, `length_penalty`, `max_new_tokens`,
+        `sampling`)."""
         return DecodingSettings.resolve(self.generation, nbest, **given)
+
+    def reseed(self, seed: int) -> None:
+        """Start the engine's random draws from `seed` (engines with the "sampling" ability)."""
+        raise NotImplementedError
 
     def nbest(
         self,
@@ -256,6 +295,7 @@ class Translator:
         prefixes: list[str] | None = None,
         glossary=None,
         alignment=None,
+        sampling: Sampling | None = None,
         progress: str | None = None,
     ) -> list[Hypotheses]:
         """Per input, in input order, the `nbest` best hypotheses as (score, text), ranked as the search ranks
@@ -265,10 +305,15 @@ class Translator:
         none): target prefixes each translation continues from. `glossary` (`aayn.model.glossary_aayn.Glossary`): the
         target terms of the source terms each input contains must appear in its translations. `alignment`
         (`aayn.formats.alignment.AlignmentSettings`): each hypothesis is (score, text, `Alignment`). `progress`: a
-        description for a progress bar over the sentences on stderr, shown once the work has taken a second."""
+        description for a progress bar over the sentences on stderr, shown once the work has taken a second.
+        `sampling` (`Sampling`): each token drawn, the draws started from its seed."""
         check_texts(texts)
         settings = self.settings(nbest, num_beams=num_beams, length_penalty=length_penalty,
-                                 max_new_tokens=max_new_tokens)  # fmt: skip
+                                 max_new_tokens=max_new_tokens, sampling=sampling)  # fmt: skip
+        if sampling is not None:
+            if "sampling" not in self.abilities:
+                raise ValueError(without(self.name, "sampling"))
+            self.reseed(sampling.seed)
         if prefixes is not None:
             if "prefixes" not in self.abilities:
                 raise ValueError(without(self.name, "prefixes"))

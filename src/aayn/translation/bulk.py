@@ -134,6 +134,8 @@ def translate_shard(translator, shard: Path, settings: BulkSettings) -> int:
         partial.touch()
         texts, source = read_shard(shard, settings.text_field)
         options = dict(settings.generate)
+        if options.get("sampling") is not None:  # the shard's own draws, whoever translates it and whenever
+            options["sampling"] = options["sampling"].for_shard(shard.name)
         if settings.batch_tokens:
             options["batch_tokens"] = settings.batch_tokens
         try:

@@ -20,7 +20,8 @@ from . import AaynFolder
 
 class TorchTranslator(Translator):
     """Saved aayn models (one, or an ensemble sharing its tokenizer) on a torch device: the paper's search
-    (`generate`, `generate_ensemble`), with target prefixes; one model also scores pairs and draws attention.
+    (`generate`, `generate_ensemble`), with target prefixes; one model also samples, scores pairs and draws
+    attention.
     `cuda_graphs`: the search's decoder steps replayed from CUDA graphs (`generate(cuda_graphs=True)`)."""
 
     def __init__(self, models: list[PreTrainedModel], tokenizer: PreTrainedTokenizerBase, name: str | None = None,
@@ -38,6 +39,9 @@ class TorchTranslator(Translator):
     def encode(self, texts: list[str]) -> list[list[int]]:
         return self.tokenizer(texts, verbose=False)["input_ids"]
 
+    def reseed(self, seed: int) -> None:
+        torch.manual_seed(seed)  # every device's generator: transformers' sampling draws from torch's
+
     def encode_targets(self, texts: list[str]) -> list[list[int]]:
         return self.tokenizer(text_target=texts, verbose=False)["input_ids"]
 
@@ -49,6 +53,9 @@ class TorchTranslator(Translator):
                    if getattr(settings, key) != getattr(saved, key)}  # fmt: skip
         if settings.nbest > 1:
             options["num_return_sequences"] = settings.nbest
+        if settings.sampling is not None:  # transformers' sampling, within §6.1's length limit (`generate`)
+            drawn = settings.sampling
+            options.update(do_sample=True, top_k=drawn.top_k, top_p=drawn.top_p, temperature=drawn.temperature)
         if settings.max_new_tokens is not None:
             options["max_new_tokens"] = settings.max_new_tokens
         if self.cuda_graphs:
