@@ -108,14 +108,26 @@ def decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num_beams", type=positive_int, help="default: the model's generation config")
     parser.add_argument("--length_penalty", type=float, help="alpha of the length penalty; choose it on validation")
     parser.add_argument("--max_new_tokens", type=positive_int)
-    parser.add_argument("--sampling", action="store_true", help="draw each token from the model's distribution "
-                        "instead of searching (fairseq's --sampling; sampled back-translation, Edunov et al. 2018)")
+    parser.add_argument(
+        "--sampling",
+        action="store_true",
+        help="draw each token from the model's distribution "
+        "instead of searching (fairseq's --sampling; sampled back-translation, Edunov et al. 2018)",
+    )
     parser.add_argument("--sampling_topk", type=int, help="with --sampling: among the K likeliest tokens (0: all)")
-    parser.add_argument("--sampling_topp", type=float, help="with --sampling: within the smallest set of tokens "
-                        "holding P of the probability (1: all)")
+    parser.add_argument(
+        "--sampling_topp",
+        type=float,
+        help="with --sampling: within the smallest set of tokens holding P of the probability (1: all)",
+    )
     parser.add_argument("--temperature", type=float, help="with --sampling: the distribution's temperature")
-    parser.add_argument("--seed", type=int, default=1, help="with --sampling: where the draws start (a corpus of "
-                        "shards: each shard's from this seed and its name, so a rerun draws the same text)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="with --sampling: where the draws start (a corpus of "
+        "shards: each shard's from this seed and its name, so a rerun draws the same text)",
+    )
     batch_tokens_argument(parser, "padded source tokens per batch")
     device_argument(parser)
 
