@@ -2,7 +2,9 @@
 parallel pairs, the second half's French alone as monolingual text. A backward model (fr -> en, the demo recipe)
 trained on the parallel half translates the monolingual French (`aayn translate --input`, its beam 4); `aayn mix`
 puts the synthetic pairs beside the real ones (`--ratio`, default 1), their sources either tagged only (`<BT>`,
-Caswell et al. 2019) or tagged and noised (`--noise`, Edunov et al. 2018: words dropped, blanked and swapped);
+Caswell et al. 2019) or tagged and noised (`--noise`, Edunov et al. 2018: words dropped, blanked and swapped), or
+drawn by sampling from the backward model (`sampled`: `--sampling --sampling_topk 10`, as fairseq's example) and
+tagged;
 forward models of the demo recipe (the same batches and seed) train on the parallel half alone and on each
 mixture, for each of the `--max_steps` given (a longer run continues the shorter one of its arm). Printed: test
 BLEU / chrF of each (the demo's test split, 1,116 verses; with `--alphas`, also with the length penalty chosen on
@@ -11,7 +13,7 @@ the longest run of each arm trained N steps more on the parallel half alone (pea
 warmup steps), the parallel arm too (the control: the same steps at the same rate).
 
     python benchmarks/backtranslation_bible.py [--out runs/bench-bt] [--max_steps 4500 9000]
-        [--synthetic tagged noised] [--ratio 1] [--alphas 0.6 1.0 1.4]
+        [--synthetic tagged noised sampled] [--no-parallel_arm] [--ratio 1] [--alphas 0.6 1.0 1.4]
         [--finetune_steps 1500] [--halves_only]
 
 Each step's folder is kept under OUT and not redone on a rerun. `--halves_only` writes OUT/parallel (train,
@@ -30,6 +32,7 @@ from pathlib import Path
 
 BACKWARD_STEPS = 4500
 FINETUNE = ("--learning_rate", "0.0005", "--warmup_steps", "100")  # the fine-tuning's, as the pipeline recipe's
+SAMPLED = ("--sampling", "--sampling_topk", "10")  # fairseq's back-translation example: --sampling --sampling-topk 10
 RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "demo.yaml"
 
 
@@ -111,8 +114,10 @@ def main() -> None:
     parser.add_argument("--max_steps", type=int, nargs="+", default=[4500], help="each forward arm's steps")
     parser.add_argument("--backward_steps", type=int, default=BACKWARD_STEPS, help="the backward model's (another "
                         "than 4500: continued from the 4,500-step one, its arms named -bwSTEPS)")  # fmt: skip
-    parser.add_argument("--synthetic", nargs="+", choices=["tagged", "noised"], default=["tagged"],
-                        help="the synthetic sources tagged only, or tagged and noised")  # fmt: skip
+    parser.add_argument("--synthetic", nargs="+", choices=["tagged", "noised", "sampled"], default=["tagged"],
+                        help="the synthetic sources tagged only, tagged and noised, or sampled (tagged)")  # fmt: skip
+    parser.add_argument("--parallel_arm", action=argparse.BooleanOptionalAction, default=True,
+                        help="train the parallel half alone beside the mixtures")  # fmt: skip
     parser.add_argument("--ratio", default="1")
     parser.add_argument("--alphas", type=float, nargs="*", default=[], help="length penalties to choose from on "
                         "the validation split, per model")  # fmt: skip
@@ -127,11 +132,13 @@ def main() -> None:
     bw = "" if args.backward_steps == BACKWARD_STEPS else f"-bw{args.backward_steps}"  # another backward model's
     backward = out / ("backward" + bw.replace("-bw", "-"))
     backward = train(backward, parallel, "fr", "en", args.backward_steps, earlier=out / "backward" if bw else None)
-    synthetic = out / f"back-translation{bw}"
-    if not (synthetic / mono.name).is_file():
-        aayn("translate", "--model", str(backward), "--input", str(mono), "--output_dir", str(synthetic))
     mixtures = {}
     for kind in args.synthetic:
+        searched = "sampled" if kind == "sampled" else "beam"  # the backward model's search: its beam 4, or drawn
+        synthetic = out / f"back-translation{'-sampled' * (searched == 'sampled')}{bw}"
+        if not (synthetic / mono.name).is_file():
+            aayn("translate", "--model", str(backward), "--input", str(mono), "--output_dir", str(synthetic),
+                 *(SAMPLED if searched == "sampled" else ()))  # fmt: skip
         kind = kind + bw  # the arm: its kind and its backward model
         mixed = mixtures[kind] = out / f"mixed-{kind}"
         if not (mixed / "report.json").is_file():
@@ -140,14 +147,14 @@ def main() -> None:
                  *(["--noise"] if kind.startswith("noised") else []))  # fmt: skip
     arms, before = {}, None
     for steps in sorted(args.max_steps):  # each arm's longer run continues its shorter one
-        for kind, data in {"parallel": parallel, **mixtures}.items():
+        for kind, data in {**({"parallel": parallel} if args.parallel_arm else {}), **mixtures}.items():
             name = f"parallel half only, {steps} steps" if kind == "parallel" else (
                 f"parallel half + other half back-translated ({kind}), {steps} steps")  # fmt: skip
             earlier = out / f"forward-{kind}-{before}" if before else None
             arms[name] = train(out / f"forward-{kind}-{steps}", data, "en", "fr", steps, earlier)
         before = steps
     if args.finetune_steps:  # the curriculum: each arm's longest run trained further on the real pairs alone
-        for kind in ("parallel", *mixtures):
+        for kind in (*(["parallel"] if args.parallel_arm else []), *mixtures):
             start = out / f"forward-{kind}-{before}"
             more = ("--model_name_or_path", str(start), *FINETUNE)
             name = f"forward-{kind}-{before}-then-{args.finetune_steps}-real"
