@@ -198,9 +198,22 @@ def test_a_run_over_two_pairs_states_them_scores_each_and_serves_exactly_them(tw
     assert results["test_bleu"] == pytest.approx((results["test_bleu_es-en"] + results["test_bleu_en-fr"]) / 2)
     card = (out / "README.md").read_text()
     assert 'language: ["es", "en", "fr"]' in card and "- en-fr: BLEU" in card and "`>>fr<<`" in card
-    for pair in ("es-en", "en-fr"):  # each pair's off-target rate in the card, where its outputs hold letters
+    # each pair's off-target rate: the share of its test outputs (generated_predictions.txt, the pairs' test rows
+    # one pair after the other) that Lingua, told the three languages, places, and not in the pair's target (catches
+    # the rate judged on another pair's rows or against the source; None where it places none)
+    from lingua import IsoCode639_1, Language, LanguageDetectorBuilder
+
+    codes = {Language.from_iso_code_639_1(getattr(IsoCode639_1, code.upper())): code for code in ("es", "en", "fr")}
+    detector = LanguageDetectorBuilder.from_languages(*codes).build()
+    predictions = (out / "generated_predictions.txt").read_text(encoding="utf-8").splitlines()
+    assert len(predictions) == 12
+    for pair, outputs in (("es-en", predictions[:6]), ("en-fr", predictions[6:])):
+        best = [detector.compute_language_confidence_values(text)[0] for text in outputs if text.strip()]
+        placed = [codes[value.language] for value in best if value.value > 0]
+        expected = sum(code != pair[-2:] for code in placed) / len(placed) if placed else None
         off = results.get(f"test_off_target_{pair}")
-        assert off is None or (0 <= off <= 1 and f"- {pair}: BLEU" in card and f"off target {off:.1%}" in card)
+        assert off == (None if expected is None else pytest.approx(expected)), pair
+        assert off is None or (f"- {pair}: BLEU" in card and f"off target {off:.1%}" in card)
     assert "(the pairs es-en, en-fr, mixed at temperature 1)" in card
     from argparse import Namespace
 
