@@ -86,6 +86,13 @@ def test_a_killed_pipeline_reruns_only_what_is_missing_and_a_changed_step_reruns
     seed = yaml.safe_load(model.read_text())["seed"]
     assert argv["teacher-2"][-2:] == ["--seed", str(seed + 1)] and "--seed" not in argv["teacher"]
     assert (out / "student-int8" / "model.bin").is_file()
+    # mix's --noise given through the recipe: the mixture says so, and its synthetic sources are not the
+    # back-translations as written (catches the pipeline dropping mix's flags)
+    mixed = json.loads((out / "mixed" / "report.json").read_text())
+    sources = (out / "mixed" / "train.en").read_text(encoding="utf-8").splitlines()
+    synthetic = [line.removeprefix("<BT> ") for line in sources if line.startswith("<BT> ")]
+    written = (out / "back-translation" / "train.fr").read_text(encoding="utf-8").splitlines()
+    assert mixed["noise"] is True and synthetic and synthetic != [line for line in written if line.strip()]
     # the back-translation sampled, as `aayn translate --sampling` draws it
     assert aayn(["translate", "--model", str(out / "backward"), "--input", str(mono), "--output_dir",
                  str(tmp_path / "sampled"), *recipe["translate"]]) == 0  # fmt: skip
