@@ -207,3 +207,43 @@ def test_bucket_padding_leaves_the_loss_as_it_was(tmp_path):
 def test_bad_length_buckets_are_named(buckets, message):
     with pytest.raises(ValueError, match=message):
         MaxTokensBatchSampler([3, 5, 7], 1024, buckets=buckets)
+
+
+def test_the_loaders_dataset_hands_its_epoch_to_the_sampler_and_the_draws_and_fetches_as_the_dataset():
+    """`SharedEpoch`, the dataset a token-batch loader holds, in each way Accelerate's loader reaches it: its
+    `set_epoch` sets the sampler's shuffle and the wrapped dataset's epoch (catches either left out); torch's loader
+    reads a batch through `__getitems__` where the dataset has one (a `datasets.Dataset`) and item by item
+    otherwise, the same rows (catches a batch fetched out of order); it is as long as the dataset, and is no batch
+    sampler Accelerate would hand the epoch to instead (catches `MaxTokensBatchSampler.sampler` given back)."""
+    from torch.utils.data import DataLoader
+
+    from aayn.data.batching import SharedEpoch
+
+    class Drawn:  # a dataset whose rows depend on its epoch, as `Resegmented`'s do
+        epoch = 0
+
+        def set_epoch(self, epoch):
+            self.epoch = epoch
+
+        def __len__(self):
+            return 40
+
+        def __getitem__(self, index):
+            return {"input_ids": [index, self.epoch]}
+
+    class Batched(Drawn):
+        def __getitems__(self, indices):
+            return [self[index] for index in indices]
+
+    lengths = list(range(1, 41))
+    for dataset in (Drawn(), Batched()):
+        sampler = MaxTokensBatchSampler(lengths, 200, seed=2)
+        shared = SharedEpoch(dataset, sampler)
+        assert len(shared) == 40 and not hasattr(sampler, "sampler")
+        loader = DataLoader(shared, batch_sampler=sampler, collate_fn=lambda rows: rows)
+        first = [[row["input_ids"] for row in batch] for batch in loader]
+        shared.set_epoch(3)
+        assert (sampler.epoch, dataset.epoch) == (3, 3)
+        again = [[row["input_ids"] for row in batch] for batch in loader]
+        assert all(epoch == 3 for batch in again for _, epoch in batch)
+        assert [[i for i, _ in batch] for batch in again] == list(sampler) != [[i for i, _ in b] for b in first]
