@@ -1,7 +1,7 @@
 """The house's own rules, read from the source (no import of aayn): no import circle among aayn's modules (an import
-inside a function counts: it closes the loop at run time), no floor importing one above it, no function over 80
-lines, the model file and the README within their sizes, every link of the README and the docs reaching its file and
-heading."""
+inside a function counts: it closes the loop at run time), no floor importing one above it, no module importing
+another's private name, no function over 80 lines, the model file and the README within their sizes, every link
+of the README and the docs reaching its file and heading."""
 
 from __future__ import annotations
 
@@ -110,6 +110,20 @@ def test_no_floor_imports_one_above_it():
             if name.startswith(packages):
                 found += [(name, up) for up in imported(name, path, known) if up.startswith(above)]
     assert set(found) == REACHES_UP
+
+
+def test_no_module_imports_another_modules_private_name():
+    """A name led by `_` is its module's own: one another module needs is public (catches `from .prepare import
+    _record`). `__future__`'s and dunder names are not private."""
+    found = [
+        f"{path.relative_to(SRC.parent)}:{node.lineno} {alias.name}"
+        for path in SRC.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__"
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+    assert found == []
 
 
 def test_no_function_over_80_lines():

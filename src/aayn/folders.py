@@ -58,7 +58,7 @@ def staged_folder(final: Path, finished_by_another: Callable[[Path], bool] | Non
     rename lost the race to another process writing the same content there (kept, and this copy removed)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     for stale in final.parent.glob(f"{STAGING}{final.name}-*"):
-        if not _alive(int(stale.name.rsplit("-", 1)[1])):
+        if not process_alive(int(stale.name.rsplit("-", 1)[1])):
             shutil.rmtree(stale, ignore_errors=True)
     staging = final.parent / f"{STAGING}{final.name}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
@@ -95,7 +95,7 @@ def write_text_atomically(path: Path, text: str) -> None:
         partial.write_text(text, encoding="utf-8")
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -168,7 +168,7 @@ def shared_tokenizer(plans, pairs, splits, temperature: float, seed: int, root, 
 
     from ..folders import staged_folder
     from ..model.policy_aayn import TOKENIZER_TYPE
-    from .prepare import FORMAT, RECORD, _record, _recorded, _say_what_changed, split_identities, text_digest
+    from .prepare import FORMAT, RECORD, is_recorded, say_what_changed, split_identities, text_digest, write_record
     from .tokenizer import save_tokenizer, train_vocabulary
 
     first = plans[0]
@@ -198,7 +198,7 @@ def shared_tokenizer(plans, pairs, splits, temperature: float, seed: int, root, 
     name = "multi-" + "_".join(pair_name(pair) for pair in pairs)[:60]
     folder = root / f"bpe-{name}-{text_digest(parts)[:16]}"
     if not (folder / RECORD).is_file():
-        _say_what_changed(root, f"bpe-{name}-", parts)
+        say_what_changed(root, f"bpe-{name}-", parts)
         trains = [raw(i)["train"] for i in range(len(plans))]
         sample = tokenizer_sample(pairs, trains, temperature, first.input_sentence_size, seed)
         tokenizer = train_vocabulary(
@@ -206,7 +206,7 @@ def shared_tokenizer(plans, pairs, splits, temperature: float, seed: int, root, 
             source_lang="source", target_lang="target", vocab_size=first.vocab_size,
             language_tokens=language_tokens_of(pairs, source_tokens), seed=seed,
         )  # fmt: skip
-        with staged_folder(folder, finished_by_another=_recorded) as staging:
+        with staged_folder(folder, finished_by_another=is_recorded) as staging:
             save_tokenizer(tokenizer, staging)
-            _record(staging, parts, first)
+            write_record(staging, parts, first)
     return AutoTokenizer.from_pretrained(folder)

@@ -38,7 +38,7 @@ FORMAT = 1  # what a prepared folder holds and how aayn reads corpora: a change 
 RECORD = "aayn_prepared.json"
 
 
-def _recorded(folder: Path) -> bool:
+def is_recorded(folder: Path) -> bool:
     """Whether another process finished preparing `folder` (the same content: its name is the content's key)."""
     return (folder / RECORD).is_file()
 
@@ -180,8 +180,8 @@ def prepare_data(
         parts["source_prefix"] = plan.source_prefix
     folder = root / f"data-{name}-{text_digest(parts)[:16]}"
     if not (folder / RECORD).is_file():
-        _say_what_changed(root, f"data-{name}-", parts)
-        with staged_folder(folder, finished_by_another=_recorded) as staging:
+        say_what_changed(root, f"data-{name}-", parts)
+        with staged_folder(folder, finished_by_another=is_recorded) as staging:
             names = {split: str(staging / f"map-{split}.arrow") for split in splits}
             overlong = {split: plan.overlong if split == "train" else "truncate" for split in splits}
             tokenized = DatasetDict(
@@ -206,7 +206,7 @@ def prepare_data(
             for path in staging.glob("map-*.arrow"):
                 path.unlink()
             save_tokenizer(tokenizer, staging / "tokenizer")
-            _record(staging, parts, plan)
+            write_record(staging, parts, plan)
     prepared = datasets.load_from_disk(str(folder))
     sizes = ", ".join(f"{split} {len(rows):,} pairs" for split, rows in prepared.items())
     logger.info(f"prepared data: {folder} ({sizes}; {time.perf_counter() - start:.1f}s)")
@@ -228,7 +228,7 @@ def _bpe(plan: DataPlan, identities: dict[str, str], raw, root: Path) -> PreTrai
         parts["tokenizer_type"] = f"{plan.tokenizer_type} {plan.sentencepiece_model_type}"
     folder = root / f"bpe-{name}-{text_digest(parts)[:16]}"
     if not (folder / RECORD).is_file():
-        _say_what_changed(root, f"bpe-{name}-", parts)
+        say_what_changed(root, f"bpe-{name}-", parts)
         tokenizer = train_vocabulary(
             raw()["train"],
             tokenizer_type=plan.tokenizer_type,
@@ -238,15 +238,15 @@ def _bpe(plan: DataPlan, identities: dict[str, str], raw, root: Path) -> PreTrai
             vocab_size=plan.vocab_size,
             input_sentence_size=plan.input_sentence_size,
         )
-        with staged_folder(folder, finished_by_another=_recorded) as staging:
+        with staged_folder(folder, finished_by_another=is_recorded) as staging:
             save_tokenizer(tokenizer, staging)
-            _record(staging, parts, plan)
+            write_record(staging, parts, plan)
     else:
         logger.info(f"reusing the BPE in {folder}")
     return AutoTokenizer.from_pretrained(folder)
 
 
-def _record(staging: Path, parts: dict, plan: DataPlan) -> None:
+def write_record(staging: Path, parts: dict, plan: DataPlan) -> None:
     record = {"parts": parts, "plan": asdict(plan), "written": time.strftime("%Y-%m-%d %H:%M:%S")}
     (staging / RECORD).write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
 
@@ -264,7 +264,7 @@ def _describe(key: str, old, new) -> str:
     return f"{key} {old} -> {new}"
 
 
-def _say_what_changed(root: Path, prefix: str, parts: dict) -> None:
+def say_what_changed(root: Path, prefix: str, parts: dict) -> None:
     """One line: preparing for the first time, or what differs from the closest folder prepared for this corpus
     (the fewest differing parts; the newest of equals)."""
     kind = "the BPE" if prefix.startswith("bpe-") else "the tokenized data"

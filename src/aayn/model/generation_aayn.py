@@ -51,7 +51,7 @@ OUTPUT_OPTIONS = ("output_scores", "output_logits", "output_attentions", "output
 
 
 @functools.cache
-def _defaults() -> dict:
+def transformers_generation_defaults() -> dict:
     """transformers' default generation values (4.57's defaults, which 5.x keeps aside and reads as unset)."""
     default = GenerationConfig()
     values = default.to_dict()
@@ -63,7 +63,7 @@ def _defaults() -> dict:
 def _given(config: GenerationConfig, passed: set[str]) -> dict:
     """The generation values in force that the user set: passed to `generate`, or in the generation config with a
     value other than transformers' default (transformers cannot tell the two apart either)."""
-    defaults = _defaults()
+    defaults = transformers_generation_defaults()
     values = {}
     for key, value in config.to_dict().items():
         if key.startswith("_") or key == "transformers_version" or value is None:

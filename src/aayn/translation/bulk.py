@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..folders import _alive, staged_file
+from ..folders import process_alive, staged_file
 from ..formats.translator import TextError
 
 TABLES = (".jsonl", ".parquet")  # row formats; any other shard is text lines
@@ -56,7 +56,7 @@ def missing(shards: list[Path], output_dir: Path) -> list[Path]:
     output_dir.mkdir(parents=True, exist_ok=True)
     for partial in output_dir.glob(".*.partial-*"):
         pid = re.search(r"\.partial-(\d+)$", partial.name)
-        if pid and not _alive(int(pid.group(1))):
+        if pid and not process_alive(int(pid.group(1))):
             partial.unlink(missing_ok=True)
     return [shard for shard in shards if not (output_dir / shard.name).exists()]
 

@@ -118,12 +118,12 @@ def decoding_rules(model, marian) -> None:
     stated as the paper's search's rules: its beam and alpha, hypotheses ranked by log P / |Y|^alpha (transformers'
     penalty), its stopping rule, at most max_length - 1 tokens after the start token. A value the folder leaves
     unset is transformers' default (which 5.x reads as unset and 4.57 writes out): the same rules on both lines."""
-    from ...model.generation_aayn import _defaults
+    from ...model.generation_aayn import transformers_generation_defaults
 
     generation = model.generation_config = marian.generation_config
     for key in ("num_beams", "length_penalty", "early_stopping", "max_length"):
         if getattr(generation, key) is None:
-            setattr(generation, key, _defaults()[key])
+            setattr(generation, key, transformers_generation_defaults()[key])
     model.config.length_normalization = "fairseq"  # log P / |Y|^alpha
     model.config.search_early_stopping = generation.early_stopping  # True, False or "never", as transformers reads it
     model.config.length_limit = [0, generation.max_length - 2]
