@@ -1,4 +1,9 @@
-"""Data for translation: loading parallel corpora, a shared BPE tokenizer, tokenization, token-based batching.
+"""Data for translation, a module each: loading parallel corpora (`loading`: the Hub, local folders and files; `bible`:
+the embedded corpus), the shared vocabulary (`tokenizer`: byte-level BPE or SentencePiece), tokenization
+(`preprocess`) and preparing it once (`prepare`), several pairs in one run (`multilingual`: language tokens,
+temperature sampling), subword regularization (`subwords`: BPE-dropout, SentencePiece sampling), token-based
+batching (`token_batches`, `batching`: training's sampler and the loader's shared epoch), cleaning's rules
+(`cleaning`) and back-translated pairs (`synthetic`: noise, mixing ratios).
 
 Names load on first use: translating needs the batch sampler, not datasets (whose import, with pandas and pyarrow,
 costs a command like `aayn translate` about a second).

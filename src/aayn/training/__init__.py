@@ -1,4 +1,8 @@
-"""Training: recipe arguments, the Seq2SeqTrainer subclass, translation metrics, checkpoint averaging.
+"""Training, a module each: the recipe's arguments (`arguments`, `recipe_keys`), the run's plan made before any work
+(`plan`), the run itself (`job`: data, model, trainer, test, final folder) and its model (`model`), the
+Seq2SeqTrainer subclass with its metrics (`trainer`), bf16 weights with float32 masters (`master_weights`), FSDP2
+(`fsdp`), the output folder's rules (`output`: locks, atomic moves, resumable checkpoints), checkpoint averaging
+(`average`) and the copy task (`copy_task`).
 
 Names load on first use, so that parsing a recipe (`aayn train --help`, a mistyped key) needs none of datasets,
 evaluate or the model.
