@@ -47,6 +47,7 @@ def asked(ability: str, folder, tmp_path) -> list[str]:
         "attention": ["--show_attention", str(tmp_path / "drawn.png")],
         "glossary": ["--glossary", str(tmp_path / "terms.tsv")],
         "alignment": ["--print_alignment", "json"],
+        "sampling": ["--sampling", "--sampling_topk", "1"],  # top-1: the greedy output, on every engine that samples
     }[ability]
     (tmp_path / "terms.tsv").write_text("one\tun\n", encoding="utf-8")
     return ["translate", "--model", str(folder), "--num_beams", "1", "--max_new_tokens", "4", *extra, TEXT]

@@ -22,19 +22,20 @@ def translated(capsys, model, *flags, texts=SOURCES) -> list[str]:
 def test_a_sampled_sentence_is_transformers_own_sample_and_top_1_is_greedy(varied, capsys):
     """One sentence, top-k 5, top-p 0.9, temperature 1.5, seed 7: the tokens of plain transformers' `generate`
     (do_sample) after `torch.manual_seed(7)` (catches top-k and top-p swapped, the temperature or the seed left
-    out); top-1 sampling is the greedy search's output for every source (catches top-k not passed)."""
+    out); top-1 sampling is the greedy search's output for every source (catches top-k not passed). aayn's
+    --max_new_tokens 8 counts eos, as its searches do: transformers' 7 new tokens before it."""
     model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(varied).eval(), AutoTokenizer.from_pretrained(varied)
     torch.manual_seed(7)
     with torch.no_grad():
         out = model.generate(**tokenizer(SOURCES[:1], return_tensors="pt"), do_sample=True, num_beams=1, top_k=5,
-                             top_p=0.9, temperature=1.5, max_new_tokens=8)  # fmt: skip
+                             top_p=0.9, temperature=1.5, max_new_tokens=7)  # fmt: skip
     expected = tokenizer.batch_decode(out, skip_special_tokens=True)[0].strip()
     drawn = translated(capsys, varied, "--sampling", "--sampling_topk", 5, "--sampling_topp", 0.9, "--temperature",
                        1.5, "--seed", 7, texts=SOURCES[:1])  # fmt: skip
     assert drawn == [expected]
-    with torch.no_grad():  # transformers' greedy search, within the same 8 new tokens
+    with torch.no_grad():  # transformers' greedy search, within the same 8 tokens, eos counted
         out = model.generate(**tokenizer(SOURCES, return_tensors="pt", padding=True), paper_decoding=False,
-                             do_sample=False, num_beams=1, max_new_tokens=8)  # fmt: skip
+                             do_sample=False, num_beams=1, max_new_tokens=7)  # fmt: skip
     greedy = [text.strip() for text in tokenizer.batch_decode(out, skip_special_tokens=True)]
     assert translated(capsys, varied, "--sampling", "--sampling_topk", 1) == greedy
     assert translated(capsys, varied, "--sampling", "--seed", 1) != greedy  # full sampling draws otherwise here
@@ -89,10 +90,33 @@ def test_sampling_that_cannot_be_is_refused_in_one_line(varied, capsys, flags, s
     assert said in fails(capsys, "translate", "--model", varied, *flags, "one")
 
 
-def test_an_engine_or_an_ensemble_that_cannot_sample_is_refused_in_one_line(varied, tmp_path, capsys):
-    pytest.importorskip("ctranslate2")
+def test_an_engine_or_an_ensemble_that_cannot_sample_is_refused_in_one_line(varied, capsys):
+    """An ensemble, and an engine without the "sampling" ability (ONNX's, here a bare one), refuse --sampling in one
+    line before decoding anything."""
+    from aayn.formats.translator import Sampling, Translator
+
     assert "sampling: give one --model" in fails(capsys, "translate", "--model", varied, "--model", varied,
                                                  "--sampling", "one")  # fmt: skip
+
+    class Unsampling(Translator):
+        name = "runs/onnx"
+
+        def encode(self, texts):
+            raise AssertionError("decoded before the refusal")
+
+    with pytest.raises(ValueError, match="--model runs/onnx: it translates without --sampling"):
+        Unsampling().nbest(["one"], sampling=Sampling())
+
+
+def test_a_ctranslate2_export_samples_from_its_seed_and_top_1_is_its_greedy_search(varied, tmp_path, capsys):
+    """CTranslate2's sampling through the export (`sampling_topk` and the rest, `set_random_seed`): top-1 sampling
+    is its greedy output (catches top-k not passed), the same seed draws the same and another seed otherwise
+    (catches the seed not set)."""
+    pytest.importorskip("ctranslate2")
     ct2 = tmp_path / "ct2"
     assert aayn(["export", "--model", str(varied), "--format", "ctranslate2", "--output_dir", str(ct2)]) == 0
-    assert "without --sampling" in fails(capsys, "translate", "--model", ct2, "--sampling", "one")
+    greedy = translated(capsys, ct2, "--num_beams", 1)
+    assert translated(capsys, ct2, "--sampling", "--sampling_topk", 1) == greedy
+    first = translated(capsys, ct2, "--sampling", "--seed", 3)
+    assert first != greedy and translated(capsys, ct2, "--sampling", "--seed", 3) == first
+    assert translated(capsys, ct2, "--sampling", "--seed", 4) != first

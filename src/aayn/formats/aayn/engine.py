@@ -56,8 +56,9 @@ class TorchTranslator(Translator):
         if settings.sampling is not None:  # transformers' sampling, within §6.1's length limit (`generate`)
             drawn = settings.sampling
             options.update(do_sample=True, top_k=drawn.top_k, top_p=drawn.top_p, temperature=drawn.temperature)
-        if settings.max_new_tokens is not None:
-            options["max_new_tokens"] = settings.max_new_tokens
+        if settings.max_new_tokens is not None:  # eos counted, as the searches and CTranslate2 count it
+            sampled = settings.sampling is not None  # transformers' sampling stops at its limit without an eos
+            options["max_new_tokens"] = max(settings.max_new_tokens - sampled, 1)
         if self.cuda_graphs:
             options["cuda_graphs"] = True
         return options

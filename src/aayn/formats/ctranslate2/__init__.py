@@ -45,7 +45,7 @@ class Loaded(NamedTuple):
 class CTranslate2Folder(Format):
     name, title, direction, extra = "ctranslate2", "CTranslate2", "out", "ct2"
     files = ("model.bin",)
-    abilities = frozenset({"alignment"})  # the export's own: the last layer, all heads
+    abilities = frozenset({"alignment", "sampling"})  # alignments: the export's own, the last layer, all heads
     engine_class = "ExportedModel"
     arguments = {
         "--quantization": dict(

@@ -190,6 +190,9 @@ class ExportedModel(Translator):
     def encode(self, texts: list[str]) -> list[list[int]]:
         return self.tokenizer.encode(texts)
 
+    def reseed(self, seed: int) -> None:
+        import_ctranslate2().set_random_seed(seed)
+
     def best_ids(self, sources: list[list[int]], settings: DecodingSettings) -> list[list[int]]:
         found = self.translate_tokens([self.tokenizer.tokens(ids) for ids in sources], settings)
         return [self.tokenizer.target_ids(result.hypotheses[0]) for result in found]
@@ -264,12 +267,16 @@ class ExportedModel(Translator):
         fault = ct2_fault(settings)
         if fault:
             raise ValueError(f"--model {self.folder}: {fault}")
+        drawn = settings.sampling  # CTranslate2's sampling: top-k 0 draws from every token, as ours
+        sampling = {} if drawn is None else dict(sampling_topk=drawn.top_k, sampling_topp=drawn.top_p,
+                                                  sampling_temperature=drawn.temperature)  # fmt: skip
         try:
             return self.translator.translate_batch(
                 tokens,
                 beam_size=settings.num_beams,
                 num_hypotheses=max(settings.nbest, settings.num_beams * patience),  # ranked again in `finished`
                 patience=patience,
+                **sampling,
                 length_penalty=settings.length_penalty,
                 max_decoding_length=max_decoding_length(settings.limits(length)),
                 min_decoding_length=settings.min_new_tokens,  # CTranslate2's default, 1, bans eos first; ours: 0
