@@ -10,7 +10,8 @@ mixture, for each of the `--max_steps` given (a longer run continues the shorter
 BLEU / chrF of each (the demo's test split, 1,116 verses; with `--alphas`, also with the length penalty chosen on
 the validation split, per model) as JSON and a Markdown table. With `--finetune_steps N`, Firefox's curriculum:
 the longest run of each arm trained N steps more on the parallel half alone (peak learning rate 0.0005 after 100
-warmup steps), the parallel arm too (the control: the same steps at the same rate).
+warmup steps), the parallel arm too (the control: the same steps at the same rate). Also printed: each
+back-translation's BLEU / chrF against the English the even books really hold (OUT/mono/en.txt).
 
     python benchmarks/backtranslation_bible.py [--out runs/bench-bt] [--max_steps 4500 9000]
         [--synthetic tagged noised sampled] [--no-parallel_arm] [--ratio 1] [--alphas 0.6 1.0 1.4]
@@ -70,7 +71,7 @@ def write_halves(out: Path) -> tuple[Path, Path]:
     from aayn.data import load_translation_dataset
 
     parallel, mono = out / "parallel", out / "mono" / "fr.txt"
-    if (parallel / "test.fr").is_file() and mono.is_file():
+    if (parallel / "test.fr").is_file() and mono.is_file() and mono.with_name("en.txt").is_file():
         return parallel, mono
     data = load_translation_dataset("bible", source_lang="en", target_lang="fr")
     book = books_of_training_verses()
@@ -85,8 +86,24 @@ def write_halves(out: Path) -> tuple[Path, Path]:
             lines = [row[lang] for row in data[split]["translation"]]
             (parallel / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     mono.write_text("".join(line + "\n" for line in other), encoding="utf-8")
+    english = [en for en, fr in train if book[(en, fr)] % 2 == 0]  # what a back-translation should say
+    mono.with_name("en.txt").write_text("".join(line + "\n" for line in english), encoding="utf-8")
     print(f"{len(kept):,} parallel pairs, {len(other):,} monolingual French verses", file=sys.stderr)
     return parallel, mono
+
+
+def back_translation_quality(folders: dict[str, Path], mono: Path) -> dict:
+    """BLEU / chrF of each back-translation (by its search) against the English the even books really hold: how
+    far from real sources the synthetic ones are."""
+    import sacrebleu
+
+    reference = mono.with_name("en.txt").read_text(encoding="utf-8").splitlines()
+    quality = {}
+    for search, folder in folders.items():
+        made = (folder / mono.name).read_text(encoding="utf-8").splitlines()
+        bleu, chrf = sacrebleu.corpus_bleu(made, [reference]), sacrebleu.corpus_chrf(made, [reference])
+        quality[search] = {"bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2)}
+    return quality
 
 
 def scores(model: Path, corpus: Path, alphas: list[float]) -> dict:
@@ -132,10 +149,10 @@ def main() -> None:
     bw = "" if args.backward_steps == BACKWARD_STEPS else f"-bw{args.backward_steps}"  # another backward model's
     backward = out / ("backward" + bw.replace("-bw", "-"))
     backward = train(backward, parallel, "fr", "en", args.backward_steps, earlier=out / "backward" if bw else None)
-    mixtures = {}
+    mixtures, made = {}, {}
     for kind in args.synthetic:
         searched = "sampled" if kind == "sampled" else "beam"  # the backward model's search: its beam 4, or drawn
-        synthetic = out / f"back-translation{'-sampled' * (searched == 'sampled')}{bw}"
+        synthetic = made[searched] = out / f"back-translation{'-sampled' * (searched == 'sampled')}{bw}"
         if not (synthetic / mono.name).is_file():
             aayn("translate", "--model", str(backward), "--input", str(mono), "--output_dir", str(synthetic),
                  *(SAMPLED if searched == "sampled" else ()))  # fmt: skip
@@ -162,13 +179,17 @@ def main() -> None:
                 out / name, parallel, "en", "fr", args.finetune_steps, more=more)  # fmt: skip
     results = {name: scores(folder, parallel, args.alphas) for name, folder in arms.items()}
     mixes = {kind: json.loads((mixed / "report.json").read_text()) for kind, mixed in mixtures.items()}
-    print(json.dumps({"results": results, "mix": mixes}, indent=2))
+    quality = back_translation_quality(made, mono)
+    print(json.dumps({"results": results, "mix": mixes, "back_translations": quality}, indent=2))
     tuned = " | alpha chosen on validation | test BLEU | chrF" if args.alphas else ""
     rule = "|---" * (3 + 3 * bool(args.alphas))
     print(f"\n| forward model (en -> fr) | test BLEU (alpha 1.0) | chrF{tuned} |\n{rule}|")
     for name, row in results.items():
         more = f" | {row['alpha']} | {row['bleu_tuned']} | {row['chrf_tuned']}" if args.alphas else ""
         print(f"| {name} | {row['bleu']} | {row['chrf']}{more} |")
+    print("\n| back-translation's search | BLEU against the real English | chrF |\n|---|---|---|")
+    for search, row in quality.items():
+        print(f"| {search} | {row['bleu']} | {row['chrf']} |")
 
 
 if __name__ == "__main__":
