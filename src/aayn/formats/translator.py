@@ -67,9 +67,10 @@ AS_SAVED = EngineOptions()  # an engine's defaults: the folder's weights as they
 @dataclass(frozen=True)
 class Sampling:
     """Each token drawn from the model's distribution instead of searched for (fairseq's `--sampling`; Edunov et
-    al. 2018 found sampled back-translations train better than beam search's): among the `top_k` likeliest tokens
-    (0: all), within the smallest set holding `top_p` of the probability (1: all), at `temperature`. `seed` starts
-    the draws of each call, so that the same texts in the same batches draw the same translations."""
+    al. 2018 found sampled back-translations train better than beam search's, given much parallel data): among the
+    `top_k` likeliest tokens (0: all), within the smallest set holding `top_p` of the probability (1: all), at
+    `temperature`. `seed` starts the draws of each call, so that the same texts in the same batches draw the same
+    translations."""
 
     top_k: int = 0
     top_p: float = 1.0
