@@ -43,16 +43,17 @@ def translate(args: argparse.Namespace) -> None:
         if len(lines) != 1:
             raise ValueError(f"--show_attention draws one sentence; got {len(lines)} lines")
     generate, needs = translate_options(args)
+    options = engine_options(args)
     if args.pivot and (args.input or args.show_attention):
         raise ValueError("--pivot translates text, documents and files: not with --input or --show_attention")
     if args.input and (args.ray or args.ray_address):  # each actor opens its own: the driver loads no model
         check_direction(args.model, args.source_lang, args.target_lang, None)
-        entry, _ = translator_format(args.model, needs, engine_options(args))  # what they do, before Ray starts
+        entry, _ = translator_format(args.model, needs, options)  # what they do, before Ray starts
         if args.device not in entry.devices:
             raise ValueError(f"--device {args.device}: aayn runs {entry.title} folders on {' or '.join(entry.devices)}")
-        return translate_corpus(None, args, generate)
+        return translate_corpus(None, args, generate, needs, options)
     setup = functools.partial(prepare_transformers, progress_bars=args.verbose)  # not for a CTranslate2 folder
-    translator = open_translator(args.model, args.device, needs, setup=setup, options=engine_options(args))
+    translator = open_translator(args.model, args.device, needs, setup=setup, options=options)
     translator = aimed(translator, args.model, args.source_lang, args.target_lang, args.pivot)
     if args.show_attention:
         drawn = generate.pop("alignment_settings", None)
@@ -66,7 +67,7 @@ def translate(args: argparse.Namespace) -> None:
     if args.file:
         return translate_file(translator, args, generate)
     if args.input:
-        return translate_corpus(translator, args, generate)
+        return translate_corpus(translator, args, generate, needs, options)
     if args.html or args.split_sentences:
         return translate_documents(translator, batches, args, generate)
     prefixes = read_lines(args.prefix, "--prefix") if args.prefix else None
@@ -222,9 +223,10 @@ def translate_documents(translator, batches, args, generate: dict) -> None:
         sys.stdout.flush()
 
 
-def translate_corpus(translator, args: argparse.Namespace, generate: dict) -> None:
+def translate_corpus(translator, args: argparse.Namespace, generate: dict, needs: tuple, options) -> None:
     """--input GLOB_OR_FOLDER --output_dir OUT: each shard without an output translated into one of the same name
-    and format (`aayn.translation.bulk`), whole or not at all; a summary line on standard error."""
+    and format (`aayn.translation.bulk`), whole or not at all; a summary line on standard error. `needs` and
+    `options`: the abilities and engine options Ray's actors open their translators with."""
     from ..translation.bulk import BulkSettings, shards_of, translate_shards
     from ..translation.targets import language_prefix
 
@@ -234,10 +236,9 @@ def translate_corpus(translator, args: argparse.Namespace, generate: dict) -> No
     if args.ray or args.ray_address:
         from ..translation.bulk_ray import translate_shards_on_ray
 
-        needs = ("glossary",) * bool(args.glossary) + ("alignment",) * bool(args.print_alignment)
         done = translate_shards_on_ray(args.model, args.device, needs, shards, settings, address=args.ray_address,
                                        concurrency=args.concurrency, num_cpus=args.num_cpus_per_worker,
-                                       num_gpus=args.num_gpus_per_worker, options=engine_options(args))  # fmt: skip
+                                       num_gpus=args.num_gpus_per_worker, options=options)  # fmt: skip
     else:
         done = translate_shards(translator, shards, settings, log=lambda line: print(line, file=sys.stderr))
     print(f"{done['shards']} shards ({done['already_done']} already done), {done['lines']} lines translated into "
