@@ -120,3 +120,25 @@ def test_a_ctranslate2_export_samples_from_its_seed_and_top_1_is_its_greedy_sear
     first = translated(capsys, ct2, "--sampling", "--seed", 3)
     assert first != greedy and translated(capsys, ct2, "--sampling", "--seed", 3) == first
     assert translated(capsys, ct2, "--sampling", "--seed", 4) != first
+
+
+def test_a_trained_folders_written_out_max_length_draws_no_warning_per_batch(varied, tmp_path):
+    """A trained folder's generation config holds every value written out, transformers' default max_length 20
+    among them: sampling (transformers' search, under max_new_tokens) says nothing of it (transformers warns of
+    both being set at every call: a line a batch) and is not cut at 20 tokens. Catches the folder's max_length
+    handed to transformers beside max_new_tokens."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    folder = tmp_path / "trained"
+    shutil.copytree(varied, folder)
+    config = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**config, "max_length": 20, "do_sample": False}))
+    texts = [" ".join(["one two three"] * n) for n in (1, 2, 8, 9)]  # two batches at --batch_tokens 40
+    result = subprocess.run([sys.executable, "-m", "aayn.cli", "translate", "--model", str(folder), "--sampling",
+                             "--sampling_topk", "1", "--max_new_tokens", "30", "--batch_tokens", "40", *texts],
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "max_length" not in result.stderr and len(result.stdout.splitlines()) == 4

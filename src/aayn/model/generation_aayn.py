@@ -411,6 +411,12 @@ def _transformers_search(model, inputs, generation_config, parent_generate, give
             config = model.config
             mask = source_mask(input_ids, kwargs.get("attention_mask"), config.pad_token_id, config.eos_token_id)
             kwargs = {**kwargs, "max_new_tokens": paper_length_limit(int(mask.sum(-1).max()))}
+    new_tokens = kwargs.get("max_new_tokens")
+    if "max_length" not in given and new_tokens and kwargs.get("decoder_input_ids") is None:
+        # the same limit as max_length, the decoder's start token counted: transformers warns at every call of
+        # max_new_tokens beside a folder's max_length (its default, which a trained folder's config writes out)
+        kwargs = {key: value for key, value in kwargs.items() if key != "max_new_tokens"}
+        kwargs["max_length"] = new_tokens + 1
     with output_vocabulary(model.config):
         return parent_generate(inputs, generation_config=generation_config, **kwargs)
 
