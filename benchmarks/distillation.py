@@ -6,10 +6,12 @@ recipe's search) and greedy; then the distilled student exported int8 through CT
 second each arm decodes on the test split (the teacher's torch beam 4, the student's int8 beam 4 and greedy),
 arms alternating in rounds, one process, all cores.
 
-    python benchmarks/distillation.py [--out runs/bench-distill] [--teacher FOLDER] [--rounds 3]
+    python benchmarks/distillation.py [--out runs/bench-distill] [--teacher FOLDER] [--rounds 3] [--seeds 1 2 3]
 
 Without `--teacher`, the teacher is trained first by the demo recipe (about 15 minutes on 2 cores). Each step's
-folder is kept under OUT and not redone on a rerun; the speed rounds run each time.
+folder is kept under OUT and not redone on a rerun; the speed rounds run each time (`--rounds 0`: none). With
+`--seeds`, both students are trained once per seed (the teacher and its distilled corpus are one, seed 1), and the
+table gives each seed's scores, then their mean and range.
 """
 
 from __future__ import annotations
@@ -77,11 +79,26 @@ def speeds(arms: dict, texts: list[str], rounds: int) -> dict:
             for name, runs in seen.items()}  # fmt: skip
 
 
+def over_seeds(quality: dict) -> dict:
+    """Each student's mean over its seeds, with the range (lowest-highest), per search and metric."""
+    rows = {}
+    for kind in ("references", "distilled"):
+        seeded = [by for name, by in quality.items() if name.startswith(f"student, {kind}, seed")]
+        rows[f"student, {kind}, mean (range) of {len(seeded)} seeds"] = {
+            search: {metric: f"{statistics.mean(by[search][metric] for by in seeded):.2f} "
+                             f"({min(by[search][metric] for by in seeded):.2f}-"
+                             f"{max(by[search][metric] for by in seeded):.2f})" for metric in ("bleu", "chrf")}
+            for search in ("beam 4", "greedy")
+        }  # fmt: skip
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="runs/bench-distill")
     parser.add_argument("--teacher", help="a trained demo folder (default: train one under OUT)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="speed rounds (0: none)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1], help="the students' seeds")
     args = parser.parse_args()
     out = Path(args.out)
     corpus = write_corpus(out / "corpus")
@@ -92,24 +109,32 @@ def main() -> None:
         aayn("distill", "--model", str(teacher), "--source_lang", "en", "--target_lang", "fr", "--corpus", str(corpus),
              "--output", str(distilled))  # fmt: skip
         print(f"distilled corpus in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    students = {
-        "student, references": train(out / "student-references", "--dataset_name", str(corpus), *STUDENT),
-        "student, distilled": train(out / "student-distilled", "--dataset_name", str(distilled), *STUDENT),
-    }
+    students = {}
+    for seed in args.seeds:
+        suffix = "" if seed == 1 else f"-seed{seed}"  # seed 1's folders keep the names they had before seeds
+        named = "" if args.seeds == [1] else f", seed {seed}"
+        students[f"student, references{named}"] = train(out / f"student-references{suffix}", "--dataset_name",
+                                                        str(corpus), "--seed", str(seed), *STUDENT)  # fmt: skip
+        students[f"student, distilled{named}"] = train(out / f"student-distilled{suffix}", "--dataset_name",
+                                                       str(distilled), "--seed", str(seed), *STUDENT)  # fmt: skip
     quality = {"teacher": {"beam 4": scores(teacher, corpus), "greedy": scores(teacher, corpus, "--num_beams", "1")}}
     for name, folder in students.items():
         quality[name] = {"beam 4": scores(folder, corpus), "greedy": scores(folder, corpus, "--num_beams", "1")}
-    int8 = out / "student-distilled-int8"
-    if not (int8 / "model.bin").is_file():
-        aayn("export", "--model", str(students["student, distilled"]), "--format", "ctranslate2", "--output_dir",
-             str(int8), "--quantization", "int8")  # fmt: skip
+    if len(args.seeds) > 1:
+        quality |= over_seeds(quality)
     texts = (corpus / "test.en").read_text(encoding="utf-8").splitlines()
-    arms = {
-        "teacher, torch, beam 4": (teacher, {}),
-        "student int8 CTranslate2, beam 4": (int8, {}),
-        "student int8 CTranslate2, greedy": (int8, {"num_beams": 1}),
-    }
-    speed = speeds(arms, texts, args.rounds)
+    speed = {}
+    if args.rounds:
+        int8 = out / "student-distilled-int8"
+        if not (int8 / "model.bin").is_file():
+            aayn("export", "--model", str(out / "student-distilled"), "--format", "ctranslate2", "--output_dir",
+                 str(int8), "--quantization", "int8")  # fmt: skip
+        arms = {
+            "teacher, torch, beam 4": (teacher, {}),
+            "student int8 CTranslate2, beam 4": (int8, {}),
+            "student int8 CTranslate2, greedy": (int8, {"num_beams": 1}),
+        }
+        speed = speeds(arms, texts, args.rounds)
     parameters = {name: json.loads((folder / "config.json").read_text())["d_model"]
                   for name, folder in {"teacher": teacher, **students}.items()}  # fmt: skip
     print(json.dumps({"quality": quality, "d_model": parameters, "sentences_per_second": speed,
