@@ -1,5 +1,5 @@
-"""The search's decoding steps outside the modules' call machinery (`AaynDecoder.step`, the default) against
-the modules' `forward` at every step (`plain_steps` forced off, as a hook on the decoder would), in one process,
+"""The search's plain steps (`AaynDecoder.step` with the cache's attention kernels, the default) against the
+decoder's `forward` at every step (`plain_steps` forced off, as recorded outputs would), in one process,
 alternated: first that both give the same n-best texts and scores, then sentences/s for one `translate` call over
 all the verses, calls of 32 and of 8, and one verse at a time.
 

@@ -190,7 +190,7 @@ def test_cuda_graphs_reach_an_aayn_folders_search_and_an_export_refuses_them_in_
         return
     scored = asked("scores", folders["aayn"], tmp_path)  # scoring runs no search: refused too
     assert aayn([*scored, "--device", "cuda", "--cuda_graphs"]) == 2
-    assert "--cuda_graphs replays a search's decoder steps: aayn score runs no search" in capsys.readouterr().err
+    assert "--cuda_graphs runs a search's decoder steps otherwise: aayn score runs no search" in capsys.readouterr().err
     made, start = [], GraphedSteps.__init__
     monkeypatch.setattr(GraphedSteps, "__init__", lambda self, *args: made.append(start(self, *args)))
     texts = [TEXT, "Two.", "Zero nine nine five three four."]

@@ -266,6 +266,8 @@ def test_attentions_hidden_states_and_scores_of_the_returned_hypotheses():
         (dict(cuda_graphs="yes"), "`cuda_graphs` must be True or False"),
         (dict(cuda_graphs=True, do_sample=True), "cuda_graphs need the paper's search: not with"),
         (dict(cuda_graphs=True, paper_decoding=False), "cuda_graphs need the paper's search: not with paper_dec"),
+        (dict(compiled_steps=1), "`compiled_steps` must be True or False"),
+        (dict(compiled_steps=True, do_sample=True), "compiled_steps need the paper's search: not with"),
     ],
 )
 def test_invalid_values_raise_value_error(bad, message):

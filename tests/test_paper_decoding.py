@@ -174,19 +174,25 @@ def test_one_host_read_per_step(num_beams, every, graphs, monkeypatch):
     assert reads.count - len(steps) <= 5  # before the loop (limits, the encoder, the mask) and after it
 
 
-def test_encoder_keys_and_values_are_kept_once_per_sentence_not_per_beam():
+def test_encoder_keys_and_values_are_kept_once_per_sentence_not_per_beam(monkeypatch):
+    """Every step's layers (the first through `forward`, the rest through `step`) read one row of encoder keys a
+    sentence for four rows of beams. Mutation caught: the folded cache keeping the encoder's keys per beam
+    (`repeat_interleave` before the cache)."""
+    from aayn.model.modeling_aayn import AaynDecoder
+
     model = model_for()
     source, mask = random_batch(3, 7, 40, [7, 3, 5])
     rows = []
+    layers_forward = AaynDecoder.layers_forward
 
-    def record(module, args, kwargs):
-        encoded = kwargs["past_key_values"].encoded
-        if encoded.keys:
-            rows.append((encoded.keys[0].shape[0], args[1].shape[0], kwargs["inputs_embeds"].shape[0]))
+    def recorded(self, hidden_states, masks, encoder_hidden_states, cache, implementation):
+        output = layers_forward(self, hidden_states, masks, encoder_hidden_states, cache, implementation)
+        rows.append((cache.encoded.keys[0].shape[0], cache.padding_bias.shape[0], hidden_states.shape[0]))
+        return output
 
-    model.get_decoder().register_forward_pre_hook(record, with_kwargs=True)
+    monkeypatch.setattr(AaynDecoder, "layers_forward", recorded)
     model.generate(source, attention_mask=mask, num_beams=4, max_new_tokens=5)
-    assert rows and all(keys == sentences and beams == 4 * sentences for keys, sentences, beams in rows), rows
+    assert len(rows) >= 5 and all(keys == sentences and beams == 4 * sentences for keys, sentences, beams in rows)
 
 
 def test_the_search_cache_holds_what_transformers_dynamic_cache_holds():

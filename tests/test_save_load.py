@@ -101,7 +101,7 @@ sys.modules["aayn"] = None  # as where aayn is not installed: the CUDA graphs ar
 try:
     model.generate(inputs["source"], attention_mask=inputs["mask"], cuda_graphs=True)
 except ImportError as error:
-    assert "generate(cuda_graphs=True) needs the aayn package installed" in str(error), error
+    assert "generate(cuda_graphs=True) and generate(compiled_steps=True) need the aayn package" in str(error), error
 else:
     raise AssertionError("cuda_graphs decoded without aayn")
 """

@@ -151,15 +151,22 @@ def device_argument(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="an aayn folder's decoder steps replayed from CUDA graphs (with --device cuda)",
     )
+    parser.add_argument(
+        "--compiled_steps",
+        action="store_true",
+        help="an aayn folder's decoder steps compiled by torch.compile: a few graphs of ~10-15 s each on a small "
+        "model's first batches, repaid over a corpus or a server's life, not one sentence",
+    )
 
 
 def engine_options(args: argparse.Namespace):
-    """How the engine computes (`EngineOptions`), from --dtype and --cuda_graphs; CUDA graphs need CUDA."""
+    """How the engine computes (`EngineOptions`), from --dtype, --cuda_graphs and --compiled_steps; CUDA graphs
+    need CUDA."""
     from ..formats.translator import EngineOptions
 
     if args.cuda_graphs and not args.device.startswith("cuda"):
         raise ValueError(f"--cuda_graphs replays the decoder's steps on a GPU: give --device cuda, not {args.device}")
-    return EngineOptions(args.dtype, args.cuda_graphs)
+    return EngineOptions(args.dtype, args.cuda_graphs, args.compiled_steps)
 
 
 def alignment_arguments(parser: argparse.ArgumentParser) -> None:

@@ -21,8 +21,9 @@ def score(args: argparse.Namespace) -> None:
 
         alignment = AlignmentSettings(args.alignment_layer, args.alignment_heads)
     needs = ("scores",) + ("alignment",) * bool(alignment)
-    if args.cuda_graphs:
-        raise ValueError("--cuda_graphs replays a search's decoder steps: aayn score runs no search")
+    for flag in ("cuda_graphs", "compiled_steps"):
+        if getattr(args, flag):
+            raise ValueError(f"--{flag} runs a search's decoder steps otherwise: aayn score runs no search")
     translator = open_translator([args.model], args.device, needs=needs, options=engine_options(args))
     scores = translator.score(
         sources, targets, length_penalty=args.length_penalty, per_token=args.per_token,

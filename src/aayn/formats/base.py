@@ -41,6 +41,7 @@ class Format:
     devices: tuple[str, ...] = ("cpu", "cuda")  # the device kinds its engine translates on
     dtypes: tuple[str, ...] = ()  # the types its engine casts the weights to (`--dtype`); none: the folder's own
     cuda_graphs: bool = False  # whether its engine replays its decoder steps from CUDA graphs (`--cuda_graphs`)
+    compiled_steps: bool = False  # whether its engine compiles its decoder steps (`--compiled_steps`)
     # its own command-line arguments beside --model and the output: {"--flag": argparse keyword arguments}
     arguments: dict[str, dict] = {}
 

@@ -52,13 +52,15 @@ LACKS = {
 
 
 class EngineOptions(NamedTuple):
-    """How an engine computes beside its device, as the command line's `--dtype` and `--cuda_graphs` ask: the type
-    its weights are cast to (None: as the folder holds them) and whether its decoder's steps are replayed from CUDA
-    graphs. A format says which it offers (`Format.dtypes`, `Format.cuda_graphs`); the others are refused in one
-    line before anything is loaded (`opening.translator_format`)."""
+    """How an engine computes beside its device, as the command line's `--dtype`, `--cuda_graphs` and
+    `--compiled_steps` ask: the type its weights are cast to (None: as the folder holds them), whether its decoder's
+    steps are replayed from CUDA graphs, whether they are compiled by torch.compile. A format says which it offers
+    (`Format.dtypes`, `Format.cuda_graphs`, `Format.compiled_steps`); the others are refused in one line before
+    anything is loaded (`opening.translator_format`)."""
 
     dtype: str | None = None
     cuda_graphs: bool = False
+    compiled_steps: bool = False
 
 
 AS_SAVED = EngineOptions()  # an engine's defaults: the folder's weights as they are, steps launched one by one

@@ -9,6 +9,7 @@ search itself (`search_aayn`, `decoding_aayn`, `policy_aayn`: beam and greedy, G
 exact stop, ensembles), what `generate()` and `pipeline("translation")` route through (`generation_aayn`,
 `pipeline_aayn`), lexical constraints and glossaries (`constraints_aayn`, `glossary_aayn`), the tokenizer of imported
 fairseq folders, resizing, the Hub card. What only speeds decoding up on one kind of device lives in the installed
-package and is asked for by name: the CUDA graphs of the search's steps (`generate(cuda_graphs=True)`,
-`aayn.formats.aayn.cuda_graphs`), which without aayn are refused in one line.
+package and is asked for by name: the search's static steps, replayed from CUDA graphs or compiled
+(`generate(cuda_graphs=True)`, `generate(compiled_steps=True)`, `aayn.formats.aayn.cuda_graphs`), which without
+aayn are refused in one line.
 """

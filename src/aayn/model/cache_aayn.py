@@ -2,9 +2,10 @@
 
 `DecoderCache` is all the decoder's attention asks of a cache: how the step is laid out and masked (`layout`), the
 positions stored before it (`past_length`, `position_encoding`), self-attention's keys and values with this step's
-(`self_attention`) and the encoder's, projected once (`cross_attention`). The base class is no cache at all
-(training, the encoder); transformers' `EncoderDecoderCache`, which transformers' own `generate` hands the model, is
-read through `TransformersCache`. §6.1's search has two families of its own:
+(`self_attention`) and the encoder's, projected once (`cross_attention`), and the kernel that attends
+(`attention_kernel`: a search's steps in eval name one of `ops_aayn.STEP_ATTENTION`, the rest none). The base
+class is no cache at all (training, the encoder); transformers' `EncoderDecoderCache`, which transformers' own
+`generate` hands the model, is read through `TransformersCache`. §6.1's search has two families of its own:
 
 - `FoldedSearchCache` (sdpa and eager models, the default): the k beams of a sentence fold into its k queries;
   the encoder's keys and values are kept once per sentence, self-attention keys and values in slots that never
@@ -23,7 +24,7 @@ from collections.abc import Callable
 
 import torch
 
-from .ops_aayn import additive_bias
+from .ops_aayn import STEP_ATTENTION, additive_bias
 
 # attention functions that take the folded layout's additive masks (FoldedSearchCache); others (flash, flex) get
 # the encoder's keys once per beam
@@ -35,6 +36,15 @@ Masks = tuple[torch.Tensor | None, torch.Tensor | None]
 class DecoderCache:
     """What the decoder's attention asks of a cache, the same for every store; this base keeps nothing (every key
     and value computed anew: training, the encoder)."""
+
+    # set where every step computes what the configured attention computes in eval with no weights recorded (a
+    # search's steps, `decoding_aayn.plain_steps`): the attention then calls its kernel of `STEP_ATTENTION` itself
+    step_kernels = False
+
+    def attention_kernel(self, implementation: str):
+        """`(module, query, key, value, additive mask or None) -> output` for the attention to call instead of
+        the configured function through transformers' interface, or None (that function)."""
+        return STEP_ATTENTION.get(implementation) if self.step_kernels else None
 
     def past_length(self) -> int:
         """The positions stored before this step."""

@@ -4,11 +4,10 @@ reorders or drops rows of its cache. `paper_search` (search_aayn.py) gets one fr
 and calls nothing else of the model.
 
 Which path computes a step is decided here. The first step runs the decoder's `forward` (it writes the encoder's
-keys and values into the cache); past it, a step whose beams fold (`FoldedSearchCache`) runs the same code,
-`AaynDecoder.step`, with the modules' `forward` called directly, without the module calls, output recording and
-dropout calls that take a sizeable share of a small model's step, wherever that computes what `forward` would
-(`plain_steps`). This file travels with every saved checkpoint (the model file imports it): it imports only torch
-and transformers.
+keys and values into the cache); past it, a step whose beams fold (`FoldedSearchCache`) runs the same layers through
+`AaynDecoder.step`, without `forward`'s output recording and mask building, and with the attention kernels the cache
+names (`DecoderCache.attention_kernel`), wherever that computes what `forward` would (`plain_steps`). This file
+travels with every saved checkpoint (the model file imports it): it imports only torch and transformers.
 """
 
 from __future__ import annotations
@@ -33,15 +32,19 @@ class AaynDecodingMixin:
         start: int | None = None,
         alignment: tuple[int, int] | None = None,
         graphs: bool = False,
+        compiled: bool = False,
     ) -> Decoding:
         """§6.1's search's contract with the model: the source encoded once, and the decoder's state for `num_beams`
         beams a sentence and at most `longest` steps, which runs one step for the live rows (`log_probs`) and
         reorders or drops rows of its cache (`next_step`); how a step is computed is decided there. `alignment`
         (layer, heads): each step also keeps that layer's cross-attention, averaged over its first heads
         (`recorded`), where the beams fold (see `Decoding.records`). `graphs`: the steps after the first with
-        static shapes, replayed from a CUDA graph (`cuda_graphs.GraphedSteps`), where the plain step runs."""
+        static shapes, replayed from a CUDA graph (`cuda_graphs.GraphedSteps`), where the plain step runs.
+        `compiled`: those static steps compiled by torch.compile (`cuda_graphs.compiled_static_step`), on any
+        device."""
         start = self.config.decoder_start_token_id if start is None else start
-        return Decoding(self, input_ids, attention_mask, num_beams, longest, use_cache, start, alignment, graphs)
+        return Decoding(self, input_ids, attention_mask, num_beams, longest, use_cache, start, alignment, graphs,
+                        compiled)  # fmt: skip
 
     def output_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """lm_head(hidden_states) (§3.4's pre-softmax projection), read from the CPU decoding layout while
@@ -58,7 +61,7 @@ class Decoding:
     An ensemble holds one per model, each with its own cache."""
 
     def __init__(self, model, input_ids, attention_mask, num_beams: int, longest: int, use_cache: bool, start: int,
-                 alignment=None, graphs: bool = False):  # fmt: skip
+                 alignment=None, graphs: bool = False, compiled: bool = False):  # fmt: skip
         self.model, self.decoder, self.k, self.longest = model, model.get_decoder(), num_beams, longest
         hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (n, S, d)
         self.fold = use_cache and model.config._attn_implementation in FOLDING_ATTENTION
@@ -77,11 +80,15 @@ class Decoding:
         else:
             self.cache = SearchCache(longest, num_beams)
         self.plain = self.fold and plain_steps(self.decoder)
+        if self.plain:
+            self.cache.step_kernels = True
         self.positions = self.decoder.embed.encodings(longest + 1, hidden.device) if self.plain else None
         self.records = alignment is not None and self.fold  # the folded layout: the cache holds the recorder
         if self.records:
             self.cache.record_cross = CrossAttentionRecorder(*alignment)
-        self.graphs = graphs and self.plain and not self.records  # the alignment's recorder reads the host
+        # the static steps: replayed from CUDA graphs, compiled, or both (the alignment's recorder reads the host)
+        self.graphs = (graphs or compiled) and self.plain and not self.records
+        self.compiled = compiled and self.graphs
         self.steps = None  # `GraphedSteps`, from the second step on
 
     @property
@@ -97,7 +104,7 @@ class Decoding:
                 states = self.decoder.step(history[:, step - 1 : step], self.cache, self.positions)
                 return self.model.next_log_probs(states, dtype)
             if self.steps is None:
-                self.steps = graphed_steps()(self, self.longest, dtype)
+                self.steps = graphed_steps()(self, self.longest, dtype, self.compiled)
             return self.steps.log_probs(history, step)
         if self.cache is None:  # the whole hypothesis again, no cache
             embeds = self.decoder.embed.embed_tokens(history[:, :step])
@@ -147,29 +154,26 @@ class CrossAttentionRecorder:
 
 
 def graphed_steps() -> type:
-    """`GraphedSteps`, from the installed package: a saved folder does not carry the CUDA graphs' code."""
+    """`GraphedSteps`, from the installed package: a saved folder does not carry the static steps' code."""
     try:
         from aayn.formats.aayn.cuda_graphs import GraphedSteps
     except ImportError as error:
-        raise ImportError(f"generate(cuda_graphs=True) needs the aayn package installed (pip install aayn): {error}")
+        raise ImportError(
+            f"generate(cuda_graphs=True) and generate(compiled_steps=True) need the aayn package installed (pip "
+            f"install aayn): {error}"
+        ) from None
     return GraphedSteps
 
 
 def plain_steps(decoder) -> bool:
-    """Whether `AaynDecoder.step` computes what the decoder's `forward` would: every module of the decoder in eval
-    (no dropout), none hooked (nor any module, by a global hook) or compiled, since the step runs their `forward`
-    directly; recording nothing; with sdpa or eager attention (a kernel of `STEP_ATTENTION`)."""
-    called = any(
-        module.training
-        or module._forward_hooks
-        or module._forward_pre_hooks
-        or getattr(module, "_compiled_call_impl", None)
-        for module in decoder.modules()
-    )
-    global_hooks = getattr(torch.nn.modules.module, "_has_any_global_hook", lambda: True)()
+    """Whether `AaynDecoder.step`, with the attention kernels of `STEP_ATTENTION`, computes what the decoder's
+    `forward` would: every module of the decoder in eval (no dropout: the kernels take none), recording nothing
+    (the kernels return no weights, and `forward` records), with sdpa or eager attention. The step calls the
+    decoder's layers and their modules as `forward` does (their hooks run, a compiled module runs compiled), not the
+    decoder's own `forward`."""
+    training = any(module.training for module in decoder.modules())
     recording = decoder.config.output_attentions or decoder.config.output_hidden_states
-    plain_kernel = decoder.config._attn_implementation in STEP_ATTENTION
-    return not (called or global_hooks or recording) and plain_kernel
+    return not (training or recording) and decoder.config._attn_implementation in STEP_ATTENTION
 
 
 __all__ = ["AaynDecodingMixin", "CrossAttentionRecorder", "Decoding", "plain_steps"]

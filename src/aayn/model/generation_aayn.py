@@ -209,16 +209,17 @@ def generate(model, inputs, generation_config, paper_decoding, parent_generate, 
     |Y|^alpha), with one warning naming what did not fit the paper's search. aayn's own keywords, taken out before
     transformers sees them: `constraints` / `ordered_constraints` (target phrases each output holds) and
     `output_alignments` / `alignment_layer` / `alignment_heads` (each token's attention, kept by the search) and
-    `cuda_graphs` (the decoder's steps replayed from CUDA graphs, `aayn.formats.aayn.cuda_graphs`)."""
+    `cuda_graphs` / `compiled_steps` (the decoder's steps with static shapes, replayed from CUDA graphs or compiled
+    by torch.compile, `aayn.formats.aayn.cuda_graphs`)."""
     base = model.generation_config if generation_config is None else generation_config
     paper = model.config.paper_decoding if paper_decoding is None else paper_decoding
     kwargs.pop("labels", None)  # Seq2SeqTrainer's predict_with_generate passes them along
     phrases = _pop_constraints(kwargs)  # before transformers sees them: some of its lines have a field of that name
-    alignment, graphs = _pop_alignment(kwargs, model.config), _pop_cuda_graphs(kwargs)
+    alignment, steps = _pop_alignment(kwargs, model.config), _pop_steps(kwargs)
     with cpu_decoding_layout(model):
         if not paper:
             kwargs.pop("length_normalization", None)  # transformers' search has its own (|Y|^alpha)
-            _only_in_paper_search(phrases, alignment, "paper_decoding=False", graphs)
+            _only_in_paper_search(phrases, alignment, "paper_decoding=False", steps)
             with output_vocabulary(model.config):
                 return parent_generate(inputs, generation_config=generation_config, **kwargs)
         config, given, others = resolve_options(base, kwargs)
@@ -226,17 +227,17 @@ def generate(model, inputs, generation_config, paper_decoding, parent_generate, 
         if input_ids is None:
             others.add("inputs_embeds" if kwargs.get("inputs_embeds") is not None else "no input_ids")
         if config.do_sample or others:
-            _only_in_paper_search(phrases, alignment, str(sorted(others) or ["do_sample=True"]), graphs)
+            _only_in_paper_search(phrases, alignment, str(sorted(others) or ["do_sample=True"]), steps)
             return _transformers_search(model, inputs, generation_config, parent_generate, given, others, kwargs)
         return _paper_generate([model], config, given, input_ids, kwargs, constraints=phrases, alignment=alignment,
-                               graphs=graphs)  # fmt: skip
+                               steps=steps)  # fmt: skip
 
 
-def _only_in_paper_search(phrases, alignment, why: str, graphs: bool = False) -> None:
-    """ValueError where constraints, alignments or CUDA graphs are asked of transformers' search (`why` names
-    what chose it)."""
+def _only_in_paper_search(phrases, alignment, why: str, steps: dict | None = None) -> None:
+    """ValueError where constraints, alignments, CUDA graphs or compiled steps are asked of transformers' search
+    (`why` names what chose it)."""
     asked = [name for name, value in (("constraints", phrases), ("output_alignments", alignment)) if value is not None]
-    asked += ["cuda_graphs"] * graphs
+    asked += [name for name, wanted in (steps or {}).items() if wanted]
     if asked:
         raise ValueError(f"{' and '.join(asked)} need the paper's search: not with {why}")
 
@@ -255,15 +256,21 @@ def _pop_alignment(kwargs: dict, config) -> tuple[int, int] | None:
     return alignment_in_force(config.decoder_layers, config.decoder_attention_heads, layer, heads)
 
 
-def _pop_cuda_graphs(kwargs: dict) -> bool:
-    """`cuda_graphs` taken out of `generate`'s keywords: whether the decoder's steps after the first run with
-    static shapes, replayed from a CUDA graph on CUDA (eagerly elsewhere; `aayn.formats.aayn.cuda_graphs`)."""
-    graphs = kwargs.pop("cuda_graphs", False)
-    if not isinstance(graphs, bool):
-        raise ValueError(f"`cuda_graphs` must be True or False, got {graphs!r}")  # noqa: TRY004  as transformers
-    if graphs:
+STEP_OPTIONS = ("cuda_graphs", "compiled_steps")  # generate()'s keywords of how the decoder's steps run
+
+
+def _pop_steps(kwargs: dict) -> dict[str, bool]:
+    """How the decoder's steps after the first run, taken out of `generate`'s keywords: `cuda_graphs` (with
+    static shapes, replayed from a CUDA graph on CUDA, eagerly elsewhere; `aayn.formats.aayn.cuda_graphs`) and
+    `compiled_steps` (the same static steps compiled by torch.compile: `cuda_graphs.compiled_static_step`), each
+    True or False."""
+    steps = {name: kwargs.pop(name, False) for name in STEP_OPTIONS}
+    for name, wanted in steps.items():
+        if not isinstance(wanted, bool):
+            raise ValueError(f"`{name}` must be True or False, got {wanted!r}")  # noqa: TRY004  as transformers
+    if any(steps.values()):
         graphed_steps()  # refused before any work where aayn is not installed
-    return graphs
+    return steps
 
 
 def _pop_constraints(kwargs: dict):
@@ -314,12 +321,12 @@ def _paper_generate(
     average=None,
     constraints=None,
     alignment=None,
-    graphs: bool = False,
+    steps: dict | None = None,
 ):
     """The paper's search for one model or an ensemble, with the generation values in force. `alignment` (layer,
     heads): the output's `alignments` holds each hypothesis's attention, token by token (`paper_search`; one
     teacher-forced forward where the model cannot record it during the search: no cache, other attention kernels).
-    `graphs`: the decoder's steps replayed from CUDA graphs."""
+    `steps`: how the decoder's steps run (`_pop_steps`)."""
     if set(given) & SAMPLING_ONLY:
         ignored = sorted(set(given) & SAMPLING_ONLY)
         logger.warning_once(f"{ignored} only apply to sampling (do_sample=True): ignored, as transformers does")
@@ -329,7 +336,9 @@ def _paper_generate(
         settings.ensemble_average = average
     if alignment is not None and not config.return_dict_in_generate:
         raise ValueError("output_alignments=True returns them beside the sequences: needs return_dict_in_generate=True")
-    settings.alignment, settings.cuda_graphs = alignment, graphs
+    settings.alignment = alignment
+    steps = steps or {}
+    settings.cuda_graphs, settings.compiled_steps = steps.get("cuda_graphs", False), steps.get("compiled_steps", False)
     attention_mask = source_mask(input_ids, kwargs.get("attention_mask"), settings.pad, settings.eos)
     prefix = forced = None
     if kwargs.get("decoder_input_ids") is not None:
@@ -385,7 +394,7 @@ def generate_ensemble(models, input_ids, attention_mask=None, *, average: str = 
                 )
     kwargs = {**kwargs, "attention_mask": attention_mask}
     phrases, alignment = _pop_constraints(kwargs), _pop_alignment(kwargs, first.config)
-    graphs = _pop_cuda_graphs(kwargs)
+    steps = _pop_steps(kwargs)
     config, given, others = resolve_options(first.generation_config, kwargs)
     if config.do_sample or others:
         raise ValueError(
@@ -394,7 +403,7 @@ def generate_ensemble(models, input_ids, attention_mask=None, *, average: str = 
     with contextlib.ExitStack() as stack:
         for model in models:
             stack.enter_context(cpu_decoding_layout(model))
-        return _paper_generate(models, config, given, input_ids, kwargs, average, phrases, alignment, graphs)
+        return _paper_generate(models, config, given, input_ids, kwargs, average, phrases, alignment, steps)
 
 
 def _transformers_search(model, inputs, generation_config, parent_generate, given, others, kwargs):

@@ -41,7 +41,6 @@ from .generation_aayn import generate as paper_generate
 from .glossary_aayn import Glossary  # noqa: F401  (the pipeline's, copied with the model's code)
 from .hub_aayn import AaynCardUpload, AaynOwnCodeSave
 from .ops_aayn import (
-    STEP_ATTENTION,
     AaynDropout,
     attention_implementation,
     attention_mask_for,
@@ -89,12 +88,6 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill_(shifted == -100, pad_token_id)
 
 
-def run(module: nn.Module, direct: bool, *args):
-    """module(*args), or its `forward` called directly where `direct` (a search step: in eval, no module hooked,
-    so the call machinery would only cost time; `decoding_aayn.plain_steps` decides)."""
-    return module.forward(*args) if direct else module(*args)
-
-
 def fused_linear(d_model: int, count: int) -> nn.Linear:
     """`count` projections of width d_model in one matrix: one product instead of `count`."""
     linear = nn.Linear(d_model, count * d_model)
@@ -139,30 +132,28 @@ class AaynAttention(nn.Module):
         key_value_states: torch.Tensor | None = None,
         cache: DecoderCache = NO_CACHE,
         implementation: str | None = None,
-        direct: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`cache`: where keys and values are kept (`cache_aayn.DecoderCache`); `implementation`: the attention
-        function the stack built its masks for (eager where weights are recorded), the configured one if not given;
-        `direct`: a search step (see `run`), the kernel of `STEP_ATTENTION`. Returns the output and, from the eager
-        path, the weights."""
+        """`cache`: where keys and values are kept (`cache_aayn.DecoderCache`), which may name the kernel of a
+        search's step; `implementation`: the attention function the stack built its masks for (eager where weights
+        are recorded), the configured one if not given. Returns the output and, from the eager path, the weights."""
         if self.is_cross_attention:
-            query = self.to_heads(run(self.q_proj, direct, hidden_states))  # (B, nh, T, hs)
-            project = lambda: [self.to_heads(x) for x in run(self.kv_proj, direct, key_value_states).chunk(2, -1)]
+            query = self.to_heads(self.q_proj(hidden_states))  # (B, nh, T, hs)
+            project = lambda: [self.to_heads(x) for x in self.kv_proj(key_value_states).chunk(2, -1)]
             key, value = cache.cross_attention(self.layer_idx, project)  # (B, nh, S, hs)
             cache.observe_cross(self, query, key, attention_mask)
         else:
-            qkv = run(self.qkv_proj, direct, hidden_states).chunk(3, -1)
-            query, key, value = (self.to_heads(x) for x in qkv)  # (B, nh, T, hs)
+            query, key, value = (self.to_heads(x) for x in self.qkv_proj(hidden_states).chunk(3, -1))  # (B, nh, T, hs)
             key, value = cache.self_attention(self.layer_idx, key, value)
 
         implementation = implementation or self.config._attn_implementation
-        if direct:
-            output, weights = STEP_ATTENTION[implementation](self, query, key, value, attention_mask), None
+        kernel = cache.attention_kernel(implementation)
+        if kernel is not None:
+            output, weights = kernel(self, query, key, value, attention_mask), None
         else:
             attend = eager_attention_forward if implementation == "eager" else ALL_ATTENTION_FUNCTIONS[implementation]
             dropout = self.dropout if self.training else 0.0
             output, weights = attend(self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling)
-        return run(self.out_proj, direct, output.reshape(*output.shape[:2], -1)), weights  # (B, T, d_model)
+        return self.out_proj(output.reshape(*output.shape[:2], -1)), weights  # (B, T, d_model)
 
 
 class AaynFeedForward(nn.Module):
@@ -175,9 +166,8 @@ class AaynFeedForward(nn.Module):
         self.activation_dropout = AaynDropout(config.activation_dropout)
         self.fc2 = nn.Linear(ffn_dim, config.d_model)
 
-    def forward(self, hidden_states: torch.Tensor, direct: bool = False) -> torch.Tensor:
-        hidden_states = run(self.activation, direct, run(self.fc1, direct, hidden_states))
-        return run(self.fc2, direct, hidden_states if direct else self.activation_dropout(hidden_states))
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.activation_dropout(self.activation(self.fc1(hidden_states))))
 
 
 class AaynLayer(GradientCheckpointingLayer):
@@ -190,15 +180,12 @@ class AaynLayer(GradientCheckpointingLayer):
         self.norm_first = config.norm_first
         self.dropout = AaynDropout(config.dropout)
 
-    def sublayer_input(self, hidden_states: torch.Tensor, norm: nn.LayerNorm, direct: bool = False) -> torch.Tensor:
-        return run(norm, direct, hidden_states) if self.norm_first else hidden_states
+    def sublayer_input(self, hidden_states: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+        return norm(hidden_states) if self.norm_first else hidden_states
 
-    def add_and_norm(
-        self, hidden_states: torch.Tensor, output: torch.Tensor, norm: nn.LayerNorm, direct: bool = False
-    ) -> torch.Tensor:
-        """`direct` (a search step, in eval): dropout is the identity."""
-        hidden_states = hidden_states + output if direct else self.dropout.add_to(hidden_states, output)
-        return hidden_states if self.norm_first else run(norm, direct, hidden_states)
+    def add_and_norm(self, hidden_states: torch.Tensor, output: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+        hidden_states = self.dropout.add_to(hidden_states, output)
+        return hidden_states if self.norm_first else norm(hidden_states)
 
 
 def layer_norm(config: AaynConfig) -> nn.LayerNorm:
@@ -246,20 +233,16 @@ class AaynDecoderLayer(AaynLayer):
         encoder_attention_mask: torch.Tensor | None = None,
         cache: DecoderCache = NO_CACHE,
         implementation: str | None = None,
-        direct: bool = False,
     ) -> torch.Tensor:
         """`encoder_hidden_states`: None where the cache holds the encoder's keys and values (a search step)."""
-        x = self.sublayer_input(hidden_states, self.self_attn_norm, direct)
-        attended, _ = run(self.self_attn, direct, x, attention_mask, None, cache, implementation, direct)
-        hidden_states = self.add_and_norm(hidden_states, attended, self.self_attn_norm, direct)
-        x = self.sublayer_input(hidden_states, self.encoder_attn_norm, direct)
-        attended, _ = run(
-            self.encoder_attn, direct, x, encoder_attention_mask, encoder_hidden_states, cache, implementation, direct
-        )
-        hidden_states = self.add_and_norm(hidden_states, attended, self.encoder_attn_norm, direct)
-        x = self.sublayer_input(hidden_states, self.feed_forward_norm, direct)
-        output = run(self.feed_forward, direct, x, direct)
-        return self.add_and_norm(hidden_states, output, self.feed_forward_norm, direct)
+        x = self.sublayer_input(hidden_states, self.self_attn_norm)
+        attended, _ = self.self_attn(x, attention_mask, None, cache, implementation)
+        hidden_states = self.add_and_norm(hidden_states, attended, self.self_attn_norm)
+        x = self.sublayer_input(hidden_states, self.encoder_attn_norm)
+        attended, _ = self.encoder_attn(x, encoder_attention_mask, encoder_hidden_states, cache, implementation)
+        hidden_states = self.add_and_norm(hidden_states, attended, self.encoder_attn_norm)
+        x = self.sublayer_input(hidden_states, self.feed_forward_norm)
+        return self.add_and_norm(hidden_states, self.feed_forward(x), self.feed_forward_norm)
 
 
 class AaynEmbeddings(nn.Module):
@@ -373,11 +356,11 @@ class AaynStack(AaynPreTrainedModel):
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embed.embed_tokens
 
-    def run_layers(self, hidden_states: torch.Tensor, call, direct: bool = False) -> torch.Tensor:
+    def run_layers(self, hidden_states: torch.Tensor, call) -> torch.Tensor:
         """`call(layer, hidden_states)` through the N layers, then the final norm."""
         for layer in self.layers:
             hidden_states = call(layer, hidden_states)
-        return hidden_states if self.layer_norm is None else run(self.layer_norm, direct, hidden_states)
+        return hidden_states if self.layer_norm is None else self.layer_norm(hidden_states)
 
 
 class AaynEncoder(AaynStack):
@@ -444,20 +427,21 @@ class AaynDecoder(AaynStack):
 
     def step(self, input_ids: torch.LongTensor, cache: DecoderCache, encodings: torch.Tensor) -> torch.Tensor:
         """A step of §6.1's search after the first, where `decoding_aayn.plain_steps` holds: what `forward` gives
-        for the beams' last tokens `input_ids` (rows, 1) in eval, (rows, d_model), with the modules' `forward`
-        called directly and the encoder's keys and values read from `cache`. `encodings`: the search's §3.5
-        table (`embed.encodings`, the same values as one position at a time)."""
-        embeds = self.embed.embed_tokens.forward(input_ids)
+        for the beams' last tokens `input_ids` (rows, 1) in eval, (rows, d_model), without `forward`'s output
+        recording and masks (the cache lays the step out and masks it), the encoder's keys and values read from
+        `cache`. `encodings`: the search's §3.5 table (`embed.encodings`, the same values as one position at a
+        time)."""
+        embeds = self.embed.embed_tokens(input_ids)
         hidden_states = self.embed.add_positions(embeds, cache.position_encoding(encodings))
-        hidden_states = self.layers_forward(hidden_states, None, None, cache, self.config._attn_implementation, True)
+        hidden_states = self.layers_forward(hidden_states, None, None, cache, self.config._attn_implementation)
         return hidden_states.view(-1, hidden_states.shape[-1])
 
-    def layers_forward(self, hidden_states, masks, encoder_hidden_states, cache, implementation, direct=False):
+    def layers_forward(self, hidden_states, masks, encoder_hidden_states, cache, implementation):
         """The N layers over the embedded target, laid out and masked by the cache (`DecoderCache.layout`)."""
         hidden_states, self_mask, cross_mask = cache.layout(hidden_states, masks)
-        arguments = (encoder_hidden_states, self_mask, cross_mask, cache, implementation, direct)
+        arguments = (encoder_hidden_states, self_mask, cross_mask, cache, implementation)
         # positional, so that gradient checkpointing passes the encoder states' gradient
-        return self.run_layers(hidden_states, lambda layer, x: run(layer, direct, x, *arguments), direct)
+        return self.run_layers(hidden_states, lambda layer, x: layer(x, *arguments))
 
 
 class AaynModel(AaynResizing, AaynPreTrainedModel):

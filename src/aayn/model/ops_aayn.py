@@ -144,10 +144,10 @@ def _eager_step(module, query, key, value, mask):
     return eager_attention_forward(module, query, key, value, mask, module.scaling)[0]
 
 
-# The attention kernel of a decoding step outside the modules' call machinery (`AaynDecoder.step`), per
+# The attention kernel of a search's step (`AaynDecoder.step`; a search cache names it: `attention_kernel`), per
 # attention implementation: `(module, query, key, value, additive mask or None) -> (B, T, nh, hs)`, the same call
 # the configured function makes in eval (transformers' SDPA function with a mask and no dropout, or
-# `eager_attention_forward`). Kernels without one (flash, flex) keep the modules' path.
+# `eager_attention_forward`), without transformers' dispatch. Kernels without one (flash, flex) keep `forward`.
 STEP_ATTENTION = {"sdpa": _sdpa_step, "eager": _eager_step}
 
 

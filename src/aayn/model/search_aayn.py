@@ -77,6 +77,7 @@ class SearchSettings:
     normalization: str = "gnmt"  # lp(Y): GNMT's, or fairseq's |Y|^alpha (`policy_aayn.length_penalty`)
     alignment: tuple[int, int] | None = None  # (layer, heads): keep that cross-attention of each output token
     cuda_graphs: bool = False  # the decoder's steps replayed from CUDA graphs (`aayn.formats.aayn.cuda_graphs`)
+    compiled_steps: bool = False  # the static steps compiled by torch.compile (`cuda_graphs.compiled_static_step`)
 
 
 # steps between the host's reads of which sentences are done, off the CPU (`done_check_interval`)
@@ -324,7 +325,8 @@ def paper_search(
     shortest, longest = torch.stack(limits.aminmax()).tolist()  # the one host read before the loop
     aligned = [s.alignment] + [None] * (len(models) - 1)  # the first model's attention aligns
     decoders = [m.start_decoding(input_ids, attention_mask, s.num_beams, longest, s.use_cache, s.start, alignment,
-                                 s.cuda_graphs) for m, alignment in zip(models, aligned)]  # fmt: skip
+                                 s.cuda_graphs, s.compiled_steps)
+                for m, alignment in zip(models, aligned)]  # fmt: skip
     trail = AttentionTrail(input_ids.shape[1]) if decoders[0].records else None  # each chosen token's attention
     state = SearchState.start(limits, longest, prefix, s, dtype, trail is not None)
     hypotheses = Hypotheses(state)

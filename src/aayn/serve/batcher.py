@@ -359,6 +359,7 @@ def describe(translator: Translator, names: list[str]) -> dict:
         weight = next(models[0].parameters())
         info.update(device=str(weight.device), dtype=str(weight.dtype).removeprefix("torch."))
         info["cuda_graphs"] = translator.cuda_graphs
+        info["compiled_steps"] = translator.compiled_steps
     card = card_metadata(names[0]) if Path(names[0]).is_dir() else None
     if card is not None:
         info["direction"] = f"{card['source_lang']} -> {card['target_lang']}"

@@ -90,6 +90,7 @@ def check_options(options: EngineOptions, entry, name: str) -> None:
             raise ValueError(f"--dtype {dtype}: --model {name}{entry.described}, which computes in the type it was "
                              "written in; --dtype casts an aayn folder's weights")  # fmt: skip
         raise ValueError(f"--dtype {dtype}: --model {name} computes in {' or '.join(entry.dtypes)}")
-    if options.cuda_graphs and not entry.cuda_graphs:
-        raise ValueError(f"--cuda_graphs: --model {name}{entry.described}, whose engine runs its own steps; "
-                         "--cuda_graphs replays an aayn folder's decoder steps")  # fmt: skip
+    for flag, does in (("cuda_graphs", "replays"), ("compiled_steps", "compiles")):
+        if getattr(options, flag) and not getattr(entry, flag):
+            raise ValueError(f"--{flag}: --model {name}{entry.described}, whose engine runs its own steps; "
+                             f"--{flag} {does} an aayn folder's decoder steps")  # fmt: skip

@@ -28,6 +28,7 @@ class AaynFolder(Format):
     engine_class, setup = "TorchTranslator", True
     dtypes = ("float32", "bfloat16", "float16")  # the weights cast on loading (`load_model`)
     cuda_graphs = True  # `generate(cuda_graphs=True)`
+    compiled_steps = True  # `generate(compiled_steps=True)`
 
     def load(self, source: SavedModel, **options) -> SavedModel:
         """An aayn folder is written from a model in memory (trained, averaged, imported): nothing to read."""
@@ -67,7 +68,8 @@ class AaynFolder(Format):
         loaded = (load_model(location, name, device, options.dtype) for location, name in zip(locations, names))
         models, tokenizers = zip(*loaded)
         engine.check_same_tokenizer(list(tokenizers), names)
-        return engine.TorchTranslator(list(models), tokenizers[0], names[0], cuda_graphs=options.cuda_graphs)
+        return engine.TorchTranslator(list(models), tokenizers[0], names[0], cuda_graphs=options.cuda_graphs,
+                                      compiled_steps=options.compiled_steps)  # fmt: skip
 
 
 def load_model(location: str, name: str, device: str, dtype: str | None = None):

@@ -20,8 +20,10 @@ batch of the same sizes as an earlier one replays that one's graph with its own 
 decoder's own step (`AaynDecoder.step`) over these buffers (`StaticSlots`, a `cache_aayn.DecoderCache`), so the
 log-probabilities equal the plain search's up to float rounding (the softmaxes run over the masked slots and source
 positions too). On a device without CUDA graphs the same static steps run eagerly (`replays_graphs`; tests on a CPU
-check them so, and captured and replayed by an emulation of CUDA graphs). A saved folder does not carry this file
-(`aayn.model` says what it carries): decoding with `cuda_graphs` needs aayn installed.
+check them so, and captured and replayed by an emulation of CUDA graphs). The same static step compiled by
+torch.compile (`compiled_static_step`, `generate(compiled_steps=True)`) runs on any device, off CUDA on as few rows
+as the sentences need. A saved folder does not carry this file (`aayn.model` says what it carries): decoding with
+`cuda_graphs` or `compiled_steps` needs aayn installed.
 """
 
 from __future__ import annotations
@@ -56,10 +58,33 @@ def bucket(size: int) -> int:
 MIN_ROWS = 8  # below it a GPU's step takes about as long, and each size more is a capture more
 
 
-def rows_bucket(sentences: int) -> int:
-    """The rows a graph holds for `sentences`: the next power of two, at least `MIN_ROWS` (a compaction halves
-    them)."""
-    return max(1 << max(sentences - 1, 0).bit_length(), MIN_ROWS)
+def rows_bucket(sentences: int, least: int | None = None) -> int:
+    """The rows a graph holds for `sentences`: the next power of two, at least `least` (default `MIN_ROWS`; a
+    compaction halves them)."""
+    return max(1 << max(sentences - 1, 0).bit_length(), MIN_ROWS if least is None else least)
+
+
+def static_step(decoder, model, tokens: torch.Tensor, slots: StaticSlots, positions, dtype) -> torch.Tensor:
+    """One decoder step of every row of `slots`: (rows, vocab) log-probabilities in `dtype` (what a CUDA graph
+    captures, what `compiled_static_step` compiles)."""
+    states = decoder.step(tokens, slots, positions)
+    slots.position.add_(1)
+    return model.next_log_probs(states, dtype)
+
+
+_COMPILED = []  # `static_step` compiled, made at the first use
+
+
+def compiled_static_step():
+    """`static_step` compiled by `torch.compile` (inductor), with dynamic shapes: one graph serves every number of
+    rows, capacity and source length, besides the sizes of 1 torch specializes (one sentence, one beam), and a
+    model shape of its own (a graph per model shape, each compiled when its sizes first come: ~10-15 s for the demo's
+    shape on 2 CPU cores). Past torch's recompile limit (`torch._dynamo.config.recompile_limit`, counted for all
+    models of the process together) new sizes run eagerly."""
+    with _KEPT_LOCK:
+        if not _COMPILED:
+            _COMPILED.append(torch.compile(static_step, dynamic=True))
+        return _COMPILED[0]
 
 
 class StaticSlots(DecoderCache):
@@ -67,6 +92,8 @@ class StaticSlots(DecoderCache):
     in buffers (rows, heads, capacity * k, head_dim), each beam's path in `ancestry` (rows, k, capacity), the
     position the next step writes in the tensor `position`, the step's input `parents` (rows, k); the encoder's
     keys and values per layer (rows, heads, source, head_dim) and padding bias (rows, 1, 1, source)."""
+
+    step_kernels = True  # its steps are a search's plain steps (`GraphedSteps` runs only where they are)
 
     def __init__(self, keys, values, ancestry, position, cross_keys, cross_values, padding_bias, dtype):
         self.keys, self.values, self.ancestry, self.position = keys, values, ancestry, position
@@ -233,12 +260,14 @@ class GraphedSteps:
     sizes, replayed from its CUDA graph (captured at its first use; elsewhere run eagerly). `log_probs` and
     `next_step` keep `Decoding`'s contract for the live sentences, whichever rows the graph holds."""
 
-    def __init__(self, decoding, capacity: int, dtype: torch.dtype):
-        """`capacity`: the positions the search may write."""
+    def __init__(self, decoding, capacity: int, dtype: torch.dtype, compiled: bool = False):
+        """`capacity`: the positions the search may write; `compiled`: the step compiled (`compiled_static_step`;
+        off CUDA a graph then holds as few rows as the sentences need, not `MIN_ROWS`)."""
         # the decoding's model, not the decoding (which holds this): the step a search holds is free once it ends
         self.model, self.decoder, self.k = decoding.model, decoding.decoder, decoding.k
-        self.dtype = dtype
+        self.dtype, self.compiled = dtype, compiled
         folded = decoding.cache
+        self.least = 1 if compiled and not replays_graphs(folded.padding_bias.device) else MIN_ROWS
         self.written = folded.past_length()  # positions begun (the host's count)
         sentences, source = folded.padding_bias.shape[0], folded.padding_bias.shape[3]
         self.sizes = bucket(capacity), bucket(source)
@@ -246,7 +275,7 @@ class GraphedSteps:
         self.signature = (tuple(tensor.data_ptr() for tensor in self.model.parameters()),
                           self.model.config._attn_implementation)  # fmt: skip
         state = StaticSlots.state(folded)
-        self.entry = self._take(rows_bucket(sentences), state, folded.dtype)
+        self.entry = self._take(rows_bucket(sentences, self.least), state, folded.dtype)
         self.entry.slots.load(*state)
         self._map_live(sentences, folded.padding_bias.device)
 
@@ -278,9 +307,8 @@ class GraphedSteps:
     def step(self) -> torch.Tensor:
         """One decoder step of every row: (rows, vocab) log-probabilities in `dtype` (the graph's captured body)."""
         entry = self.entry
-        states = self.decoder.step(entry.tokens, entry.slots, entry.positions)
-        entry.slots.position.add_(1)
-        return self.model.next_log_probs(states, self.dtype)
+        step = compiled_static_step() if self.compiled else static_step
+        return step(self.decoder, self.model, entry.tokens, entry.slots, entry.positions, self.dtype)
 
     def log_probs(self, history: torch.Tensor, step: int) -> torch.Tensor:
         """(live rows, vocab) log-probabilities of the next token after `history[:, :step]` (the live beams')."""
@@ -309,14 +337,14 @@ class GraphedSteps:
         if keep is None:
             return
         self.live = keep if self.live is None else self.live[keep]
-        if rows_bucket(self.live.shape[0]) < slots.ancestry.shape[0]:
+        if rows_bucket(self.live.shape[0], self.least) < slots.ancestry.shape[0]:
             self.compact()
 
     def compact(self) -> None:
         """The live rows' state moved to the model's step of as few rows as hold them; the old one let go."""
         old, live = self.entry, self.live
         state = old.slots.rows(live)
-        self.entry = self._take(rows_bucket(live.shape[0]), state, old.slots.dtype)
+        self.entry = self._take(rows_bucket(live.shape[0], self.least), state, old.slots.dtype)
         self.entry.slots.load(*state)
         old.owner = None  # once read: another thread's search may take it then
         self._map_live(live.shape[0], live.device)
@@ -360,4 +388,15 @@ class GraphedSteps:
         entry.graph, entry.output = graph, output
 
 
-__all__ = ["GraphedSteps", "StaticSlots", "StepGraph", "StepGraphs", "bucket", "forget", "memory_budget", "rows_bucket"]
+__all__ = [
+    "GraphedSteps",
+    "StaticSlots",
+    "StepGraph",
+    "StepGraphs",
+    "bucket",
+    "compiled_static_step",
+    "forget",
+    "memory_budget",
+    "rows_bucket",
+    "static_step",
+]

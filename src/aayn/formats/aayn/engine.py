@@ -22,11 +22,13 @@ class TorchTranslator(Translator):
     """Saved aayn models (one, or an ensemble sharing its tokenizer) on a torch device: the paper's search
     (`generate`, `generate_ensemble`), with target prefixes; one model also samples, scores pairs and draws
     attention.
-    `cuda_graphs`: the search's decoder steps replayed from CUDA graphs (`generate(cuda_graphs=True)`)."""
+    `cuda_graphs`: the search's decoder steps replayed from CUDA graphs (`generate(cuda_graphs=True)`);
+    `compiled_steps`: compiled by torch.compile (`generate(compiled_steps=True)`)."""
 
     def __init__(self, models: list[PreTrainedModel], tokenizer: PreTrainedTokenizerBase, name: str | None = None,
-                 cuda_graphs: bool = False):  # fmt: skip
+                 cuda_graphs: bool = False, compiled_steps: bool = False):  # fmt: skip
         self.models, self.tokenizer, self.cuda_graphs = list(models), tokenizer, cuda_graphs
+        self.compiled_steps = compiled_steps
         self.model = self.models[0]
         self.name = name or getattr(self.model.config, "_name_or_path", None) or "the model"
         self.abilities = AaynFolder.abilities if len(self.models) == 1 else AaynFolder.ensembles
@@ -61,6 +63,8 @@ class TorchTranslator(Translator):
             options["max_new_tokens"] = max(settings.max_new_tokens - sampled, 1)
         if self.cuda_graphs:
             options["cuda_graphs"] = True
+        if self.compiled_steps:
+            options["compiled_steps"] = True
         return options
 
     def check_terms(self, terms: list[list[str]], phrases: list[list[list[int]]], sources, settings) -> None:
