@@ -200,3 +200,28 @@ def test_cuda_graphs_reach_an_aayn_folders_search_and_an_export_refuses_them_in_
     plain = open_translator([str(folders["aayn"])]).nbest(texts, 2, num_beams=3, max_new_tokens=8)
     assert [[text for _, text in row] for row in best] == [[text for _, text in row] for row in plain]
     assert [score for row in best for score, _ in row] == pytest.approx([s for row in plain for s, _ in row], abs=1e-5)
+
+
+@pytest.mark.parametrize("engine", ["aayn", "ctranslate2"])
+def test_compiled_steps_reach_an_aayn_folders_generate_and_an_export_refuses_them_in_one_line(
+    folders, engine, capsys, tmp_path
+):
+    """`--compiled_steps` becomes `generate(compiled_steps=True)` for an aayn folder (mutation caught: the engine
+    dropping the option), is refused in one line, before loading, by an export whose engine runs its own steps
+    (mutation caught: the format's refusal skipped) and by `aayn score`, which runs no search."""
+    from aayn.formats.translator import DecodingSettings, EngineOptions
+    from aayn.translation.opening import open_translator
+
+    command = ["translate", "--model", str(folders[engine]), "--compiled_steps", TEXT]
+    if engine != "aayn":
+        assert aayn(command) == 2
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip() and not line.startswith("(run with --debug")]
+        assert len(lines) == 1 and f"--compiled_steps: --model {folders[engine]} is" in lines[0], err
+        return
+    assert aayn([*asked("scores", folders["aayn"], tmp_path), "--compiled_steps"]) == 2
+    assert "--compiled_steps runs a search's decoder steps otherwise: aayn score" in capsys.readouterr().err
+    compiled = open_translator([str(folders["aayn"])], options=EngineOptions(compiled_steps=True))
+    assert compiled.generate_options(DecodingSettings(3, 1.0))["compiled_steps"] is True
+    plain = open_translator([str(folders["aayn"])])
+    assert "compiled_steps" not in plain.generate_options(DecodingSettings(3, 1.0))
