@@ -175,6 +175,8 @@ class AaynDropout(nn.Dropout):
         return words >= dropped - 32768, 65536 / (65536 - dropped)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:  # the identity, as F.dropout's, without its call
+            return x
         kept = self.keep(x)
         if kept is None:
             return F.dropout(x, self.p, self.training, self.inplace)
@@ -182,6 +184,8 @@ class AaynDropout(nn.Dropout):
 
     def add_to(self, residual: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """residual + dropout(x), in one pass where the mask is ours."""
+        if not self.training:
+            return residual + x
         kept = self.keep(x)
         if kept is None:
             return residual + F.dropout(x, self.p, self.training)
