@@ -215,3 +215,24 @@ def test_the_top_floor_holds_few_loose_modules():
     """`aayn/` holds its rooms (packages) and a few modules every room uses; a new module goes into a room."""
     loose = sorted(path.name for path in SRC.glob("*.py"))
     assert len(loose) <= 16, loose
+
+
+def test_the_model_has_no_second_calling_convention_nor_reads_torchs_private_module_state():
+    """The model room reads like §3: no function of it takes a `direct` switch, and neither the layers nor the
+    search's steps read the module call machinery's private state (hooks, compiled calls); `ops_aayn.plain_linear`
+    still reads the output layer's hooks, so that the fused loss and the decoding layout never bypass a hook or an
+    adapter. Mutation caught: a `direct=False` parameter put back on a layer's `forward`, or `plain_steps` reading
+    `module._forward_hooks` again."""
+    private = {"_forward_hooks", "_forward_pre_hooks", "_compiled_call_impl", "_has_any_global_hook"}
+    for path in sorted((SRC / "model").glob("*.py")):
+        if path.name == "ops_aayn.py":
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+                names = {arg.arg for arg in [*node.args.args, *node.args.kwonlyargs]}
+                assert "direct" not in names, f"{path.name}:{node.lineno} takes `direct`"
+            if isinstance(node, ast.Attribute):
+                assert node.attr not in private, f"{path.name}:{node.lineno} reads {node.attr}"
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert node.value not in private, f"{path.name}:{node.lineno} reads {node.value}"
